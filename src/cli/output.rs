@@ -1,0 +1,119 @@
+//! Everything the user sees goes through here: text for people, `--json` for
+//! scripts, errors on stderr.
+
+use std::io::{self, Write};
+
+use debforge::deb::listing::ContentsFormatter;
+use debforge::deb::{BuildReport, ControlFiles, DebFile};
+use serde_json::{Map, Value, json};
+
+use super::Failure;
+
+pub fn error(message: &str, hint: Option<&str>) {
+    let mut err = io::stderr().lock();
+    let _ = writeln!(err, "debforge: error: {message}");
+    if let Some(h) = hint {
+        let _ = writeln!(err, "  hint: {h}");
+    }
+}
+
+pub fn warning(message: &str) {
+    let _ = writeln!(io::stderr().lock(), "debforge: warning: {message}");
+}
+
+/// Writes to stdout; a closed pipe (`| head`) ends the program quietly.
+fn out(text: &str) {
+    let mut stdout = io::stdout().lock();
+    if let Err(e) = stdout.write_all(text.as_bytes()) {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+    }
+}
+
+fn json_out(value: &Value) {
+    out(&format!("{}\n", serde_json::to_string_pretty(value).expect("JSON values serialize")));
+}
+
+pub fn deb_info(deb: &DebFile, control: &ControlFiles, json: bool) {
+    if json {
+        let mut fields = Map::new();
+        for f in control.control.fields() {
+            fields.insert(f.name().to_string(), Value::String(f.value().to_string()));
+        }
+        let files: Vec<Value> = control
+            .files
+            .iter()
+            .map(|f| json!({"name": f.name, "mode": format!("{:04o}", f.mode), "size": f.data.len()}))
+            .collect();
+        json_out(&json!({
+            "path": deb.path(),
+            "size": deb.len(),
+            "format_version": deb.format_version(),
+            "members": deb.members(),
+            "control_files": files,
+            "control": fields,
+        }));
+        return;
+    }
+    let mut s = format!(
+        " new Debian package, version {}.\n size {} bytes: control archive={} bytes.\n",
+        deb.format_version(),
+        deb.len(),
+        deb.control_member().size
+    );
+    s.push_str(" members:\n");
+    for m in deb.members() {
+        let c = m.compression.map(|c| c.to_string()).unwrap_or_default();
+        s.push_str(&format!("  {:<20} {:>12} bytes  {c}\n", m.name, m.size));
+    }
+    s.push_str(" control files:\n");
+    for f in &control.files {
+        let lines = f.data.iter().filter(|&&b| b == b'\n').count();
+        s.push_str(&format!("  {:>8} bytes, {:>5} lines  {:04o}  {}\n", f.data.len(), lines, f.mode, f.name));
+    }
+    for line in control.control.to_string().lines() {
+        s.push(' ');
+        s.push_str(line);
+        s.push('\n');
+    }
+    out(&s);
+}
+
+pub fn deb_contents(deb: &DebFile, json: bool) -> Result<(), Failure> {
+    if json {
+        let mut entries = Vec::new();
+        deb.visit_data(|e| {
+            entries.push(serde_json::to_value(&e).map_err(io::Error::other)?);
+            Ok(())
+        })?;
+        json_out(&Value::Array(entries));
+        return Ok(());
+    }
+    let mut fmt = ContentsFormatter::default();
+    deb.visit_data(|e| {
+        out(&format!("{}\n", fmt.line(&e)));
+        Ok(())
+    })?;
+    Ok(())
+}
+
+pub fn build_report(r: &BuildReport, json: bool) {
+    if json {
+        json_out(&serde_json::to_value(r).expect("report serializes"));
+        return;
+    }
+    let mut s = format!(
+        "built {} ({} {} {}): {} bytes, sha256 {}\n",
+        r.output.display(),
+        r.package,
+        r.version,
+        r.architecture,
+        r.size,
+        r.sha256
+    );
+    if !r.generated.is_empty() {
+        s.push_str(&format!("  added: {}\n", r.generated.join(", ")));
+    }
+    out(&s);
+}

@@ -1,0 +1,569 @@
+//! Writing a `.deb` from a package tree, as `dpkg-deb --build --root-owner-group`
+//! takes it: `DIR/DEBIAN/` holds `control`, maintainer scripts and other
+//! control files; everything else under `DIR` is the data.
+//!
+//! Output is deterministic: entries sorted by name within each directory (as
+//! dpkg-deb does), owner root:root (0:0), modification times clamped to
+//! `SOURCE_DATE_EPOCH` when given, GNU tar headers, dpkg's ar headers dated
+//! `SOURCE_DATE_EPOCH` or else the newest time in the tree. Nothing appears at
+//! the output path unless the whole package was written: it is assembled under
+//! a temporary name in the same directory and renamed at the end.
+
+use std::collections::HashMap;
+use std::fs::{self, File, Metadata};
+use std::io::{self, BufWriter, Read, Seek, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use md5::{Digest, Md5};
+
+use super::ar::member_header;
+use super::compression::Compression;
+use crate::digest::HashingWriter;
+use crate::format::control::{ControlError, check_binary_control};
+use crate::format::deb822::ControlParagraph;
+
+const MAINTAINER_SCRIPTS: [&str; 5] = ["preinst", "postinst", "prerm", "postrm", "config"];
+
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    pub compression: Compression,
+    /// The compressor's level; `None` for dpkg-deb's default.
+    pub level: Option<u32>,
+    /// `SOURCE_DATE_EPOCH`: clamp every time to it.
+    pub source_date_epoch: Option<u64>,
+    /// Threads for the xz encoder.
+    pub threads: u32,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            compression: Compression::Xz,
+            level: None,
+            source_date_epoch: None,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        }
+    }
+}
+
+/// What was written.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BuildReport {
+    pub output: PathBuf,
+    pub package: String,
+    pub version: String,
+    pub architecture: String,
+    pub installed_size: u64,
+    pub data_entries: usize,
+    pub size: u64,
+    pub sha256: String,
+    /// Control data debforge filled in: `md5sums`, `Installed-Size`.
+    pub generated: Vec<&'static str>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{}: cannot read the package tree: {source}", path.display())]
+    UnreadableTree { path: PathBuf, source: io::Error },
+    #[error("{}: not found; a package tree needs DEBIAN/control (see `debforge deb build --help`)", path.display())]
+    NoControl { path: PathBuf },
+    #[error("{}: {source}", path.display())]
+    Control { path: PathBuf, source: ControlError },
+    #[error("{}: is not a plain file; DEBIAN/ may hold only plain files", path.display())]
+    ControlNotPlainFile { path: PathBuf },
+    #[error("{}: maintainer script has bad permissions {mode:04o} (must be >=0555 and <=0775); run `chmod 0755` on it", path.display())]
+    ScriptMode { path: PathBuf, mode: u32 },
+    #[error("{}: conffile {name:?} is not a plain file in the package tree", path.display())]
+    MissingConffile { path: PathBuf, name: String },
+    #[error("{}: conffile {name:?} must be an absolute path", path.display())]
+    RelativeConffile { path: PathBuf, name: String },
+    #[error("{}: sockets cannot be packaged", path.display())]
+    Socket { path: PathBuf },
+    #[error("{}: file changed size while it was being packaged", path.display())]
+    Changed { path: PathBuf },
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("compression level {level} is out of range for {compression} (0 to {max})")]
+    Level { compression: Compression, level: u32, max: u32 },
+}
+
+fn io_err(path: &Path) -> impl Fn(io::Error) -> BuildError + '_ {
+    move |source| BuildError::Io { path: path.to_path_buf(), source }
+}
+
+/// One filesystem object of the data tree, in archive order.
+struct TreeEntry {
+    /// Archive name: `./`, `./usr/`, `./usr/bin/tool`.
+    name: String,
+    path: PathBuf,
+    meta: Metadata,
+}
+
+/// Builds `dir` into a `.deb` at `out` (a file path, or a directory to put
+/// `<package>_<version>_<arch>.deb` in).
+pub fn build_from_dir(dir: &Path, out: &Path, opts: &BuildOptions) -> Result<BuildReport, BuildError> {
+    let level = opts.level.unwrap_or(opts.compression.default_level());
+    if level > opts.compression.max_level() {
+        return Err(BuildError::Level {
+            compression: opts.compression,
+            level,
+            max: opts.compression.max_level(),
+        });
+    }
+    fs::read_dir(dir).map_err(|source| BuildError::UnreadableTree { path: dir.to_path_buf(), source })?;
+
+    // Control: parse and check before any output exists.
+    let debian = dir.join("DEBIAN");
+    let control_path = debian.join("control");
+    let control_text = match fs::read(&control_path) {
+        Ok(bytes) => String::from_utf8(bytes).map_err(|_| BuildError::Control {
+            path: control_path.clone(),
+            source: crate::format::deb822::ParseError {
+                line: 1,
+                kind: crate::format::deb822::ParseErrorKind::NotUtf8,
+            }
+            .into(),
+        })?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(BuildError::NoControl { path: control_path }),
+        Err(e) => return Err(io_err(&control_path)(e)),
+    };
+    let control_err = |source: ControlError| BuildError::Control { path: control_path.clone(), source };
+    let mut control = ControlParagraph::parse_single(&control_text).map_err(|e| control_err(e.into()))?;
+    check_binary_control(&control).map_err(control_err)?;
+
+    let control_entries = control_dir_entries(&debian)?;
+    let conffiles = check_conffiles(dir, &debian)?;
+    let tree = walk_tree(dir)?;
+
+    let newest = tree
+        .iter()
+        .chain(control_entries.iter())
+        .map(|e| e.meta.mtime().max(0) as u64)
+        .max()
+        .unwrap_or(0);
+    let reference_time = opts.source_date_epoch.unwrap_or(newest);
+    let clamp = |t: i64| {
+        let t = t.max(0) as u64;
+        opts.source_date_epoch.map_or(t, |s| t.min(s))
+    };
+
+    let out_path = resolve_output(out, &control)?;
+    let out_dir = match out_path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+
+    // Data first, to a temporary file: md5sums and Installed-Size come from it.
+    let mut data_tmp = tempfile::Builder::new()
+        .prefix(".debforge-data-")
+        .tempfile_in(&out_dir)
+        .map_err(io_err(&out_dir))?;
+    let data = write_data(&tree, &conffiles, opts.compression, level, opts.threads, &clamp, data_tmp.as_file_mut())
+        .map_err(|e| match e {
+            DataError::Build(b) => b,
+            DataError::Io(source) => BuildError::Io { path: data_tmp.path().to_path_buf(), source },
+        })?;
+
+    let mut generated = Vec::new();
+    let installed_size = match control.get("Installed-Size") {
+        Some(v) => v.parse().unwrap_or(0),
+        None => {
+            let anchor = if control.contains("Maintainer") { "Maintainer" } else { "Architecture" };
+            control.insert_after(anchor, "Installed-Size", &data.installed_size.to_string());
+            generated.push("Installed-Size");
+            data.installed_size
+        }
+    };
+    let mut control_files: Vec<(String, u32, i64, Vec<u8>)> = Vec::new();
+    for e in &control_entries {
+        let file_name = e.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let bytes = if file_name == "control" {
+            control.to_string().into_bytes()
+        } else {
+            fs::read(&e.path).map_err(io_err(&e.path))?
+        };
+        let mtime = if file_name == "control" && !generated.is_empty() {
+            reference_time as i64
+        } else {
+            e.meta.mtime()
+        };
+        control_files.push((file_name, e.meta.mode() & 0o7777, mtime, bytes));
+    }
+    if !control_files.iter().any(|f| f.0 == "md5sums") && !data.md5sums.is_empty() {
+        control_files.push(("md5sums".into(), 0o644, reference_time as i64, data.md5sums.into_bytes()));
+        generated.push("md5sums");
+    }
+    control_files.sort_by(|a, b| a.0.cmp(&b.0));
+    let debian_meta = fs::metadata(&debian).map_err(io_err(&debian))?;
+    let control_tar = write_control_tar(
+        &control_files,
+        clamp(debian_meta.mtime()),
+        &clamp,
+        opts.compression,
+        level,
+        opts.threads,
+    )
+    .map_err(io_err(&control_path))?;
+
+    // Assemble the ar container under a temporary name, then rename.
+    let mut out_tmp = tempfile::Builder::new()
+        .prefix(".debforge-deb-")
+        .tempfile_in(&out_dir)
+        .map_err(io_err(&out_dir))?;
+    let data_file = data_tmp.as_file_mut();
+    let data_len = data_file.stream_position().map_err(io_err(&out_dir))?;
+    data_file.rewind().map_err(io_err(&out_dir))?;
+    let ext = opts.compression.extension();
+    let tmp_path = out_tmp.path().to_path_buf();
+    let digests = {
+        let writer = HashingWriter::new(BufWriter::with_capacity(1 << 20, out_tmp.as_file_mut()));
+        let mut ar = ar::Builder::new(writer);
+        let mut assemble = |ar: &mut ar::Builder<_>| -> io::Result<()> {
+            ar.append(&member_header("debian-binary", 4, reference_time), &b"2.0\n"[..])?;
+            ar.append(
+                &member_header(&format!("control.tar{ext}"), control_tar.len() as u64, reference_time),
+                &control_tar[..],
+            )?;
+            ar.append(&member_header(&format!("data.tar{ext}"), data_len, reference_time), &mut *data_file)?;
+            Ok(())
+        };
+        assemble(&mut ar).map_err(io_err(&tmp_path))?;
+        let writer = ar.into_inner().map_err(io_err(&out_path))?;
+        let (mut buffered, digests) = writer.finish();
+        buffered.flush().map_err(io_err(&out_path))?;
+        digests
+    };
+    out_tmp
+        .as_file()
+        .set_permissions(fs::Permissions::from_mode(0o644))
+        .map_err(io_err(&out_path))?;
+    out_tmp.as_file().sync_all().map_err(io_err(&out_path))?;
+    out_tmp
+        .persist(&out_path)
+        .map_err(|e| BuildError::Io { path: out_path.clone(), source: e.error })?;
+
+    Ok(BuildReport {
+        output: out_path,
+        package: control.get("Package").unwrap_or_default().to_string(),
+        version: control.get("Version").unwrap_or_default().to_string(),
+        architecture: control.get("Architecture").unwrap_or_default().to_string(),
+        installed_size,
+        data_entries: tree.len(),
+        size: digests.size,
+        sha256: digests.sha256,
+        generated,
+    })
+}
+
+fn resolve_output(out: &Path, control: &ControlParagraph) -> Result<PathBuf, BuildError> {
+    if out.is_dir() {
+        let version = crate::format::Version::parse(control.get("Version").unwrap_or_default())
+            .map(|v| {
+                // Policy: the epoch is not part of the file name.
+                let mut s = v.upstream().to_string();
+                if !v.revision().is_empty() {
+                    s = format!("{s}-{}", v.revision());
+                }
+                s
+            })
+            .unwrap_or_default();
+        Ok(out.join(format!(
+            "{}_{}_{}.deb",
+            control.get("Package").unwrap_or_default(),
+            version,
+            control.get("Architecture").unwrap_or_default()
+        )))
+    } else {
+        Ok(out.to_path_buf())
+    }
+}
+
+/// The plain files of `DEBIAN/`, sorted; maintainer scripts checked as dpkg-deb does.
+fn control_dir_entries(debian: &Path) -> Result<Vec<TreeEntry>, BuildError> {
+    let mut entries = sorted_dir(debian)?;
+    entries.retain(|(name, _)| name.as_bytes() != b"." && name.as_bytes() != b"..");
+    let mut out = Vec::new();
+    for (name, path) in entries {
+        let meta = fs::symlink_metadata(&path).map_err(io_err(&path))?;
+        if !meta.is_file() {
+            return Err(BuildError::ControlNotPlainFile { path });
+        }
+        let name = name.to_string_lossy().into_owned();
+        let mode = meta.mode() & 0o7777;
+        if MAINTAINER_SCRIPTS.contains(&name.as_str()) && mode & 0o7757 != 0o755 {
+            return Err(BuildError::ScriptMode { path, mode });
+        }
+        out.push(TreeEntry { name, path, meta });
+    }
+    Ok(out)
+}
+
+/// Conffiles (absolute paths) that must exist as plain files in the tree.
+fn check_conffiles(dir: &Path, debian: &Path) -> Result<Vec<String>, BuildError> {
+    let path = debian.join("conffiles");
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err(&path)(e)),
+    };
+    let mut names = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        // dpkg ≥ 1.20.1 allows flags before the name; `remove-on-upgrade`
+        // conffiles are by definition not shipped.
+        let mut words: Vec<&str> = line.split_whitespace().collect();
+        let name = words.pop().unwrap_or_default();
+        if !name.starts_with('/') {
+            return Err(BuildError::RelativeConffile { path, name: name.to_string() });
+        }
+        if words.contains(&"remove-on-upgrade") {
+            continue;
+        }
+        let in_tree = dir.join(name.trim_start_matches('/'));
+        if !fs::symlink_metadata(&in_tree).is_ok_and(|m| m.is_file()) {
+            return Err(BuildError::MissingConffile { path, name: name.to_string() });
+        }
+        names.push(name.to_string());
+    }
+    Ok(names)
+}
+
+fn sorted_dir(dir: &Path) -> Result<Vec<(std::ffi::OsString, PathBuf)>, BuildError> {
+    let read = fs::read_dir(dir).map_err(|source| BuildError::UnreadableTree { path: dir.to_path_buf(), source })?;
+    let mut entries = Vec::new();
+    for e in read {
+        let e = e.map_err(|source| BuildError::UnreadableTree { path: dir.to_path_buf(), source })?;
+        entries.push((e.file_name(), e.path()));
+    }
+    entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    Ok(entries)
+}
+
+/// The data tree in dpkg-deb's order: depth first, names sorted bytewise
+/// within each directory, the top-level `DEBIAN` left out.
+fn walk_tree(dir: &Path) -> Result<Vec<TreeEntry>, BuildError> {
+    let meta = fs::metadata(dir).map_err(io_err(dir))?;
+    let mut out = vec![TreeEntry { name: "./".into(), path: dir.to_path_buf(), meta }];
+    walk_into(dir, "./", true, &mut out)?;
+    Ok(out)
+}
+
+fn walk_into(dir: &Path, prefix: &str, top: bool, out: &mut Vec<TreeEntry>) -> Result<(), BuildError> {
+    for (name, path) in sorted_dir(dir)? {
+        if top && name.as_bytes() == b"DEBIAN" {
+            continue;
+        }
+        let meta = fs::symlink_metadata(&path).map_err(|source| BuildError::UnreadableTree { path: path.clone(), source })?;
+        let name = name.to_str().ok_or_else(|| BuildError::Io {
+            path: path.clone(),
+            source: io::Error::new(io::ErrorKind::InvalidData, "file name is not UTF-8"),
+        })?;
+        if meta.file_type().is_socket() {
+            return Err(BuildError::Socket { path });
+        }
+        if meta.is_dir() {
+            let child = format!("{prefix}{name}/");
+            out.push(TreeEntry { name: child.clone(), path: path.clone(), meta });
+            walk_into(&path, &child, false, out)?;
+        } else {
+            out.push(TreeEntry { name: format!("{prefix}{name}"), path, meta });
+        }
+    }
+    Ok(())
+}
+
+struct DataSummary {
+    installed_size: u64,
+    md5sums: String,
+}
+
+enum DataError {
+    Build(BuildError),
+    Io(io::Error),
+}
+impl From<io::Error> for DataError {
+    fn from(e: io::Error) -> Self {
+        DataError::Io(e)
+    }
+}
+
+/// Writes the compressed data tar to `file`, hashing regular files with MD5
+/// as they stream through, and sums Installed-Size as dpkg-gencontrol does
+/// (KiB rounded up per file or symlink, hard links once, 1 for anything else).
+fn write_data(
+    tree: &[TreeEntry],
+    conffiles: &[String],
+    compression: Compression,
+    level: u32,
+    threads: u32,
+    clamp: &dyn Fn(i64) -> u64,
+    file: &mut File,
+) -> Result<DataSummary, DataError> {
+    let encoder = compression.encoder(BufWriter::with_capacity(1 << 20, &mut *file), level, threads)?;
+    let mut tar = tar::Builder::new(encoder);
+    let mut installed_kib = 0u64;
+    let mut sums: Vec<(String, String)> = Vec::new();
+    let mut first_link: HashMap<(u64, u64), String> = HashMap::new();
+    for e in tree {
+        let m = &e.meta;
+        let ft = m.file_type();
+        let mut h = base_header(m.mode() & 0o7777, clamp(m.mtime()));
+        let name = e.name.as_bytes();
+        if ft.is_file() || ft.is_symlink() {
+            if !(m.nlink() > 1 && first_link.contains_key(&(m.dev(), m.ino()))) {
+                installed_kib += m.len().div_ceil(1024);
+            }
+        } else {
+            installed_kib += 1;
+        }
+        if ft.is_dir() {
+            h.set_entry_type(tar::EntryType::Directory);
+            append(&mut tar, h, name, None, io::empty())?;
+        } else if ft.is_symlink() {
+            let target = fs::read_link(&e.path)?;
+            h.set_entry_type(tar::EntryType::Symlink);
+            append(&mut tar, h, name, Some(target.as_os_str().as_bytes()), io::empty())?;
+        } else if ft.is_file() {
+            let key = (m.dev(), m.ino());
+            if m.nlink() > 1 {
+                if let Some(target) = first_link.get(&key) {
+                    h.set_entry_type(tar::EntryType::Link);
+                    append(&mut tar, h, name, Some(target.as_bytes()), io::empty())?;
+                    continue;
+                }
+                first_link.insert(key, e.name.clone());
+            }
+            h.set_entry_type(tar::EntryType::Regular);
+            h.set_size(m.len());
+            let f = File::open(&e.path)?;
+            let mut reader = Md5Reader { inner: io::BufReader::with_capacity(256 * 1024, f.take(m.len())), md5: Md5::new(), count: 0 };
+            append(&mut tar, h, name, None, &mut reader)?;
+            if reader.count != m.len() {
+                return Err(DataError::Build(BuildError::Changed { path: e.path.clone() }));
+            }
+            let rel = e.name.trim_start_matches("./");
+            let md5 = hex::encode(reader.md5.finalize());
+            if !conffiles.iter().any(|c| c.trim_start_matches('/') == rel) {
+                sums.push((rel.to_string(), md5));
+            }
+        } else {
+            let (kind, dev) = if ft.is_fifo() {
+                (tar::EntryType::Fifo, None)
+            } else if ft.is_char_device() {
+                (tar::EntryType::Char, Some(m.rdev()))
+            } else {
+                (tar::EntryType::Block, Some(m.rdev()))
+            };
+            h.set_entry_type(kind);
+            if let Some(rdev) = dev {
+                h.set_device_major(((rdev >> 8) & 0xfff | (rdev >> 32) & !0xfff) as u32)?;
+                h.set_device_minor((rdev & 0xff | (rdev >> 12) & !0xff) as u32)?;
+            }
+            append(&mut tar, h, name, None, io::empty())?;
+        }
+    }
+    let encoder = tar.into_inner()?;
+    let mut buffered = encoder.finish()?;
+    buffered.flush()?;
+    drop(buffered);
+    sums.sort();
+    let md5sums = sums.iter().map(|(p, s)| format!("{s}  {p}\n")).collect();
+    Ok(DataSummary { installed_size: installed_kib, md5sums })
+}
+
+/// MD5 while streaming into the tar builder; counts bytes to catch files
+/// that shrink underneath us.
+struct Md5Reader<R> {
+    inner: R,
+    md5: Md5,
+    count: u64,
+}
+
+impl<R: Read> Read for Md5Reader<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(out)?;
+        self.md5.update(&out[..n]);
+        self.count += n as u64;
+        Ok(n)
+    }
+}
+
+fn write_control_tar(
+    files: &[(String, u32, i64, Vec<u8>)],
+    dir_mtime: u64,
+    clamp: &dyn Fn(i64) -> u64,
+    compression: Compression,
+    level: u32,
+    threads: u32,
+) -> io::Result<Vec<u8>> {
+    let encoder = compression.encoder(Vec::new(), level, threads)?;
+    let mut tar = tar::Builder::new(encoder);
+    let mut dir = base_header(0o755, dir_mtime);
+    dir.set_entry_type(tar::EntryType::Directory);
+    append(&mut tar, dir, b"./", None, io::empty())?;
+    for (name, mode, mtime, bytes) in files {
+        let mut h = base_header(*mode, clamp(*mtime));
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_size(bytes.len() as u64);
+        append(&mut tar, h, format!("./{name}").as_bytes(), None, &bytes[..])?;
+    }
+    tar.into_inner()?.finish()
+}
+
+fn base_header(mode: u32, mtime: u64) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    h.set_mode(mode);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(mtime);
+    h.set_size(0);
+    // Cannot fail: both names fit the 32-byte fields.
+    let _ = h.set_username("root");
+    let _ = h.set_groupname("root");
+    h
+}
+
+/// Appends one entry with its name written as given (keeping `./`, which the
+/// tar crate's path setters would strip), using GNU long-name records for
+/// names or link targets of 100 bytes or more, as GNU tar does.
+fn append<W: Write, R: Read>(
+    tar: &mut tar::Builder<W>,
+    mut h: tar::Header,
+    name: &[u8],
+    link: Option<&[u8]>,
+    data: R,
+) -> io::Result<()> {
+    if name.len() >= 100 {
+        append_long_name(tar, b'L', name)?;
+    }
+    if let Some(link) = link {
+        if link.len() >= 100 {
+            append_long_name(tar, b'K', link)?;
+        }
+    }
+    let gnu = h.as_gnu_mut().expect("GNU header");
+    gnu.name = [0; 100];
+    let n = name.len().min(100);
+    gnu.name[..n].copy_from_slice(&name[..n]);
+    gnu.linkname = [0; 100];
+    if let Some(link) = link {
+        let n = link.len().min(100);
+        gnu.linkname[..n].copy_from_slice(&link[..n]);
+    }
+    h.set_cksum();
+    tar.append(&h, data)
+}
+
+fn append_long_name<W: Write>(tar: &mut tar::Builder<W>, kind: u8, bytes: &[u8]) -> io::Result<()> {
+    let mut h = base_header(0o644, 0);
+    h.set_entry_type(tar::EntryType::new(kind));
+    h.set_size(bytes.len() as u64 + 1);
+    let gnu = h.as_gnu_mut().expect("GNU header");
+    let marker = b"././@LongLink";
+    gnu.name[..marker.len()].copy_from_slice(marker);
+    h.set_cksum();
+    let mut data = bytes.to_vec();
+    data.push(0);
+    tar.append(&h, &data[..])
+}

@@ -1,0 +1,134 @@
+//! `dpkg-deb -c` output: dpkg-deb runs `tar -tv`, so this reproduces GNU tar's
+//! verbose listing (src/list.c, `simple_print_header`), with times in UTC.
+
+use super::read::{DataEntry, EntryKind};
+
+/// Formats entries line by line. GNU tar widens the owner/size column when an
+/// entry needs more room and keeps it wide for the rest of the listing, so
+/// the formatter carries that width.
+pub struct ContentsFormatter {
+    ugs_width: usize,
+}
+
+impl Default for ContentsFormatter {
+    fn default() -> Self {
+        ContentsFormatter { ugs_width: 19 }
+    }
+}
+
+impl ContentsFormatter {
+    pub fn line(&mut self, e: &DataEntry) -> String {
+        let user = if e.user.is_empty() { e.uid.to_string() } else { e.user.clone() };
+        let group = if e.group.is_empty() { e.gid.to_string() } else { e.group.clone() };
+        let size = match e.device {
+            Some((major, minor)) => format!("{major},{minor}"),
+            None => e.size.to_string(),
+        };
+        let pad = user.len() + 1 + group.len() + 1 + size.len();
+        self.ugs_width = self.ugs_width.max(pad);
+        let width = self.ugs_width - pad + size.len();
+        let mut line = format!(
+            "{} {user}/{group} {size:>width$} {} {}",
+            mode_string(e.kind, e.mode),
+            utc_minutes(e.mtime),
+            quote(&e.path),
+        );
+        match (e.kind, &e.link) {
+            (EntryKind::Symlink, Some(t)) => line.push_str(&format!(" -> {}", quote(t))),
+            (EntryKind::HardLink, Some(t)) => line.push_str(&format!(" link to {}", quote(t))),
+            _ => {}
+        }
+        line
+    }
+}
+
+/// `drwxr-xr-x`-style mode, with GNU tar's type letters.
+pub fn mode_string(kind: EntryKind, mode: u32) -> String {
+    let t = match kind {
+        EntryKind::File | EntryKind::Other => '-',
+        EntryKind::Directory => 'd',
+        EntryKind::Symlink => 'l',
+        EntryKind::HardLink => 'h',
+        EntryKind::CharDevice => 'c',
+        EntryKind::BlockDevice => 'b',
+        EntryKind::Fifo => 'p',
+    };
+    let bit = |m: u32, c: char| if mode & m != 0 { c } else { '-' };
+    let special = |x: u32, s: u32, set: char, unset: char| match (mode & x != 0, mode & s != 0) {
+        (true, true) => set,
+        (false, true) => unset,
+        (true, false) => 'x',
+        (false, false) => '-',
+    };
+    [
+        t,
+        bit(0o400, 'r'),
+        bit(0o200, 'w'),
+        special(0o100, 0o4000, 's', 'S'),
+        bit(0o040, 'r'),
+        bit(0o020, 'w'),
+        special(0o010, 0o2000, 's', 'S'),
+        bit(0o004, 'r'),
+        bit(0o002, 'w'),
+        special(0o001, 0o1000, 't', 'T'),
+    ]
+    .iter()
+    .collect()
+}
+
+/// `YYYY-MM-DD HH:MM` in UTC.
+pub fn utc_minutes(epoch: u64) -> String {
+    let (y, m, d, hh, mm, _) = civil(epoch);
+    format!("{y:04}-{m:02}-{d:02} {hh:02}:{mm:02}")
+}
+
+/// Seconds since the epoch to (year, month, day, hour, minute, second), UTC.
+/// The days-to-civil algorithm of H. Hinnant's `chrono`-compatible date paper.
+pub fn civil(epoch: u64) -> (i64, u32, u32, u32, u32, u32) {
+    let days = (epoch / 86_400) as i64;
+    let secs = epoch % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d, (secs / 3600) as u32, (secs % 3600 / 60) as u32, (secs % 60) as u32)
+}
+
+/// GNU tar's default "escape" quoting: backslash and control characters.
+fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\{:03o}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(utc_minutes(0), "1970-01-01 00:00");
+        assert_eq!(utc_minutes(1_556_000_000), "2019-04-23 06:13");
+        assert_eq!(utc_minutes(951_782_400), "2000-02-29 00:00");
+    }
+
+    #[test]
+    fn modes() {
+        assert_eq!(mode_string(EntryKind::Directory, 0o755), "drwxr-xr-x");
+        assert_eq!(mode_string(EntryKind::File, 0o4755), "-rwsr-xr-x");
+        assert_eq!(mode_string(EntryKind::File, 0o1644), "-rw-r--r-T");
+    }
+}

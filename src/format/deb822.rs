@@ -1,0 +1,559 @@
+//! deb822 paragraphs: the `Field: value` format of control files, `Packages`
+//! and `Release`.
+//!
+//! Spec: deb822(5) (<https://manpages.debian.org/deb822>) and Debian Policy §5.1
+//! (<https://www.debian.org/doc/debian-policy/ch-controlfields.html#syntax-of-control-files>).
+//!
+//! The model keeps every byte it read: field names in their original case and
+//! order, each value exactly as written (leading space, continuation lines,
+//! ` .` blank-line markers), comment lines and the blank lines between
+//! paragraphs. Parsing then serializing a file gives the same bytes back; a
+//! field that is set through the API is written in the canonical form.
+
+use std::fmt;
+use std::io::BufRead;
+
+/// One `Name: value` field, as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    name: String,
+    /// Everything after the colon up to (not including) the newline that ends
+    /// the field: the first line and all its continuation lines.
+    raw: String,
+    /// Comment lines (`#…\n`) that stood just before the field.
+    comments: String,
+    /// Comment lines between continuation lines (allowed by deb822(5) in
+    /// source control files): each with the number of value lines before it.
+    inner_comments: Vec<(usize, String)>,
+}
+
+impl Field {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The value with surrounding whitespace removed; continuation lines keep
+    /// their leading space, as in the file.
+    pub fn value(&self) -> &str {
+        self.raw.trim_matches(is_blank_or_newline)
+    }
+
+    /// The value's lines, each without its indentation: a non-empty first line,
+    /// then the continuation lines (` .` gives an empty line).
+    pub fn lines(&self) -> Vec<&str> {
+        let mut out = Vec::new();
+        let mut parts = self.raw.split('\n');
+        if let Some(first) = parts.next() {
+            let first = first.trim_matches(is_blank);
+            if !first.is_empty() {
+                out.push(first);
+            }
+        }
+        for line in parts {
+            let line = line.trim_start_matches(is_blank).trim_end_matches(is_blank);
+            out.push(if line == "." { "" } else { line });
+        }
+        out
+    }
+
+    /// The value folded onto one line (relation fields may be wrapped).
+    pub fn folded(&self) -> String {
+        self.lines().join(" ")
+    }
+}
+
+fn is_blank(c: char) -> bool {
+    c == ' ' || c == '\t'
+}
+fn is_blank_or_newline(c: char) -> bool {
+    is_blank(c) || c == '\n'
+}
+
+/// A paragraph (stanza): the fields of one package, one Release, one source.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Paragraph {
+    fields: Vec<Field>,
+    /// 1-based line of the first field in the parsed input (0 when built).
+    line: usize,
+}
+
+/// The Debian Policy name for a paragraph of a `DEBIAN/control` file.
+pub type ControlParagraph = Paragraph;
+
+impl Paragraph {
+    pub fn new() -> Paragraph {
+        Paragraph::default()
+    }
+
+    /// The 1-based line on which the paragraph started in its file.
+    pub fn line(&self) -> usize {
+        self.line
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    pub fn fields(&self) -> impl Iterator<Item = &Field> {
+        self.fields.iter()
+    }
+
+    /// The field named `name` (field names compare case-insensitively).
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The trimmed value of `name`; see [`Field::value`].
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.field(name).map(Field::value)
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.field(name).is_some()
+    }
+
+    /// Sets `name` to `value`, in place when the field exists (keeping the
+    /// name's case), at the end otherwise. Multi-line values are written in
+    /// the canonical form: continuation lines indented by one space, empty
+    /// lines as ` .`.
+    pub fn set(&mut self, name: &str, value: &str) {
+        let raw = canonical_raw(value);
+        match self.fields.iter_mut().find(|f| f.name.eq_ignore_ascii_case(name)) {
+            Some(f) => f.raw = raw,
+            None => self.fields.push(Field {
+                name: name.to_string(),
+                raw,
+                comments: String::new(),
+                inner_comments: Vec::new(),
+            }),
+        }
+    }
+
+    /// Inserts a new field right after `anchor` (or at the end when `anchor` is
+    /// absent); replaces the value when `name` already exists.
+    pub fn insert_after(&mut self, anchor: &str, name: &str, value: &str) {
+        if self.contains(name) {
+            self.set(name, value);
+            return;
+        }
+        let at = self
+            .fields
+            .iter()
+            .position(|f| f.name.eq_ignore_ascii_case(anchor))
+            .map(|i| i + 1)
+            .unwrap_or(self.fields.len());
+        self.fields.insert(
+            at,
+            Field {
+                name: name.to_string(),
+                raw: canonical_raw(value),
+                comments: String::new(),
+                inner_comments: Vec::new(),
+            },
+        );
+    }
+
+    /// Removes `name`, returning whether it was there.
+    pub fn remove(&mut self, name: &str) -> bool {
+        let before = self.fields.len();
+        self.fields.retain(|f| !f.name.eq_ignore_ascii_case(name));
+        before != self.fields.len()
+    }
+
+    /// Parses text that must hold exactly one paragraph (a `DEBIAN/control`).
+    pub fn parse_single(text: &str) -> Result<Paragraph, ParseError> {
+        let doc = Document::parse(text)?;
+        let mut paragraphs = doc.paragraphs.into_iter().map(|(_, p)| p);
+        match (paragraphs.next(), paragraphs.next()) {
+            (Some(p), None) => Ok(p),
+            (None, _) => Err(ParseError {
+                line: 1,
+                kind: ParseErrorKind::NoParagraph,
+            }),
+            (Some(_), Some(second)) => Err(ParseError {
+                line: second.line,
+                kind: ParseErrorKind::ExtraParagraph,
+            }),
+        }
+    }
+}
+
+fn canonical_raw(value: &str) -> String {
+    let mut raw = String::new();
+    let mut lines = value.split('\n');
+    let first = lines.next().unwrap_or("").trim_matches(is_blank);
+    if !first.is_empty() {
+        raw.push(' ');
+        raw.push_str(first);
+    }
+    for line in lines {
+        raw.push('\n');
+        let line = line.trim_end_matches(is_blank);
+        if line.trim_start_matches(is_blank).is_empty() {
+            raw.push_str(" .");
+        } else if line.starts_with(is_blank) {
+            raw.push_str(line);
+        } else {
+            raw.push(' ');
+            raw.push_str(line);
+        }
+    }
+    raw
+}
+
+impl fmt::Display for Paragraph {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for field in &self.fields {
+            write!(f, "{}{}:", field.comments, field.name)?;
+            let mut comments = field.inner_comments.iter().peekable();
+            for (i, line) in field.raw.split('\n').enumerate() {
+                if i > 0 {
+                    f.write_str("\n")?;
+                }
+                while let Some((_, c)) = comments.next_if(|(at, _)| *at == i) {
+                    f.write_str(c)?;
+                }
+                f.write_str(line)?;
+            }
+            f.write_str("\n")?;
+        }
+        Ok(())
+    }
+}
+
+/// A whole deb822 file: paragraphs and what stood between them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Document {
+    /// Each paragraph with the blank and comment lines before it.
+    paragraphs: Vec<(String, Paragraph)>,
+    /// Blank and comment lines after the last paragraph.
+    trailing: String,
+    /// False when the input's last line had no newline.
+    final_newline: bool,
+}
+
+impl Document {
+    pub fn new() -> Document {
+        Document {
+            final_newline: true,
+            ..Document::default()
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Document, ParseError> {
+        let mut parser = LineParser::default();
+        let mut doc = Document::new();
+        for line in text.split_inclusive('\n') {
+            if let Some(done) = parser.push(line)? {
+                doc.paragraphs.push(done);
+            }
+        }
+        let (last, trailing) = parser.finish();
+        if let Some(done) = last {
+            doc.paragraphs.push(done);
+        }
+        doc.trailing = trailing;
+        doc.final_newline = text.is_empty() || text.ends_with('\n');
+        Ok(doc)
+    }
+
+    pub fn paragraphs(&self) -> impl Iterator<Item = &Paragraph> {
+        self.paragraphs.iter().map(|(_, p)| p)
+    }
+
+    pub fn paragraphs_mut(&mut self) -> impl Iterator<Item = &mut Paragraph> {
+        self.paragraphs.iter_mut().map(|(_, p)| p)
+    }
+
+    /// Appends a paragraph, separated from the previous one by a blank line.
+    pub fn push(&mut self, paragraph: Paragraph) {
+        let sep = if self.paragraphs.is_empty() { "" } else { "\n" };
+        self.paragraphs.push((sep.to_string(), paragraph));
+    }
+}
+
+impl fmt::Display for Document {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = String::new();
+        for (sep, p) in &self.paragraphs {
+            out.push_str(sep);
+            out.push_str(&p.to_string());
+        }
+        out.push_str(&self.trailing);
+        if !self.final_newline && out.ends_with('\n') {
+            out.pop();
+        }
+        f.write_str(&out)
+    }
+}
+
+/// A syntax error, with the 1-based line it was found on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {kind}")]
+pub struct ParseError {
+    pub line: usize,
+    pub kind: ParseErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseErrorKind {
+    #[error("continuation line (starting with a space) outside a field")]
+    ContinuationOutsideField,
+    #[error("expected 'Name: value', found {0:?}")]
+    NotAField(String),
+    #[error("empty field name")]
+    EmptyName,
+    #[error("invalid field name {0:?}: names are printable ASCII without spaces and do not start with '-' or '#'")]
+    BadName(String),
+    #[error("duplicate field {name:?} (first on line {first_line})")]
+    Duplicate { name: String, first_line: usize },
+    #[error("no paragraph found")]
+    NoParagraph,
+    #[error("a second paragraph starts here, but only one is allowed")]
+    ExtraParagraph,
+    #[error("line is not valid UTF-8")]
+    NotUtf8,
+    #[error("read failed: {0}")]
+    Io(String),
+}
+
+/// The line-at-a-time state machine shared by [`Document::parse`] and
+/// [`ParagraphReader`].
+#[derive(Default)]
+struct LineParser {
+    line_no: usize,
+    current: Option<Paragraph>,
+    /// Line numbers of the current paragraph's fields, for duplicate errors.
+    field_lines: Vec<usize>,
+    /// Blank and comment lines not yet attached to anything.
+    pending: String,
+    /// Comment lines inside the current paragraph since its last field.
+    pending_comments: String,
+}
+
+impl LineParser {
+    /// Feeds one line (with its `\n`, if any). Returns a paragraph when this
+    /// line closed one, together with the separator text that preceded it.
+    fn push(&mut self, line: &str) -> Result<Option<(String, Paragraph)>, ParseError> {
+        self.line_no += 1;
+        let err = |kind| ParseError {
+            line: self.line_no,
+            kind,
+        };
+        let content = line.strip_suffix('\n').unwrap_or(line);
+        if content.chars().all(is_blank) {
+            let closed = self.close();
+            self.pending.push_str(line);
+            return Ok(closed);
+        }
+        if content.starts_with('#') {
+            match self.current {
+                Some(_) => self.pending_comments.push_str(line),
+                None => self.pending.push_str(line),
+            }
+            return Ok(None);
+        }
+        if content.starts_with(is_blank) {
+            let Some(field) = self.current.as_mut().and_then(|p| p.fields.last_mut()) else {
+                return Err(err(ParseErrorKind::ContinuationOutsideField));
+            };
+            // A comment may stand even between continuation lines (deb822(5)).
+            if !self.pending_comments.is_empty() {
+                let at = field.raw.matches('\n').count() + 1;
+                let comment = std::mem::take(&mut self.pending_comments);
+                field.inner_comments.push((at, comment));
+            }
+            field.raw.push('\n');
+            field.raw.push_str(content);
+            return Ok(None);
+        }
+        let Some(colon) = content.find(':') else {
+            return Err(err(ParseErrorKind::NotAField(shorten(content))));
+        };
+        let name = &content[..colon];
+        if name.is_empty() {
+            return Err(err(ParseErrorKind::EmptyName));
+        }
+        if name.starts_with('-') || !name.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(err(ParseErrorKind::BadName(shorten(name))));
+        }
+        let paragraph = self.current.get_or_insert_with(|| Paragraph {
+            fields: Vec::new(),
+            line: self.line_no,
+        });
+        if let Some(i) = paragraph.fields.iter().position(|f| f.name.eq_ignore_ascii_case(name)) {
+            return Err(ParseError {
+                line: self.line_no,
+                kind: ParseErrorKind::Duplicate {
+                    name: name.to_string(),
+                    first_line: self.field_lines[i],
+                },
+            });
+        }
+        paragraph.fields.push(Field {
+            name: name.to_string(),
+            raw: content[colon + 1..].to_string(),
+            comments: std::mem::take(&mut self.pending_comments),
+            inner_comments: Vec::new(),
+        });
+        self.field_lines.push(self.line_no);
+        Ok(None)
+    }
+
+    fn close(&mut self) -> Option<(String, Paragraph)> {
+        let paragraph = self.current.take()?;
+        self.field_lines.clear();
+        let sep = std::mem::take(&mut self.pending);
+        // Comments after a paragraph's last field belong to what follows it.
+        self.pending = std::mem::take(&mut self.pending_comments);
+        Some((sep, paragraph))
+    }
+
+    fn finish(mut self) -> (Option<(String, Paragraph)>, String) {
+        let last = self.close();
+        (last, self.pending)
+    }
+}
+
+fn shorten(s: &str) -> String {
+    if s.chars().count() > 60 {
+        let cut: String = s.chars().take(60).collect();
+        format!("{cut}…")
+    } else {
+        s.to_string()
+    }
+}
+
+/// Streams paragraphs out of a large file (a `Packages` index) without holding
+/// it whole.
+pub struct ParagraphReader<R> {
+    reader: R,
+    parser: Option<LineParser>,
+    buf: Vec<u8>,
+}
+
+impl<R: BufRead> ParagraphReader<R> {
+    pub fn new(reader: R) -> Self {
+        ParagraphReader {
+            reader,
+            parser: Some(LineParser::default()),
+            buf: Vec::new(),
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for ParagraphReader<R> {
+    type Item = Result<Paragraph, ParseError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let parser = self.parser.as_mut()?;
+            self.buf.clear();
+            let line_no = parser.line_no + 1;
+            match self.reader.read_until(b'\n', &mut self.buf) {
+                Ok(0) => {
+                    let parser = self.parser.take()?;
+                    return parser.finish().0.map(|(_, p)| Ok(p));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    self.parser = None;
+                    return Some(Err(ParseError {
+                        line: line_no,
+                        kind: ParseErrorKind::Io(e.to_string()),
+                    }));
+                }
+            }
+            let Ok(line) = std::str::from_utf8(&self.buf) else {
+                self.parser = None;
+                return Some(Err(ParseError {
+                    line: line_no,
+                    kind: ParseErrorKind::NotUtf8,
+                }));
+            };
+            match parser.push(line) {
+                Ok(Some((_, p))) => return Some(Ok(p)),
+                Ok(None) => {}
+                Err(e) => {
+                    self.parser = None;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_odd_layouts() {
+        for text in [
+            "",
+            "A: b\n",
+            "A: b",
+            "\n\nA: b\n\n\nC:d\n \n",
+            "# comment\nA: b\n# inner\nB:  c \n multi\n .\n# mid\n more\n\n#tail\n",
+            "SHA256:\n 0123 12 main/binary-amd64/Packages\n",
+            "A: b\n\t\n",
+        ] {
+            // A line of only whitespace ends the paragraph, so "\t\n" is a separator.
+            let doc = Document::parse(text).unwrap();
+            assert_eq!(doc.to_string(), text, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn values_and_lines() {
+        let p = Paragraph::parse_single(
+            "Package: libcudnn7\nDescription: cuDNN runtime libraries\n Line one.\n .\n Line two.\nsha256:\n aa 1 x\n bb 2 y\n",
+        )
+        .unwrap();
+        assert_eq!(p.get("package"), Some("libcudnn7"));
+        let d = p.field("Description").unwrap();
+        assert_eq!(d.lines(), vec!["cuDNN runtime libraries", "Line one.", "", "Line two."]);
+        assert_eq!(p.field("SHA256").unwrap().lines(), vec!["aa 1 x", "bb 2 y"]);
+        assert_eq!(p.field("SHA256").unwrap().name(), "sha256");
+    }
+
+    #[test]
+    fn set_and_insert_write_canonical_form() {
+        let mut p = Paragraph::parse_single("Package: a\nVersion: 1\n").unwrap();
+        p.set("version", "2");
+        p.insert_after("Package", "Architecture", "all");
+        p.set("Description", "short\nlong text\n\nmore");
+        assert_eq!(
+            p.to_string(),
+            "Package: a\nArchitecture: all\nVersion: 2\nDescription: short\n long text\n .\n more\n"
+        );
+        assert!(p.remove("Architecture"));
+        assert!(!p.contains("architecture"));
+    }
+
+    #[test]
+    fn errors_carry_line_numbers() {
+        let e = Document::parse("A: b\nC: d\nA: e\n").unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(matches!(e.kind, ParseErrorKind::Duplicate { first_line: 1, .. }));
+        assert_eq!(Document::parse(" x\n").unwrap_err().line, 1);
+        assert_eq!(Document::parse("A: b\n\nno colon\n").unwrap_err().line, 3);
+        assert!(matches!(
+            Document::parse("-A: b\n").unwrap_err().kind,
+            ParseErrorKind::BadName(_)
+        ));
+        assert!(matches!(
+            Paragraph::parse_single("A: b\n\nB: c\n").unwrap_err(),
+            ParseError { line: 3, kind: ParseErrorKind::ExtraParagraph }
+        ));
+    }
+
+    #[test]
+    fn reader_streams_paragraphs() {
+        let text = "A: 1\n\nA: 2\n B\n\n\nA: 3";
+        let got: Vec<_> = ParagraphReader::new(text.as_bytes())
+            .map(|p| p.unwrap().get("A").unwrap().to_string())
+            .collect();
+        assert_eq!(got, vec!["1", "2\n B", "3"]);
+    }
+}

@@ -1,0 +1,13 @@
+//! Pure format code: types and parsers for Debian's text formats. Nothing in
+//! here touches the network or the filesystem, prints, or keeps global state;
+//! every function takes text or values and returns values.
+
+pub mod clearsign;
+pub mod control;
+pub mod deb822;
+pub mod relation;
+pub mod version;
+
+pub use deb822::{ControlParagraph, Document, Paragraph};
+pub use relation::Relations;
+pub use version::Version;

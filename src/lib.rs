@@ -1,0 +1,13 @@
+//! debforge: builds Debian packages and signed local apt repositories.
+//!
+//! Map of the crate (see docs/ARCHITECTURE.md for more):
+//! - [`format`]: pure Debian formats (deb822, versions, relations, control).
+//! - [`deb`]: the `.deb` container, read and written as streams.
+//! - [`digest`]: MD5/SHA1/SHA256/SHA512 in one pass.
+//!
+//! The library never prints; the binary (`src/main.rs`, `src/cli/`) decides
+//! what the user sees.
+
+pub mod deb;
+pub mod digest;
+pub mod format;
