@@ -69,7 +69,10 @@ pub struct HashingReader<R> {
 
 impl<R: Read> HashingReader<R> {
     pub fn new(inner: R) -> Self {
-        HashingReader { inner, hasher: MultiHasher::new() }
+        HashingReader {
+            inner,
+            hasher: MultiHasher::new(),
+        }
     }
     pub fn finish(self) -> Digests {
         self.hasher.finish()
@@ -92,7 +95,10 @@ pub struct HashingWriter<W> {
 
 impl<W: Write> HashingWriter<W> {
     pub fn new(inner: W) -> Self {
-        HashingWriter { inner, hasher: MultiHasher::new() }
+        HashingWriter {
+            inner,
+            hasher: MultiHasher::new(),
+        }
     }
     pub fn finish(self) -> (W, Digests) {
         (self.inner, self.hasher.finish())
@@ -141,7 +147,10 @@ mod tests {
         assert_eq!(d.size, 3);
         assert_eq!(d.md5, "900150983cd24fb0d6963f7d28e17f72");
         assert_eq!(d.sha1, "a9993e364706816aba3e25717850c26c9cd0d89d");
-        assert_eq!(d.sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            d.sha256,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
         assert!(d.sha512.starts_with("ddaf35a193617aba"));
         let mut r = HashingReader::new(&b"abc"[..]);
         io::copy(&mut r, &mut io::sink()).unwrap();

@@ -32,7 +32,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Compare two Debian versions exactly as `dpkg --compare-versions` does
-    #[command(after_help = "Examples:\n  debforge vercmp 7.5.0.56-1+cuda10.1 gt 7.0.5.15-1ubuntu1   # exit 0: true\n  debforge vercmp 1.0~rc1 ge 1.0                              # exit 1: false\n\nExit codes: 0 true, 1 false, 2 invalid version or operator.")]
+    #[command(
+        after_help = "Examples:\n  debforge vercmp 7.5.0.56-1+cuda10.1 gt 7.0.5.15-1ubuntu1   # exit 0: true\n  debforge vercmp 1.0~rc1 ge 1.0                              # exit 1: false\n\nExit codes: 0 true, 1 false, 2 invalid version or operator."
+    )]
     Vercmp {
         /// First version
         a: String,
@@ -49,7 +51,9 @@ enum Command {
 #[derive(Subcommand)]
 enum DebCommand {
     /// Show a package's members and control paragraph (like `dpkg-deb --info`)
-    #[command(after_help = "Example:\n  debforge deb info libnccl2_2.4.2-1+cuda10.1_amd64.deb --json")]
+    #[command(
+        after_help = "Example:\n  debforge deb info libnccl2_2.4.2-1+cuda10.1_amd64.deb --json"
+    )]
     Info {
         /// The .deb file
         file: PathBuf,
@@ -58,7 +62,9 @@ enum DebCommand {
         json: bool,
     },
     /// List the files a package installs (like `dpkg-deb --contents`; times in UTC)
-    #[command(after_help = "Example:\n  debforge deb contents libcudnn7_7.5.0.56-1+cuda10.1_amd64.deb")]
+    #[command(
+        after_help = "Example:\n  debforge deb contents libcudnn7_7.5.0.56-1+cuda10.1_amd64.deb"
+    )]
     Contents {
         /// The .deb file
         file: PathBuf,
@@ -67,7 +73,9 @@ enum DebCommand {
         json: bool,
     },
     /// Build a .deb from a tree holding DEBIAN/control (like `dpkg-deb --build --root-owner-group`)
-    #[command(after_help = "Example:\n  SOURCE_DATE_EPOCH=1556000000 debforge deb build pkgroot -o out/\n\nThe output is the same bytes for the same tree: entries sorted, owner root:root,\ntimes clamped to SOURCE_DATE_EPOCH when it is set. md5sums and Installed-Size are\nadded when DEBIAN/ does not have them. Nothing is written at the output path\nunless the whole package was built.")]
+    #[command(
+        after_help = "Example:\n  SOURCE_DATE_EPOCH=1556000000 debforge deb build pkgroot -o out/\n\nThe output is the same bytes for the same tree: entries sorted, owner root:root,\ntimes clamped to SOURCE_DATE_EPOCH when it is set. md5sums and Installed-Size are\nadded when DEBIAN/ does not have them. Nothing is written at the output path\nunless the whole package was built."
+    )]
     Build(BuildArgs),
 }
 
@@ -116,7 +124,10 @@ pub struct Failure {
 
 impl Failure {
     fn new(message: impl ToString) -> Failure {
-        Failure { message: message.to_string(), hint: None }
+        Failure {
+            message: message.to_string(),
+            hint: None,
+        }
     }
     fn hint(mut self, hint: Option<impl ToString>) -> Failure {
         self.hint = hint.map(|h| h.to_string());
@@ -148,18 +159,21 @@ pub fn run() -> ExitCode {
     }
 }
 
-fn parse_version_arg(text: &str) -> Result<Version, Failure> {
-    // dpkg treats an empty version (and "<unknown>") as the blank version.
+/// `None` for dpkg's blank version (an empty argument or `<unknown>`), which
+/// `dpkg --compare-versions` orders before every real version.
+fn parse_version_arg(text: &str) -> Result<Option<Version>, Failure> {
     if text.is_empty() || text == "<unknown>" {
-        return Ok(Version::blank());
+        return Ok(None);
     }
     match Version::parse_lenient(text) {
-        Ok((v, None)) => Ok(v),
+        Ok((v, None)) => Ok(Some(v)),
         Ok((v, Some(warning))) => {
             output::warning(&format!("version '{text}' has bad syntax: {warning}"));
-            Ok(v)
+            Ok(Some(v))
         }
-        Err(e) => Err(Failure::new(format!("version '{text}' has bad syntax: {e}"))),
+        Err(e) => Err(Failure::new(format!(
+            "version '{text}' has bad syntax: {e}"
+        ))),
     }
 }
 
@@ -169,7 +183,15 @@ fn vercmp(a: &str, op: &str, b: &str) -> Result<u8, Failure> {
             .hint(Some("use one of lt le eq ne ge gt (or << <= = >= >>)"))
     })?;
     let (a, b) = (parse_version_arg(a)?, parse_version_arg(b)?);
-    Ok(if op.holds(a.compare(&b)) { EXIT_OK } else { EXIT_FALSE })
+    let ordering = match (&a, &b) {
+        (Some(a), Some(b)) => a.compare(b),
+        _ => a.is_some().cmp(&b.is_some()),
+    };
+    Ok(if op.holds(ordering) {
+        EXIT_OK
+    } else {
+        EXIT_FALSE
+    })
 }
 
 fn deb_info(file: &std::path::Path, json: bool) -> Result<u8, Failure> {
@@ -188,8 +210,12 @@ fn deb_contents(file: &std::path::Path, json: bool) -> Result<u8, Failure> {
 fn deb_build(args: BuildArgs) -> Result<u8, Failure> {
     let source_date_epoch = match std::env::var("SOURCE_DATE_EPOCH") {
         Ok(v) if !v.is_empty() => Some(v.trim().parse::<u64>().map_err(|_| {
-            Failure::new(format!("SOURCE_DATE_EPOCH={v:?} is not a whole number of seconds"))
-                .hint(Some("set it to e.g. $(git log -1 --format=%ct), or unset it"))
+            Failure::new(format!(
+                "SOURCE_DATE_EPOCH={v:?} is not a whole number of seconds"
+            ))
+            .hint(Some(
+                "set it to e.g. $(git log -1 --format=%ct), or unset it",
+            ))
         })?),
         _ => None,
     };

@@ -32,7 +32,10 @@ fn out(text: &str) {
 }
 
 fn json_out(value: &Value) {
-    out(&format!("{}\n", serde_json::to_string_pretty(value).expect("JSON values serialize")));
+    out(&format!(
+        "{}\n",
+        serde_json::to_string_pretty(value).expect("JSON values serialize")
+    ));
 }
 
 pub fn deb_info(deb: &DebFile, control: &ControlFiles, json: bool) {
@@ -70,7 +73,13 @@ pub fn deb_info(deb: &DebFile, control: &ControlFiles, json: bool) {
     s.push_str(" control files:\n");
     for f in &control.files {
         let lines = f.data.iter().filter(|&&b| b == b'\n').count();
-        s.push_str(&format!("  {:>8} bytes, {:>5} lines  {:04o}  {}\n", f.data.len(), lines, f.mode, f.name));
+        s.push_str(&format!(
+            "  {:>8} bytes, {:>5} lines  {:04o}  {}\n",
+            f.data.len(),
+            lines,
+            f.mode,
+            f.name
+        ));
     }
     for line in control.control.to_string().lines() {
         s.push(' ');

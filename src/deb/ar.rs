@@ -35,8 +35,14 @@ pub enum ArError {
     TruncatedHeader { offset: u64, available: u64 },
     #[error("member header at byte {offset} is corrupt: {reason}")]
     BadHeader { offset: u64, reason: String },
-    #[error("member '{name}' is truncated: its header says {declared} bytes but only {available} remain in the file")]
-    TruncatedMember { name: String, declared: u64, available: u64 },
+    #[error(
+        "member '{name}' is truncated: its header says {declared} bytes but only {available} remain in the file"
+    )]
+    TruncatedMember {
+        name: String,
+        declared: u64,
+        available: u64,
+    },
 }
 
 /// Walks the member headers of an ar archive, one at a time, by seeking.
@@ -58,7 +64,11 @@ impl<R: Read + Seek> ArReader<R> {
         if &magic != MAGIC {
             return Ok(Err(ArError::NotAr));
         }
-        Ok(Ok(ArReader { inner, len, next: 8 }))
+        Ok(Ok(ArReader {
+            inner,
+            len,
+            next: 8,
+        }))
     }
 
     /// The next member's header, or `None` at the end of the file.
@@ -78,7 +88,9 @@ impl<R: Read + Seek> ArReader<R> {
         self.inner.read_exact(&mut h)?;
         let bad = |reason: String| Ok(Err(ArError::BadHeader { offset, reason }));
         if &h[58..60] != b"`\n" {
-            return bad("bad header magic (expected '`\\n' at the end of the 60-byte header)".into());
+            return bad(
+                "bad header magic (expected '`\\n' at the end of the 60-byte header)".into(),
+            );
         }
         let Ok(name) = std::str::from_utf8(&h[0..16]) else {
             return bad("member name is not ASCII".into());
@@ -94,7 +106,8 @@ impl<R: Read + Seek> ArReader<R> {
             if text.is_empty() {
                 return Ok(0);
             }
-            u64::from_str_radix(text, radix).map_err(|_| format!("{what} field {text:?} is not a number"))
+            u64::from_str_radix(text, radix)
+                .map_err(|_| format!("{what} field {text:?} is not a number"))
         };
         let size = match number(&h[48..58], 10, "size") {
             Ok(s) => s,

@@ -86,11 +86,18 @@ pub enum BuildError {
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
     #[error("compression level {level} is out of range for {compression} (0 to {max})")]
-    Level { compression: Compression, level: u32, max: u32 },
+    Level {
+        compression: Compression,
+        level: u32,
+        max: u32,
+    },
 }
 
 fn io_err(path: &Path) -> impl Fn(io::Error) -> BuildError + '_ {
-    move |source| BuildError::Io { path: path.to_path_buf(), source }
+    move |source| BuildError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// One filesystem object of the data tree, in archive order.
@@ -103,7 +110,11 @@ struct TreeEntry {
 
 /// Builds `dir` into a `.deb` at `out` (a file path, or a directory to put
 /// `<package>_<version>_<arch>.deb` in).
-pub fn build_from_dir(dir: &Path, out: &Path, opts: &BuildOptions) -> Result<BuildReport, BuildError> {
+pub fn build_from_dir(
+    dir: &Path,
+    out: &Path,
+    opts: &BuildOptions,
+) -> Result<BuildReport, BuildError> {
     let level = opts.level.unwrap_or(opts.compression.default_level());
     if level > opts.compression.max_level() {
         return Err(BuildError::Level {
@@ -112,7 +123,10 @@ pub fn build_from_dir(dir: &Path, out: &Path, opts: &BuildOptions) -> Result<Bui
             max: opts.compression.max_level(),
         });
     }
-    fs::read_dir(dir).map_err(|source| BuildError::UnreadableTree { path: dir.to_path_buf(), source })?;
+    fs::read_dir(dir).map_err(|source| BuildError::UnreadableTree {
+        path: dir.to_path_buf(),
+        source,
+    })?;
 
     // Control: parse and check before any output exists.
     let debian = dir.join("DEBIAN");
@@ -126,11 +140,17 @@ pub fn build_from_dir(dir: &Path, out: &Path, opts: &BuildOptions) -> Result<Bui
             }
             .into(),
         })?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(BuildError::NoControl { path: control_path }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(BuildError::NoControl { path: control_path });
+        }
         Err(e) => return Err(io_err(&control_path)(e)),
     };
-    let control_err = |source: ControlError| BuildError::Control { path: control_path.clone(), source };
-    let mut control = ControlParagraph::parse_single(&control_text).map_err(|e| control_err(e.into()))?;
+    let control_err = |source: ControlError| BuildError::Control {
+        path: control_path.clone(),
+        source,
+    };
+    let mut control =
+        ControlParagraph::parse_single(&control_text).map_err(|e| control_err(e.into()))?;
     check_binary_control(&control).map_err(control_err)?;
 
     let control_entries = control_dir_entries(&debian)?;
@@ -160,25 +180,50 @@ pub fn build_from_dir(dir: &Path, out: &Path, opts: &BuildOptions) -> Result<Bui
         .prefix(".debforge-data-")
         .tempfile_in(&out_dir)
         .map_err(io_err(&out_dir))?;
-    let data = write_data(&tree, &conffiles, opts.compression, level, opts.threads, &clamp, data_tmp.as_file_mut())
-        .map_err(|e| match e {
-            DataError::Build(b) => b,
-            DataError::Io(source) => BuildError::Io { path: data_tmp.path().to_path_buf(), source },
-        })?;
+    let data = write_data(
+        &tree,
+        &conffiles,
+        opts.compression,
+        level,
+        opts.threads,
+        &clamp,
+        data_tmp.as_file_mut(),
+    )
+    .map_err(|e| match e {
+        DataError::Build(b) => b,
+        DataError::Io(source) => BuildError::Io {
+            path: data_tmp.path().to_path_buf(),
+            source,
+        },
+    })?;
 
     let mut generated = Vec::new();
     let installed_size = match control.get("Installed-Size") {
         Some(v) => v.parse().unwrap_or(0),
         None => {
-            let anchor = if control.contains("Maintainer") { "Maintainer" } else { "Architecture" };
-            control.insert_after(anchor, "Installed-Size", &data.installed_size.to_string());
+            // dpkg-gencontrol counts DEBIAN/ too: the directory and its files.
+            let control_kib: u64 = 1 + control_entries
+                .iter()
+                .map(|e| e.meta.len().div_ceil(1024))
+                .sum::<u64>();
+            let total = data.installed_size + control_kib;
+            let anchor = if control.contains("Maintainer") {
+                "Maintainer"
+            } else {
+                "Architecture"
+            };
+            control.insert_after(anchor, "Installed-Size", &total.to_string());
             generated.push("Installed-Size");
-            data.installed_size
+            total
         }
     };
     let mut control_files: Vec<(String, u32, i64, Vec<u8>)> = Vec::new();
     for e in &control_entries {
-        let file_name = e.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let file_name = e
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let bytes = if file_name == "control" {
             control.to_string().into_bytes()
         } else {
@@ -192,7 +237,12 @@ pub fn build_from_dir(dir: &Path, out: &Path, opts: &BuildOptions) -> Result<Bui
         control_files.push((file_name, e.meta.mode() & 0o7777, mtime, bytes));
     }
     if !control_files.iter().any(|f| f.0 == "md5sums") && !data.md5sums.is_empty() {
-        control_files.push(("md5sums".into(), 0o644, reference_time as i64, data.md5sums.into_bytes()));
+        control_files.push((
+            "md5sums".into(),
+            0o644,
+            reference_time as i64,
+            data.md5sums.into_bytes(),
+        ));
         generated.push("md5sums");
     }
     control_files.sort_by(|a, b| a.0.cmp(&b.0));
@@ -221,12 +271,22 @@ pub fn build_from_dir(dir: &Path, out: &Path, opts: &BuildOptions) -> Result<Bui
         let writer = HashingWriter::new(BufWriter::with_capacity(1 << 20, out_tmp.as_file_mut()));
         let mut ar = ar::Builder::new(writer);
         let mut assemble = |ar: &mut ar::Builder<_>| -> io::Result<()> {
-            ar.append(&member_header("debian-binary", 4, reference_time), &b"2.0\n"[..])?;
             ar.append(
-                &member_header(&format!("control.tar{ext}"), control_tar.len() as u64, reference_time),
+                &member_header("debian-binary", 4, reference_time),
+                &b"2.0\n"[..],
+            )?;
+            ar.append(
+                &member_header(
+                    &format!("control.tar{ext}"),
+                    control_tar.len() as u64,
+                    reference_time,
+                ),
                 &control_tar[..],
             )?;
-            ar.append(&member_header(&format!("data.tar{ext}"), data_len, reference_time), &mut *data_file)?;
+            ar.append(
+                &member_header(&format!("data.tar{ext}"), data_len, reference_time),
+                &mut *data_file,
+            )?;
             Ok(())
         };
         assemble(&mut ar).map_err(io_err(&tmp_path))?;
@@ -240,9 +300,10 @@ pub fn build_from_dir(dir: &Path, out: &Path, opts: &BuildOptions) -> Result<Bui
         .set_permissions(fs::Permissions::from_mode(0o644))
         .map_err(io_err(&out_path))?;
     out_tmp.as_file().sync_all().map_err(io_err(&out_path))?;
-    out_tmp
-        .persist(&out_path)
-        .map_err(|e| BuildError::Io { path: out_path.clone(), source: e.error })?;
+    out_tmp.persist(&out_path).map_err(|e| BuildError::Io {
+        path: out_path.clone(),
+        source: e.error,
+    })?;
 
     Ok(BuildReport {
         output: out_path,
@@ -315,14 +376,20 @@ fn check_conffiles(dir: &Path, debian: &Path) -> Result<Vec<String>, BuildError>
         let mut words: Vec<&str> = line.split_whitespace().collect();
         let name = words.pop().unwrap_or_default();
         if !name.starts_with('/') {
-            return Err(BuildError::RelativeConffile { path, name: name.to_string() });
+            return Err(BuildError::RelativeConffile {
+                path,
+                name: name.to_string(),
+            });
         }
         if words.contains(&"remove-on-upgrade") {
             continue;
         }
         let in_tree = dir.join(name.trim_start_matches('/'));
         if !fs::symlink_metadata(&in_tree).is_ok_and(|m| m.is_file()) {
-            return Err(BuildError::MissingConffile { path, name: name.to_string() });
+            return Err(BuildError::MissingConffile {
+                path,
+                name: name.to_string(),
+            });
         }
         names.push(name.to_string());
     }
@@ -330,10 +397,16 @@ fn check_conffiles(dir: &Path, debian: &Path) -> Result<Vec<String>, BuildError>
 }
 
 fn sorted_dir(dir: &Path) -> Result<Vec<(std::ffi::OsString, PathBuf)>, BuildError> {
-    let read = fs::read_dir(dir).map_err(|source| BuildError::UnreadableTree { path: dir.to_path_buf(), source })?;
+    let read = fs::read_dir(dir).map_err(|source| BuildError::UnreadableTree {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let mut entries = Vec::new();
     for e in read {
-        let e = e.map_err(|source| BuildError::UnreadableTree { path: dir.to_path_buf(), source })?;
+        let e = e.map_err(|source| BuildError::UnreadableTree {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         entries.push((e.file_name(), e.path()));
     }
     entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
@@ -341,20 +414,37 @@ fn sorted_dir(dir: &Path) -> Result<Vec<(std::ffi::OsString, PathBuf)>, BuildErr
 }
 
 /// The data tree in dpkg-deb's order: depth first, names sorted bytewise
-/// within each directory, the top-level `DEBIAN` left out.
+/// within each directory, the top-level `DEBIAN` left out, and symlinks moved
+/// to the end so that unpacking creates their targets first.
 fn walk_tree(dir: &Path) -> Result<Vec<TreeEntry>, BuildError> {
     let meta = fs::metadata(dir).map_err(io_err(dir))?;
-    let mut out = vec![TreeEntry { name: "./".into(), path: dir.to_path_buf(), meta }];
+    let mut out = vec![TreeEntry {
+        name: "./".into(),
+        path: dir.to_path_buf(),
+        meta,
+    }];
     walk_into(dir, "./", true, &mut out)?;
-    Ok(out)
+    let (mut entries, links): (Vec<_>, Vec<_>) = out
+        .into_iter()
+        .partition(|e| !e.meta.file_type().is_symlink());
+    entries.extend(links);
+    Ok(entries)
 }
 
-fn walk_into(dir: &Path, prefix: &str, top: bool, out: &mut Vec<TreeEntry>) -> Result<(), BuildError> {
+fn walk_into(
+    dir: &Path,
+    prefix: &str,
+    top: bool,
+    out: &mut Vec<TreeEntry>,
+) -> Result<(), BuildError> {
     for (name, path) in sorted_dir(dir)? {
         if top && name.as_bytes() == b"DEBIAN" {
             continue;
         }
-        let meta = fs::symlink_metadata(&path).map_err(|source| BuildError::UnreadableTree { path: path.clone(), source })?;
+        let meta = fs::symlink_metadata(&path).map_err(|source| BuildError::UnreadableTree {
+            path: path.clone(),
+            source,
+        })?;
         let name = name.to_str().ok_or_else(|| BuildError::Io {
             path: path.clone(),
             source: io::Error::new(io::ErrorKind::InvalidData, "file name is not UTF-8"),
@@ -364,10 +454,18 @@ fn walk_into(dir: &Path, prefix: &str, top: bool, out: &mut Vec<TreeEntry>) -> R
         }
         if meta.is_dir() {
             let child = format!("{prefix}{name}/");
-            out.push(TreeEntry { name: child.clone(), path: path.clone(), meta });
+            out.push(TreeEntry {
+                name: child.clone(),
+                path: path.clone(),
+                meta,
+            });
             walk_into(&path, &child, false, out)?;
         } else {
-            out.push(TreeEntry { name: format!("{prefix}{name}"), path, meta });
+            out.push(TreeEntry {
+                name: format!("{prefix}{name}"),
+                path,
+                meta,
+            });
         }
     }
     Ok(())
@@ -389,8 +487,9 @@ impl From<io::Error> for DataError {
 }
 
 /// Writes the compressed data tar to `file`, hashing regular files with MD5
-/// as they stream through, and sums Installed-Size as dpkg-gencontrol does
-/// (KiB rounded up per file or symlink, hard links once, 1 for anything else).
+/// as they stream through, and sums the data's part of Installed-Size as
+/// dpkg-gencontrol does (KiB rounded up per file or symlink, hard links once,
+/// 1 for anything else).
 fn write_data(
     tree: &[TreeEntry],
     conffiles: &[String],
@@ -400,11 +499,16 @@ fn write_data(
     clamp: &dyn Fn(i64) -> u64,
     file: &mut File,
 ) -> Result<DataSummary, DataError> {
-    let encoder = compression.encoder(BufWriter::with_capacity(1 << 20, &mut *file), level, threads)?;
+    let encoder = compression.encoder(
+        BufWriter::with_capacity(1 << 20, &mut *file),
+        level,
+        threads,
+    )?;
     let mut tar = tar::Builder::new(encoder);
     let mut installed_kib = 0u64;
     let mut sums: Vec<(String, String)> = Vec::new();
-    let mut first_link: HashMap<(u64, u64), String> = HashMap::new();
+    // First archive name and MD5 of each multiply-linked inode.
+    let mut first_link: HashMap<(u64, u64), (String, String)> = HashMap::new();
     for e in tree {
         let m = &e.meta;
         let ft = m.file_type();
@@ -423,28 +527,45 @@ fn write_data(
         } else if ft.is_symlink() {
             let target = fs::read_link(&e.path)?;
             h.set_entry_type(tar::EntryType::Symlink);
-            append(&mut tar, h, name, Some(target.as_os_str().as_bytes()), io::empty())?;
+            append(
+                &mut tar,
+                h,
+                name,
+                Some(target.as_os_str().as_bytes()),
+                io::empty(),
+            )?;
         } else if ft.is_file() {
             let key = (m.dev(), m.ino());
-            if m.nlink() > 1 {
-                if let Some(target) = first_link.get(&key) {
-                    h.set_entry_type(tar::EntryType::Link);
-                    append(&mut tar, h, name, Some(target.as_bytes()), io::empty())?;
-                    continue;
+            let rel = e.name.trim_start_matches("./");
+            let listed = !conffiles.iter().any(|c| c.trim_start_matches('/') == rel);
+            if let Some((target, md5)) = first_link.get(&key) {
+                // Like dh_md5sums, every name of a hard-linked file is listed.
+                if listed {
+                    sums.push((rel.to_string(), md5.clone()));
                 }
-                first_link.insert(key, e.name.clone());
+                h.set_entry_type(tar::EntryType::Link);
+                append(&mut tar, h, name, Some(target.as_bytes()), io::empty())?;
+                continue;
             }
             h.set_entry_type(tar::EntryType::Regular);
             h.set_size(m.len());
             let f = File::open(&e.path)?;
-            let mut reader = Md5Reader { inner: io::BufReader::with_capacity(256 * 1024, f.take(m.len())), md5: Md5::new(), count: 0 };
+            let mut reader = Md5Reader {
+                inner: io::BufReader::with_capacity(256 * 1024, f.take(m.len())),
+                md5: Md5::new(),
+                count: 0,
+            };
             append(&mut tar, h, name, None, &mut reader)?;
             if reader.count != m.len() {
-                return Err(DataError::Build(BuildError::Changed { path: e.path.clone() }));
+                return Err(DataError::Build(BuildError::Changed {
+                    path: e.path.clone(),
+                }));
             }
-            let rel = e.name.trim_start_matches("./");
             let md5 = hex::encode(reader.md5.finalize());
-            if !conffiles.iter().any(|c| c.trim_start_matches('/') == rel) {
+            if m.nlink() > 1 {
+                first_link.insert(key, (e.name.clone(), md5.clone()));
+            }
+            if listed {
                 sums.push((rel.to_string(), md5));
             }
         } else {
@@ -469,7 +590,10 @@ fn write_data(
     drop(buffered);
     sums.sort();
     let md5sums = sums.iter().map(|(p, s)| format!("{s}  {p}\n")).collect();
-    Ok(DataSummary { installed_size: installed_kib, md5sums })
+    Ok(DataSummary {
+        installed_size: installed_kib,
+        md5sums,
+    })
 }
 
 /// MD5 while streaming into the tar builder; counts bytes to catch files
@@ -506,7 +630,13 @@ fn write_control_tar(
         let mut h = base_header(*mode, clamp(*mtime));
         h.set_entry_type(tar::EntryType::Regular);
         h.set_size(bytes.len() as u64);
-        append(&mut tar, h, format!("./{name}").as_bytes(), None, &bytes[..])?;
+        append(
+            &mut tar,
+            h,
+            format!("./{name}").as_bytes(),
+            None,
+            &bytes[..],
+        )?;
     }
     tar.into_inner()?.finish()
 }

@@ -146,13 +146,23 @@ mod tests {
 
     #[test]
     fn every_kind_round_trips() {
-        let data: Vec<u8> = (0..100_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
-        for c in [Compression::None, Compression::Gzip, Compression::Xz, Compression::Zstd] {
+        let data: Vec<u8> = (0..100_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
+        for c in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Xz,
+            Compression::Zstd,
+        ] {
             let mut enc = c.encoder(Vec::new(), c.default_level(), 2).unwrap();
             enc.write_all(&data).unwrap();
             let packed = enc.finish().unwrap();
             let mut out = Vec::new();
-            c.decoder(&packed[..]).unwrap().read_to_end(&mut out).unwrap();
+            c.decoder(&packed[..])
+                .unwrap()
+                .read_to_end(&mut out)
+                .unwrap();
             assert_eq!(out, data, "{c}");
         }
     }

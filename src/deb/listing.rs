@@ -18,8 +18,16 @@ impl Default for ContentsFormatter {
 
 impl ContentsFormatter {
     pub fn line(&mut self, e: &DataEntry) -> String {
-        let user = if e.user.is_empty() { e.uid.to_string() } else { e.user.clone() };
-        let group = if e.group.is_empty() { e.gid.to_string() } else { e.group.clone() };
+        let user = if e.user.is_empty() {
+            e.uid.to_string()
+        } else {
+            e.user.clone()
+        };
+        let group = if e.group.is_empty() {
+            e.gid.to_string()
+        } else {
+            e.group.clone()
+        };
         let size = match e.device {
             Some((major, minor)) => format!("{major},{minor}"),
             None => e.size.to_string(),
@@ -96,7 +104,14 @@ pub fn civil(epoch: u64) -> (i64, u32, u32, u32, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d, (secs / 3600) as u32, (secs % 3600 / 60) as u32, (secs % 60) as u32)
+    (
+        y,
+        m,
+        d,
+        (secs / 3600) as u32,
+        (secs % 3600 / 60) as u32,
+        (secs % 60) as u32,
+    )
 }
 
 /// GNU tar's default "escape" quoting: backslash and control characters.
@@ -107,7 +122,9 @@ fn quote(s: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
             '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\{:03o}", c as u32)),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\{:03o}", c as u32))
+            }
             c => out.push(c),
         }
     }

@@ -40,11 +40,18 @@ pub enum DebErrorKind {
     NotDebianBinaryFirst(String),
     #[error("debian-binary says {0:?}; only package format 2.x is supported")]
     BadFormatVersion(String),
-    #[error("member '{found}' comes before '{expected}' (dpkg expects debian-binary, control.tar*, data.tar* in that order)")]
-    MemberOutOfOrder { found: String, expected: &'static str },
+    #[error(
+        "member '{found}' comes before '{expected}' (dpkg expects debian-binary, control.tar*, data.tar* in that order)"
+    )]
+    MemberOutOfOrder {
+        found: String,
+        expected: &'static str,
+    },
     #[error("no '{0}' member: the archive ends before it")]
     MissingMember(&'static str),
-    #[error("member '{0}' uses a compression dpkg cannot read here (expected none, .gz, .xz or .zst)")]
+    #[error(
+        "member '{0}' uses a compression dpkg cannot read here (expected none, .gz, .xz or .zst)"
+    )]
     UnknownCompression(String),
     #[error("control member: entry {entry:?} {reason}")]
     UnsafeControlEntry { entry: String, reason: &'static str },
@@ -60,18 +67,21 @@ pub enum DebErrorKind {
 
 impl DebError {
     pub(crate) fn new(path: impl Into<PathBuf>, kind: impl Into<DebErrorKind>) -> DebError {
-        DebError { path: path.into(), kind: kind.into() }
+        DebError {
+            path: path.into(),
+            kind: kind.into(),
+        }
     }
 
     /// What the user can do about it, when there is something to say.
     pub fn hint(&self) -> Option<&'static str> {
         match &self.kind {
-            DebErrorKind::Ar(ar::ArError::NotAr) => {
-                Some("is this a .deb? `file` tells what it is; an interrupted download leaves HTML or a partial file")
-            }
-            DebErrorKind::Ar(ar::ArError::TruncatedMember { .. } | ar::ArError::TruncatedHeader { .. }) => {
-                Some("the file is incomplete: download or copy it again")
-            }
+            DebErrorKind::Ar(ar::ArError::NotAr) => Some(
+                "is this a .deb? `file` tells what it is; an interrupted download leaves HTML or a partial file",
+            ),
+            DebErrorKind::Ar(
+                ar::ArError::TruncatedMember { .. } | ar::ArError::TruncatedHeader { .. },
+            ) => Some("the file is incomplete: download or copy it again"),
             DebErrorKind::UnsafeControlEntry { .. } => {
                 Some("the package is malformed or hostile; do not install it")
             }

@@ -57,7 +57,9 @@ impl DebFile {
             .map_err(|e| err(e.into()))?
             .map_err(|e| err(e.into()))?;
         let mut next = || -> Result<Option<ArMember>, DebError> {
-            ar.next_member().map_err(|e| err(e.into()))?.map_err(|e| err(e.into()))
+            ar.next_member()
+                .map_err(|e| err(e.into()))?
+                .map_err(|e| err(e.into()))
         };
 
         let first = next()?.ok_or_else(|| err(DebErrorKind::MissingMember("debian-binary")))?;
@@ -90,7 +92,10 @@ impl DebFile {
                     continue;
                 }
                 let Some(ext) = m.name.strip_prefix(prefix) else {
-                    return Err(err(DebErrorKind::MemberOutOfOrder { found: m.name, expected }));
+                    return Err(err(DebErrorKind::MemberOutOfOrder {
+                        found: m.name,
+                        expected,
+                    }));
                 };
                 let compression = Compression::from_extension(ext)
                     .ok_or_else(|| err(DebErrorKind::UnknownCompression(m.name.clone())))?;
@@ -171,7 +176,12 @@ impl DebFile {
         for entry in archive.entries().map_err(tar_err)? {
             let mut entry = entry.map_err(tar_err)?;
             let raw_path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-            let unsafe_entry = |reason| err(DebErrorKind::UnsafeControlEntry { entry: raw_path.clone(), reason });
+            let unsafe_entry = |reason| {
+                err(DebErrorKind::UnsafeControlEntry {
+                    entry: raw_path.clone(),
+                    reason,
+                })
+            };
             if raw_path.starts_with('/') {
                 return Err(unsafe_entry("is an absolute path"));
             }
@@ -182,16 +192,22 @@ impl DebFile {
             let name = raw_path.trim_start_matches("./").trim_end_matches('/');
             match kind {
                 tar::EntryType::Directory if name.is_empty() || name == "." => continue,
-                tar::EntryType::Directory => return Err(unsafe_entry("is a subdirectory; control files are flat")),
+                tar::EntryType::Directory => {
+                    return Err(unsafe_entry("is a subdirectory; control files are flat"));
+                }
                 tar::EntryType::Regular | tar::EntryType::Continuous => {}
-                tar::EntryType::Symlink | tar::EntryType::Link => return Err(unsafe_entry("is a link")),
+                tar::EntryType::Symlink | tar::EntryType::Link => {
+                    return Err(unsafe_entry("is a link"));
+                }
                 tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => {
                     return Err(unsafe_entry("is a device or special file"));
                 }
                 _ => return Err(unsafe_entry("has an entry type that is not a plain file")),
             }
             if name.contains('/') {
-                return Err(unsafe_entry("is inside a subdirectory; control files are flat"));
+                return Err(unsafe_entry(
+                    "is inside a subdirectory; control files are flat",
+                ));
             }
             let size = entry.header().size().map_err(tar_err)?;
             if size > MAX_CONTROL_FILE {
@@ -222,12 +238,18 @@ impl DebFile {
         let paragraph = ControlParagraph::parse_single(text)
             .map_err(|e| err(DebErrorKind::Control(e.into())))?;
         check_binary_control(&paragraph).map_err(|e| err(e.into()))?;
-        Ok(ControlFiles { control: paragraph, files })
+        Ok(ControlFiles {
+            control: paragraph,
+            files,
+        })
     }
 
     /// Streams the data member's entries to `visit`, in archive order, without
     /// reading file contents into memory.
-    pub fn visit_data(&self, mut visit: impl FnMut(DataEntry) -> io::Result<()>) -> Result<(), DebError> {
+    pub fn visit_data(
+        &self,
+        mut visit: impl FnMut(DataEntry) -> io::Result<()>,
+    ) -> Result<(), DebError> {
         let tar_err = |e: io::Error| DebError::new(&self.path, DebErrorKind::DataTar(e));
         let reader = self.member_tar(self.data_member()).map_err(tar_err)?;
         let mut archive = tar::Archive::new(reader);
@@ -267,7 +289,10 @@ impl DebFile {
 
 fn read_format_version(file: &File, m: &ArMember) -> Result<String, DebErrorKind> {
     if m.size > 64 {
-        return Err(DebErrorKind::BadFormatVersion(format!("<{} bytes>", m.size)));
+        return Err(DebErrorKind::BadFormatVersion(format!(
+            "<{} bytes>",
+            m.size
+        )));
     }
     let mut buf = vec![0u8; m.size as usize];
     file.read_exact_at(&mut buf, m.data_offset)?;
@@ -300,7 +325,10 @@ impl Read for Region<'_> {
         }
         let n = self.file.read_at(&mut buf[..want], self.pos)?;
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shrank while reading"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "file shrank while reading",
+            ));
         }
         self.pos += n as u64;
         Ok(n)

@@ -19,7 +19,9 @@ pub struct Cleartext {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClearsignError {
-    #[error("not a cleartext-signed message: it does not start with '-----BEGIN PGP SIGNED MESSAGE-----'")]
+    #[error(
+        "not a cleartext-signed message: it does not start with '-----BEGIN PGP SIGNED MESSAGE-----'"
+    )]
     NoHeader,
     #[error("line {0}: armor header is not 'Name: value'")]
     BadArmorHeader(usize),
@@ -42,7 +44,9 @@ pub fn split(text: &str) -> Result<Cleartext, ClearsignError> {
         if line.trim().is_empty() {
             break;
         }
-        let (name, value) = line.split_once(": ").ok_or(ClearsignError::BadArmorHeader(i + 1))?;
+        let (name, value) = line
+            .split_once(": ")
+            .ok_or(ClearsignError::BadArmorHeader(i + 1))?;
         if name == "Hash" {
             hashes.extend(value.split(',').map(|h| h.trim().to_string()));
         }
@@ -52,7 +56,11 @@ pub fn split(text: &str) -> Result<Cleartext, ClearsignError> {
         if line.trim_end() == SIG_BEGIN {
             let start: usize = text.split_inclusive('\n').take(i).map(str::len).sum();
             let signature = text[start..].to_string();
-            return Ok(Cleartext { hashes, body, signature });
+            return Ok(Cleartext {
+                hashes,
+                body,
+                signature,
+            });
         }
         body.push_str(line.strip_prefix("- ").unwrap_or(line));
     }
@@ -69,8 +77,14 @@ mod tests {
         let c = split(text).unwrap();
         assert_eq!(c.hashes, vec!["SHA512"]);
         assert_eq!(c.body, "Origin: x\n-dashed\n");
-        assert!(c.signature.starts_with(SIG_BEGIN) && c.signature.ends_with("-----END PGP SIGNATURE-----\n"));
+        assert!(
+            c.signature.starts_with(SIG_BEGIN)
+                && c.signature.ends_with("-----END PGP SIGNATURE-----\n")
+        );
         assert_eq!(split("Origin: x\n"), Err(ClearsignError::NoHeader));
-        assert_eq!(split("-----BEGIN PGP SIGNED MESSAGE-----\n\nbody\n"), Err(ClearsignError::NoSignature));
+        assert_eq!(
+            split("-----BEGIN PGP SIGNED MESSAGE-----\n\nbody\n"),
+            Err(ClearsignError::NoSignature)
+        );
     }
 }

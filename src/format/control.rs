@@ -8,7 +8,13 @@ use super::relation::Relations;
 use super::version::Version;
 
 /// Fields every binary package must have (Policy §5.3).
-pub const REQUIRED_FIELDS: [&str; 5] = ["Package", "Version", "Architecture", "Maintainer", "Description"];
+pub const REQUIRED_FIELDS: [&str; 5] = [
+    "Package",
+    "Version",
+    "Architecture",
+    "Maintainer",
+    "Description",
+];
 
 /// Fields whose values are relationship lists (Policy §7).
 pub const RELATION_FIELDS: [&str; 9] = [
@@ -27,11 +33,15 @@ pub const RELATION_FIELDS: [&str; 9] = [
 /// `-` and `.`, starting with a letter or digit.
 pub fn check_package_name(name: &str) -> Result<(), String> {
     if name.len() < 2 {
-        return Err(format!("package name {name:?} is shorter than two characters"));
+        return Err(format!(
+            "package name {name:?} is shorter than two characters"
+        ));
     }
     let first = name.as_bytes()[0];
     if !(first.is_ascii_lowercase() || first.is_ascii_digit()) {
-        return Err(format!("package name {name:?} must start with a lower-case letter or digit"));
+        return Err(format!(
+            "package name {name:?} must start with a lower-case letter or digit"
+        ));
     }
     if let Some(bad) = name
         .chars()
@@ -57,7 +67,9 @@ pub enum ControlError {
     BadPackage(String),
     #[error("field 'Version' value {value:?}: {reason}")]
     BadVersion { value: String, reason: String },
-    #[error("field 'Architecture' value {0:?}: expected one architecture name such as amd64 or all")]
+    #[error(
+        "field 'Architecture' value {0:?}: expected one architecture name such as amd64 or all"
+    )]
     BadArchitecture(String),
     #[error("field '{field}': {reason}")]
     BadRelation { field: String, reason: String },
@@ -70,7 +82,11 @@ pub fn check_binary_control(p: &ControlParagraph) -> Result<(), ControlError> {
     for name in REQUIRED_FIELDS {
         match p.get(name) {
             None => return Err(ControlError::MissingField(name)),
-            Some("") => return Err(ControlError::EmptyField { field: name.to_string() }),
+            Some("") => {
+                return Err(ControlError::EmptyField {
+                    field: name.to_string(),
+                });
+            }
             Some(_) => {}
         }
     }
@@ -81,7 +97,10 @@ pub fn check_binary_control(p: &ControlParagraph) -> Result<(), ControlError> {
         reason: e.to_string(),
     })?;
     let arch = p.get("Architecture").unwrap_or_default();
-    if !arch.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+    if !arch
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
         return Err(ControlError::BadArchitecture(arch.to_string()));
     }
     for field in RELATION_FIELDS {
@@ -117,11 +136,31 @@ mod tests {
 
     #[test]
     fn names_the_bad_field() {
-        assert_eq!(control(&GOOD.replace("Package: libnccl2", "Package:")), Err(ControlError::EmptyField { field: "Package".into() }));
-        assert_eq!(control(&GOOD.replace("Maintainer", "X-Maintainer")), Err(ControlError::MissingField("Maintainer")));
-        assert!(matches!(control(&GOOD.replace("libnccl2", "LibNCCL")), Err(ControlError::BadPackage(_))));
-        assert!(matches!(control(&GOOD.replace("2.4.2-1", "x2.4")), Err(ControlError::BadVersion { .. })));
-        assert!(matches!(control(&GOOD.replace("(>= 2.3.4)", "(>= )")), Err(ControlError::BadRelation { .. })));
-        assert!(matches!(control(&GOOD.replace("amd64", "amd 64")), Err(ControlError::BadArchitecture(_))));
+        assert_eq!(
+            control(&GOOD.replace("Package: libnccl2", "Package:")),
+            Err(ControlError::EmptyField {
+                field: "Package".into()
+            })
+        );
+        assert_eq!(
+            control(&GOOD.replace("Maintainer", "X-Maintainer")),
+            Err(ControlError::MissingField("Maintainer"))
+        );
+        assert!(matches!(
+            control(&GOOD.replace("libnccl2", "LibNCCL")),
+            Err(ControlError::BadPackage(_))
+        ));
+        assert!(matches!(
+            control(&GOOD.replace("2.4.2-1", "x2.4")),
+            Err(ControlError::BadVersion { .. })
+        ));
+        assert!(matches!(
+            control(&GOOD.replace("(>= 2.3.4)", "(>= )")),
+            Err(ControlError::BadRelation { .. })
+        ));
+        assert!(matches!(
+            control(&GOOD.replace("amd64", "amd 64")),
+            Err(ControlError::BadArchitecture(_))
+        ));
     }
 }

@@ -100,7 +100,9 @@ impl Paragraph {
 
     /// The field named `name` (field names compare case-insensitively).
     pub fn field(&self, name: &str) -> Option<&Field> {
-        self.fields.iter().find(|f| f.name.eq_ignore_ascii_case(name))
+        self.fields
+            .iter()
+            .find(|f| f.name.eq_ignore_ascii_case(name))
     }
 
     /// The trimmed value of `name`; see [`Field::value`].
@@ -118,7 +120,11 @@ impl Paragraph {
     /// lines as ` .`.
     pub fn set(&mut self, name: &str, value: &str) {
         let raw = canonical_raw(value);
-        match self.fields.iter_mut().find(|f| f.name.eq_ignore_ascii_case(name)) {
+        match self
+            .fields
+            .iter_mut()
+            .find(|f| f.name.eq_ignore_ascii_case(name))
+        {
             Some(f) => f.raw = raw,
             None => self.fields.push(Field {
                 name: name.to_string(),
@@ -303,7 +309,9 @@ pub enum ParseErrorKind {
     NotAField(String),
     #[error("empty field name")]
     EmptyName,
-    #[error("invalid field name {0:?}: names are printable ASCII without spaces and do not start with '-' or '#'")]
+    #[error(
+        "invalid field name {0:?}: names are printable ASCII without spaces and do not start with '-' or '#'"
+    )]
     BadName(String),
     #[error("duplicate field {name:?} (first on line {first_line})")]
     Duplicate { name: String, first_line: usize },
@@ -381,7 +389,11 @@ impl LineParser {
             fields: Vec::new(),
             line: self.line_no,
         });
-        if let Some(i) = paragraph.fields.iter().position(|f| f.name.eq_ignore_ascii_case(name)) {
+        if let Some(i) = paragraph
+            .fields
+            .iter()
+            .position(|f| f.name.eq_ignore_ascii_case(name))
+        {
             return Err(ParseError {
                 line: self.line_no,
                 kind: ParseErrorKind::Duplicate {
@@ -512,7 +524,10 @@ mod tests {
         .unwrap();
         assert_eq!(p.get("package"), Some("libcudnn7"));
         let d = p.field("Description").unwrap();
-        assert_eq!(d.lines(), vec!["cuDNN runtime libraries", "Line one.", "", "Line two."]);
+        assert_eq!(
+            d.lines(),
+            vec!["cuDNN runtime libraries", "Line one.", "", "Line two."]
+        );
         assert_eq!(p.field("SHA256").unwrap().lines(), vec!["aa 1 x", "bb 2 y"]);
         assert_eq!(p.field("SHA256").unwrap().name(), "sha256");
     }
@@ -535,7 +550,10 @@ mod tests {
     fn errors_carry_line_numbers() {
         let e = Document::parse("A: b\nC: d\nA: e\n").unwrap_err();
         assert_eq!(e.line, 3);
-        assert!(matches!(e.kind, ParseErrorKind::Duplicate { first_line: 1, .. }));
+        assert!(matches!(
+            e.kind,
+            ParseErrorKind::Duplicate { first_line: 1, .. }
+        ));
         assert_eq!(Document::parse(" x\n").unwrap_err().line, 1);
         assert_eq!(Document::parse("A: b\n\nno colon\n").unwrap_err().line, 3);
         assert!(matches!(
@@ -544,7 +562,10 @@ mod tests {
         ));
         assert!(matches!(
             Paragraph::parse_single("A: b\n\nB: c\n").unwrap_err(),
-            ParseError { line: 3, kind: ParseErrorKind::ExtraParagraph }
+            ParseError {
+                line: 3,
+                kind: ParseErrorKind::ExtraParagraph
+            }
         ));
     }
 

@@ -97,11 +97,17 @@ impl Relations {
     /// True when every entry has an alternative satisfied by one of `available`
     /// (package name, version). Architecture restrictions and profiles are not
     /// evaluated: they concern source packages and the arch they build for.
-    pub fn satisfied_by<'a>(&self, available: impl Clone + IntoIterator<Item = (&'a str, &'a Version)>) -> bool {
+    pub fn satisfied_by<'a>(
+        &self,
+        available: impl Clone + IntoIterator<Item = (&'a str, &'a Version)>,
+    ) -> bool {
         self.0.iter().all(|alt| {
-            alt.0
-                .iter()
-                .any(|rel| available.clone().into_iter().any(|(n, v)| rel.matches(n, v)))
+            alt.0.iter().any(|rel| {
+                available
+                    .clone()
+                    .into_iter()
+                    .any(|(n, v)| rel.matches(n, v))
+            })
         })
     }
 }
@@ -121,8 +127,13 @@ impl Relation {
             return Err(fail("missing package name"));
         }
         // Policy's name rules, less the two-character minimum (old packages).
-        let first_ok = name.as_bytes()[0].is_ascii_lowercase() || name.as_bytes()[0].is_ascii_digit();
-        if !first_ok || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+-.".contains(&b)) {
+        let first_ok =
+            name.as_bytes()[0].is_ascii_lowercase() || name.as_bytes()[0].is_ascii_digit();
+        if !first_ok
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+-.".contains(&b))
+        {
             return Err(fail(&format!("invalid package name {name:?}")));
         }
         rest = &rest[name_end..];
@@ -292,7 +303,10 @@ mod tests {
         let text = "a (>= 1) | b [amd64], c:any,\n d (<<2:1.0~rc1) [!i386 amd64] <!nocheck> <stage1 cross>";
         let r = Relations::parse(text).unwrap();
         assert_eq!(r.0.len(), 3);
-        assert_eq!(r.0[0].0[1].architectures, vec![(false, "amd64".to_string())]);
+        assert_eq!(
+            r.0[0].0[1].architectures,
+            vec![(false, "amd64".to_string())]
+        );
         assert_eq!(r.0[1].0[0].arch_qualifier.as_deref(), Some("any"));
         assert_eq!(
             r.to_string(),
@@ -314,7 +328,15 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        for bad in ["a (1.0)", "a (>= 1.0", "a [amd64", "a, , b", "A_b", "a (>= )", "a foo"] {
+        for bad in [
+            "a (1.0)",
+            "a (>= 1.0",
+            "a [amd64",
+            "a, , b",
+            "A_b",
+            "a (>= )",
+            "a foo",
+        ] {
             assert!(Relations::parse(bad).is_err(), "{bad}");
         }
     }

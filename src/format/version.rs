@@ -135,17 +135,6 @@ impl Version {
         Ok((version, warning))
     }
 
-    /// dpkg's blank version, which `dpkg --compare-versions` uses for an empty
-    /// argument: no epoch, empty upstream part (so it equals `0` and sorts
-    /// after `~`).
-    pub fn blank() -> Version {
-        Version {
-            epoch: 0,
-            upstream: String::new(),
-            revision: String::new(),
-        }
-    }
-
     pub fn epoch(&self) -> u32 {
         self.epoch
     }
@@ -188,7 +177,11 @@ fn parse_epoch(text: &str) -> Result<u32, VersionError> {
     if significant.len() > 10 {
         return Err(VersionError::EpochTooBig);
     }
-    let value: u64 = if significant.is_empty() { 0 } else { significant.parse().unwrap_or(u64::MAX) };
+    let value: u64 = if significant.is_empty() {
+        0
+    } else {
+        significant.parse().unwrap_or(u64::MAX)
+    };
     if value > i32::MAX as u64 {
         return Err(VersionError::EpochTooBig);
     }
@@ -337,12 +330,30 @@ mod tests {
     #[test]
     fn orders_like_dpkg() {
         let ascending = [
-            "~~", "~~a", "~", "0", "1.0~rc1", "1.0", "1.0-0.1", "1.0-1", "1.0a", "1.0+cuda10.1",
-            "1.0.1", "7.0.5.15-1ubuntu1", "7.5.0.56-1+cuda10.1", "7.6.5.32-1+cuda10.1",
+            "~~",
+            "~~a",
+            "~",
+            "0",
+            "1.0~rc1",
+            "1.0",
+            "1.0-0.1",
+            "1.0-1",
+            "1.0a",
+            "1.0+cuda10.1",
+            "1.0.1",
+            "7.0.5.15-1ubuntu1",
+            "7.5.0.56-1+cuda10.1",
+            "7.6.5.32-1+cuda10.1",
             "1:0.1",
         ];
         for pair in ascending.windows(2) {
-            assert_eq!(v(pair[0]).cmp(&v(pair[1])), Ordering::Less, "{} < {}", pair[0], pair[1]);
+            assert_eq!(
+                v(pair[0]).cmp(&v(pair[1])),
+                Ordering::Less,
+                "{} < {}",
+                pair[0],
+                pair[1]
+            );
         }
     }
 
@@ -369,7 +380,10 @@ mod tests {
         assert_eq!(Version::parse("a:1"), Err(VersionError::EpochEmpty));
         assert_eq!(Version::parse("1a:1"), Err(VersionError::EpochNotNumber));
         assert_eq!(Version::parse("-1:1"), Err(VersionError::EpochNegative));
-        assert_eq!(Version::parse("99999999999:1"), Err(VersionError::EpochTooBig));
+        assert_eq!(
+            Version::parse("99999999999:1"),
+            Err(VersionError::EpochTooBig)
+        );
         assert_eq!(Version::parse("1:"), Err(VersionError::NothingAfterColon));
         assert_eq!(Version::parse("1-"), Err(VersionError::RevisionEmpty));
         assert_eq!(Version::parse("-1"), Err(VersionError::UpstreamEmpty));
@@ -381,7 +395,10 @@ mod tests {
 
     #[test]
     fn display_is_dpkg_nonambiguous() {
-        assert_eq!(v("0:7.5.0.56-1+cuda10.1").to_string(), "7.5.0.56-1+cuda10.1");
+        assert_eq!(
+            v("0:7.5.0.56-1+cuda10.1").to_string(),
+            "7.5.0.56-1+cuda10.1"
+        );
         assert_eq!(v("2:1.0").to_string(), "2:1.0");
     }
 }

@@ -1,0 +1,10 @@
+//! The one integration suite: it runs the real `debforge` binary and the real
+//! Debian tools (dpkg, dpkg-deb) of this machine against what debforge writes.
+
+mod common;
+
+mod deb822_lists;
+mod deb_build;
+mod deb_read;
+mod hostile;
+mod vercmp;
