@@ -44,7 +44,10 @@ enum Command {
         b: String,
     },
     /// Read and write .deb packages
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  debforge deb info pkg.deb\n  debforge deb contents pkg.deb\n  debforge deb build pkgroot -o out/"
+    )]
     Deb(DebCommand),
 }
 
@@ -83,7 +86,7 @@ enum DebCommand {
 struct BuildArgs {
     /// The package tree (DIR/DEBIAN/control and the files to install)
     dir: PathBuf,
-    /// Output file, or a directory for <package>_<version>_<arch>.deb [default: .]
+    /// Output file, or a directory (created when given with a trailing '/') for <package>_<version>_<arch>.deb
     #[arg(short, long, default_value = ".")]
     output: PathBuf,
     /// Member compression (zstd only where every client reads it)
@@ -225,6 +228,15 @@ fn deb_build(args: BuildArgs) -> Result<u8, Failure> {
         source_date_epoch,
         ..BuildOptions::default()
     };
+    // `-o dir/` names a directory, created when missing.
+    if args.output.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        std::fs::create_dir_all(&args.output).map_err(|e| {
+            Failure::new(format!(
+                "{}: cannot create the output directory: {e}",
+                args.output.display()
+            ))
+        })?;
+    }
     let report = deb::build_from_dir(&args.dir, &args.output, &opts).map_err(Failure::new)?;
     output::build_report(&report, args.json);
     Ok(EXIT_OK)

@@ -21,12 +21,16 @@ pub fn warning(message: &str) {
     let _ = writeln!(io::stderr().lock(), "debforge: warning: {message}");
 }
 
-/// Writes to stdout; a closed pipe (`| head`) ends the program quietly.
+/// Writes to stdout; a closed pipe (`| head`) ends the program quietly, any
+/// other write failure (a full disk behind `>`) is an error.
 fn out(text: &str) {
     let mut stdout = io::stdout().lock();
-    if let Err(e) = stdout.write_all(text.as_bytes()) {
-        if e.kind() == io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
+    match stdout.write_all(text.as_bytes()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            error(&format!("cannot write to standard output: {e}"), None);
+            std::process::exit(super::EXIT_ERROR.into());
         }
     }
 }

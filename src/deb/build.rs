@@ -504,7 +504,8 @@ fn write_data(
         level,
         threads,
     )?;
-    let mut tar = tar::Builder::new(encoder);
+    // Buffer above the compressor too: tar writes 512-byte headers and small chunks.
+    let mut tar = tar::Builder::new(BufWriter::with_capacity(1 << 20, encoder));
     let mut installed_kib = 0u64;
     let mut sums: Vec<(String, String)> = Vec::new();
     // First archive name and MD5 of each multiply-linked inode.
@@ -584,7 +585,7 @@ fn write_data(
             append(&mut tar, h, name, None, io::empty())?;
         }
     }
-    let encoder = tar.into_inner()?;
+    let encoder = tar.into_inner()?.into_inner().map_err(|e| e.into_error())?;
     let mut buffered = encoder.finish()?;
     buffered.flush()?;
     drop(buffered);
@@ -667,10 +668,10 @@ fn append<W: Write, R: Read>(
     if name.len() >= 100 {
         append_long_name(tar, b'L', name)?;
     }
-    if let Some(link) = link {
-        if link.len() >= 100 {
-            append_long_name(tar, b'K', link)?;
-        }
+    if let Some(link) = link
+        && link.len() >= 100
+    {
+        append_long_name(tar, b'K', link)?;
     }
     let gnu = h.as_gnu_mut().expect("GNU header");
     gnu.name = [0; 100];

@@ -161,7 +161,13 @@ impl DebFile {
     /// The member's tar stream, decompressed on the fly.
     pub fn member_tar(&self, member: &Member) -> io::Result<Box<dyn Read + '_>> {
         let raw = BufReader::with_capacity(256 * 1024, self.raw_member(member));
-        member.compression.unwrap_or(Compression::None).decoder(raw)
+        let decoder = member
+            .compression
+            .unwrap_or(Compression::None)
+            .decoder(raw)?;
+        // tar reads in 512-byte headers and 8 KiB chunks: buffer above the
+        // decompressor so each call into it does real work.
+        Ok(Box::new(BufReader::with_capacity(256 * 1024, decoder)))
     }
 
     /// Reads and checks the control member: plain files at its top level only

@@ -111,10 +111,10 @@ pub fn check_binary_control(p: &ControlParagraph) -> Result<(), ControlError> {
             })?;
         }
     }
-    if let Some(size) = p.get("Installed-Size") {
-        if size.parse::<u64>().is_err() {
-            return Err(ControlError::BadInstalledSize(size.to_string()));
-        }
+    if let Some(size) = p.get("Installed-Size")
+        && size.parse::<u64>().is_err()
+    {
+        return Err(ControlError::BadInstalledSize(size.to_string()));
     }
     Ok(())
 }

@@ -251,7 +251,7 @@ impl PartialEq for Version {
 impl Eq for Version {}
 impl PartialOrd for Version {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.compare(other))
+        Some(self.cmp(other))
     }
 }
 impl Ord for Version {
