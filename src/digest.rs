@@ -87,6 +87,54 @@ impl<R: Read> Read for HashingReader<R> {
     }
 }
 
+/// Size, SHA256 and SHA512: what downloads are checked against and what the
+/// lock file records (cheaper than all four when MD5/SHA1 are not needed).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StrongDigests {
+    pub size: u64,
+    pub sha256: String,
+    pub sha512: String,
+}
+
+#[derive(Clone, Default)]
+pub struct StrongHasher {
+    size: u64,
+    sha256: Sha256,
+    sha512: Sha512,
+}
+
+impl StrongHasher {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn update(&mut self, data: &[u8]) {
+        self.size += data.len() as u64;
+        self.sha256.update(data);
+        self.sha512.update(data);
+    }
+    pub fn finish(self) -> StrongDigests {
+        StrongDigests {
+            size: self.size,
+            sha256: hex::encode(self.sha256.finalize()),
+            sha512: hex::encode(self.sha512.finalize()),
+        }
+    }
+}
+
+/// Size, SHA256 and SHA512 of everything `reader` yields.
+pub fn strong_digest_reader(mut reader: impl Read) -> io::Result<StrongDigests> {
+    let mut hasher = StrongHasher::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => return Ok(hasher.finish()),
+            Ok(n) => hasher.update(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// A writer that hashes what passes through it on the way to `inner`.
 pub struct HashingWriter<W> {
     inner: W,

@@ -4,10 +4,20 @@
 //! - [`format`]: pure Debian formats (deb822, versions, relations, control).
 //! - [`deb`]: the `.deb` container, read and written as streams.
 //! - [`digest`]: MD5/SHA1/SHA256/SHA512 in one pass.
+//! - [`recipe`]: recipes and the lock file (parsing is pure).
+//! - [`openpgp`]: signature checks against pinned keys (sequoia).
+//! - [`fetch`]: HTTP downloads: resume, retries, verification (effects).
+//! - [`upstream`]: the trust chain Release → index → package.
+//! - [`pipeline`]: lock / fetch / build orchestration.
 //!
 //! The library never prints; the binary (`src/main.rs`, `src/cli/`) decides
 //! what the user sees.
 
 pub mod deb;
 pub mod digest;
+pub mod fetch;
 pub mod format;
+pub mod openpgp;
+pub mod pipeline;
+pub mod recipe;
+pub mod upstream;

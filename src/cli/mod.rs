@@ -3,14 +3,19 @@
 //! hands the result to `output`.
 
 mod output;
+mod progress;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use std::time::Duration;
+
 use debforge::deb::{self, BuildOptions, Compression};
+use debforge::fetch::HttpOptions;
 use debforge::format::version::{CompareOp, Version};
+use debforge::pipeline::{self, PipelineError, Session, Settings};
 
 /// Exit codes, documented in the README.
 pub const EXIT_OK: u8 = 0;
@@ -42,6 +47,39 @@ enum Command {
         op: String,
         /// Second version
         b: String,
+    },
+    /// Resolve every recipe through its signed upstream index, fetch and verify, write recipes/debforge.lock
+    #[command(
+        after_help = "Example:\n  debforge lock --recipes recipes\n\nThe lock file records, for each package, the file's URL, size, SHA256 and SHA512\nand the digests of the index and Release that vouched for it. Commit it."
+    )]
+    Lock(ProjectArgs),
+    /// Fetch and verify every package into the cache; --to DIR writes an air-gapped snapshot
+    #[command(
+        after_help = "Examples:\n  debforge fetch\n  debforge fetch --locked --to /media/usb/lab-snapshot\n\nOn the offline machine: debforge build --source-dir /media/usb/lab-snapshot"
+    )]
+    Fetch {
+        #[command(flatten)]
+        project: ProjectArgs,
+        /// Also write a self-contained snapshot (signed Release files, indexes, debs, lock file)
+        #[arg(long, value_name = "DIR")]
+        to: Option<PathBuf>,
+        /// Refuse to proceed if anything differs from recipes/debforge.lock
+        #[arg(long)]
+        locked: bool,
+    },
+    /// Resolve, fetch and verify every recipe, and write the packages into the output's pool
+    #[command(
+        after_help = "Examples:\n  debforge build\n  debforge build --locked --source-dir /media/usb/lab-snapshot\n\nThe output directory is replaced only when everything was written."
+    )]
+    Build {
+        #[command(flatten)]
+        project: ProjectArgs,
+        /// Refuse to proceed if anything differs from recipes/debforge.lock
+        #[arg(long)]
+        locked: bool,
+        /// Output directory
+        #[arg(long, default_value = "repo-out")]
+        out: PathBuf,
     },
     /// Read and write .deb packages
     #[command(
@@ -100,6 +138,74 @@ struct BuildArgs {
     json: bool,
 }
 
+#[derive(Args)]
+struct ProjectArgs {
+    /// The recipes directory (sources.toml, packages/*.toml, debforge.lock)
+    #[arg(long, default_value = "recipes")]
+    recipes: PathBuf,
+    /// Cache of verified downloads [default: $XDG_CACHE_HOME/debforge, else ~/.cache/debforge]
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// Replace a source's base URL, e.g. nvidia-ml=http://127.0.0.1:8080/ (LAN caches, tests)
+    #[arg(long = "source", value_name = "NAME=URL")]
+    sources: Vec<String>,
+    /// Work offline from a snapshot (`debforge fetch --to`) or a directory of .deb files; repeatable
+    #[arg(long = "source-dir", value_name = "DIR")]
+    source_dirs: Vec<PathBuf>,
+    /// Seconds without data before a connection counts as stalled
+    #[arg(long, default_value_t = 30.0)]
+    timeout: f64,
+    /// Further attempts after a transient failure (connection, 5xx, stall)
+    #[arg(long, default_value_t = 3)]
+    retries: u32,
+    /// Seconds before the first retry; doubles each time
+    #[arg(long, default_value_t = 0.5)]
+    retry_wait: f64,
+    /// Downloads at once
+    #[arg(short = 'j', long, default_value_t = 4)]
+    jobs: usize,
+}
+
+impl ProjectArgs {
+    fn settings(&self) -> Result<Settings, Failure> {
+        let mut overrides = std::collections::BTreeMap::new();
+        for s in &self.sources {
+            let Some((name, url)) = s.split_once('=') else {
+                return Err(Failure::new(format!("--source {s:?}: expected NAME=URL")));
+            };
+            overrides.insert(name.to_string(), url.to_string());
+        }
+        let cache = match &self.cache {
+            Some(c) => c.clone(),
+            None => match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
+                (Some(x), _) if !x.is_empty() => PathBuf::from(x).join("debforge"),
+                (_, Some(h)) => PathBuf::from(h).join(".cache/debforge"),
+                _ => {
+                    return Err(Failure::new(
+                        "no cache directory: set --cache, XDG_CACHE_HOME or HOME",
+                    ));
+                }
+            },
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        Ok(Settings {
+            cache,
+            overrides,
+            source_dirs: self.source_dirs.clone(),
+            http: HttpOptions {
+                timeout: Duration::from_secs_f64(self.timeout.max(0.1)),
+                retries: self.retries,
+                backoff: Duration::from_secs_f64(self.retry_wait.max(0.0)),
+            },
+            parallel: self.jobs.max(1),
+            now,
+        })
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum CompressionArg {
     Xz,
@@ -149,6 +255,17 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Vercmp { a, op, b } => vercmp(&a, &op, &b),
+        Command::Lock(project) => run_lock(&project),
+        Command::Fetch {
+            project,
+            to,
+            locked,
+        } => run_fetch(&project, to.as_deref(), locked),
+        Command::Build {
+            project,
+            locked,
+            out,
+        } => run_build(&project, locked, &out),
         Command::Deb(DebCommand::Info { file, json }) => deb_info(&file, json),
         Command::Deb(DebCommand::Contents { file, json }) => deb_contents(&file, json),
         Command::Deb(DebCommand::Build(args)) => deb_build(args),
@@ -239,5 +356,115 @@ fn deb_build(args: BuildArgs) -> Result<u8, Failure> {
     }
     let report = deb::build_from_dir(&args.dir, &args.output, &opts).map_err(Failure::new)?;
     output::build_report(&report, args.json);
+    Ok(EXIT_OK)
+}
+
+impl From<PipelineError> for Failure {
+    fn from(e: PipelineError) -> Self {
+        let hint = match &e {
+            PipelineError::LockMismatch { .. } => {
+                Some("if the change is intended, run `debforge lock` and commit the lock file")
+            }
+            PipelineError::Fetch { .. } => {
+                Some("nothing unverified was kept; run the command again to retry")
+            }
+            PipelineError::Upstream(_) => {
+                Some("check the source's url, key and fingerprint in recipes/sources.toml")
+            }
+            _ => None,
+        };
+        Failure::new(&e).hint(hint)
+    }
+}
+
+fn open_session<'a>(
+    project: &ProjectArgs,
+    progress: &'a progress::Progress,
+) -> Result<Session<'a>, Failure> {
+    let recipes = debforge::recipe::load(&project.recipes).map_err(Failure::new)?;
+    Ok(Session::new(recipes, project.settings()?, progress)?)
+}
+
+/// Resolve, check the lock, fetch: what lock, fetch and build share.
+fn resolve_and_fetch(
+    session: &Session,
+    progress: &progress::Progress,
+    locked: bool,
+) -> Result<
+    (
+        Vec<pipeline::Fetched>,
+        Vec<pipeline::OpenSourceFiles>,
+        debforge::recipe::lock::Lock,
+    ),
+    Failure,
+> {
+    let old = session.read_lock()?;
+    let (resolved, sources) = session.resolve(old.as_ref())?;
+    if locked {
+        // Fail before downloading anything that the lock does not allow.
+        session.check_lock(&resolved, true)?;
+    }
+    progress.expect_total(resolved.iter().map(|r| r.locked.size).sum());
+    let fetched = session.fetch(&resolved);
+    progress.finish();
+    let fetched = fetched?;
+    let resolved: Vec<_> = fetched.iter().map(|f| f.resolved.clone()).collect();
+    let (lock, changed) = session.check_lock(&resolved, locked)?;
+    if changed {
+        session.write_lock(&lock)?;
+        output::note(&format!("wrote {}", session.lock_path().display()));
+    }
+    Ok((fetched, sources, lock))
+}
+
+fn run_lock(project: &ProjectArgs) -> Result<u8, Failure> {
+    let progress = progress::Progress::new();
+    let session = open_session(project, &progress)?;
+    let (fetched, _, lock) = resolve_and_fetch(&session, &progress, false)?;
+    session.write_lock(&lock)?;
+    output::fetched(
+        &fetched,
+        &format!(
+            "locked {} packages in {}",
+            fetched.len(),
+            session.lock_path().display()
+        ),
+    );
+    Ok(EXIT_OK)
+}
+
+fn run_fetch(
+    project: &ProjectArgs,
+    to: Option<&std::path::Path>,
+    locked: bool,
+) -> Result<u8, Failure> {
+    let progress = progress::Progress::new();
+    let session = open_session(project, &progress)?;
+    let (fetched, sources, lock) = resolve_and_fetch(&session, &progress, locked)?;
+    let mut summary = format!(
+        "{} packages verified in {}",
+        fetched.len(),
+        session.settings.cache.display()
+    );
+    if let Some(dir) = to {
+        pipeline::write_snapshot(dir, &fetched, &sources, &lock)?;
+        summary.push_str(&format!(
+            "; snapshot in {} (use it offline with --source-dir)",
+            dir.display()
+        ));
+    }
+    output::fetched(&fetched, &summary);
+    Ok(EXIT_OK)
+}
+
+fn run_build(project: &ProjectArgs, locked: bool, out: &std::path::Path) -> Result<u8, Failure> {
+    let progress = progress::Progress::new();
+    let session = open_session(project, &progress)?;
+    let (fetched, _, _) = resolve_and_fetch(&session, &progress, locked)?;
+    let written = pipeline::write_output(out, &fetched)?;
+    output::fetched(
+        &fetched,
+        &format!("wrote {} packages into {}", written.len(), out.display()),
+    );
     Ok(EXIT_OK)
 }

@@ -17,6 +17,26 @@ pub fn error(message: &str, hint: Option<&str>) {
     }
 }
 
+/// A side remark on stderr (stdout stays for results).
+pub fn note(message: &str) {
+    let _ = writeln!(io::stderr().lock(), "debforge: {message}");
+}
+
+/// The packages a lock/fetch/build run verified, then a summary line.
+pub fn fetched(fetched: &[debforge::pipeline::Fetched], summary: &str) {
+    let mut s = String::new();
+    for f in fetched {
+        let l = &f.resolved.locked;
+        s.push_str(&format!(
+            "{} {} {} {} bytes sha256:{}\n",
+            l.name, l.version, l.architecture, l.size, l.sha256
+        ));
+    }
+    s.push_str(summary);
+    s.push('\n');
+    out(&s);
+}
+
 pub fn warning(message: &str) {
     let _ = writeln!(io::stderr().lock(), "debforge: warning: {message}");
 }

@@ -2,6 +2,7 @@
 //! verbose listing (src/list.c, `simple_print_header`), with times in UTC.
 
 use super::read::{DataEntry, EntryKind};
+use crate::format::date::utc_minutes;
 
 /// Formats entries line by line. GNU tar widens the owner/size column when an
 /// entry needs more room and keeps it wide for the rest of the listing, so
@@ -38,7 +39,7 @@ impl ContentsFormatter {
         let mut line = format!(
             "{} {user}/{group} {size:>width$} {} {}",
             mode_string(e.kind, e.mode),
-            utc_minutes(e.mtime),
+            utc_minutes(e.mtime as i64),
             quote(&e.path),
         );
         match (e.kind, &e.link) {
@@ -84,36 +85,6 @@ pub fn mode_string(kind: EntryKind, mode: u32) -> String {
     .collect()
 }
 
-/// `YYYY-MM-DD HH:MM` in UTC.
-pub fn utc_minutes(epoch: u64) -> String {
-    let (y, m, d, hh, mm, _) = civil(epoch);
-    format!("{y:04}-{m:02}-{d:02} {hh:02}:{mm:02}")
-}
-
-/// Seconds since the epoch to (year, month, day, hour, minute, second), UTC.
-/// The days-to-civil algorithm of H. Hinnant's `chrono`-compatible date paper.
-pub fn civil(epoch: u64) -> (i64, u32, u32, u32, u32, u32) {
-    let days = (epoch / 86_400) as i64;
-    let secs = epoch % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (
-        y,
-        m,
-        d,
-        (secs / 3600) as u32,
-        (secs % 3600 / 60) as u32,
-        (secs % 60) as u32,
-    )
-}
-
 /// GNU tar's default "escape" quoting: backslash and control characters.
 fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -134,13 +105,6 @@ fn quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dates() {
-        assert_eq!(utc_minutes(0), "1970-01-01 00:00");
-        assert_eq!(utc_minutes(1_556_000_000), "2019-04-23 06:13");
-        assert_eq!(utc_minutes(951_782_400), "2000-02-29 00:00");
-    }
 
     #[test]
     fn modes() {

@@ -4,8 +4,10 @@
 
 pub mod clearsign;
 pub mod control;
+pub mod date;
 pub mod deb822;
 pub mod relation;
+pub mod release;
 pub mod version;
 
 pub use deb822::{ControlParagraph, Document, Paragraph};

@@ -2,9 +2,12 @@
 //! Debian tools (dpkg, dpkg-deb) of this machine against what debforge writes.
 
 mod common;
+mod server;
+mod standin;
 
 mod deb822_lists;
 mod deb_build;
 mod deb_read;
+mod fetch;
 mod hostile;
 mod vercmp;

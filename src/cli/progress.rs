@@ -1,0 +1,135 @@
+//! Download progress: bars on a terminal (indicatif), plain lines in a pipe.
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
+
+use debforge::fetch::{Event, Observer};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+pub struct Progress {
+    bars: Option<Bars>,
+}
+
+struct Bars {
+    multi: MultiProgress,
+    files: Mutex<HashMap<String, (ProgressBar, u64)>>,
+    total: ProgressBar,
+}
+
+impl Progress {
+    /// Bars when stderr is a terminal, lines otherwise.
+    pub fn new() -> Progress {
+        if !std::io::stderr().is_terminal() {
+            return Progress { bars: None };
+        }
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+        let total = multi.add(ProgressBar::new(0));
+        total.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>12} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+            )
+            .expect("template")
+            .progress_chars("=> "),
+        );
+        total.set_prefix("total");
+        Progress {
+            bars: Some(Bars {
+                multi,
+                files: Mutex::new(HashMap::new()),
+                total,
+            }),
+        }
+    }
+
+    /// The bytes about to be downloaded, for the total bar.
+    pub fn expect_total(&self, bytes: u64) {
+        if let Some(b) = &self.bars {
+            b.total.set_length(bytes);
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(b) = &self.bars {
+            b.total.finish_and_clear();
+            let _ = b.multi.clear();
+        }
+    }
+
+    fn line(&self, text: &str) {
+        match &self.bars {
+            Some(b) => {
+                let _ = b.multi.println(text);
+            }
+            None => {
+                let _ = writeln!(std::io::stderr().lock(), "{text}");
+            }
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn event(&self, event: Event) {
+        match event {
+            Event::Start {
+                name,
+                total,
+                resumed_from,
+            } => {
+                let from = if resumed_from > 0 {
+                    format!(", resuming at {resumed_from}")
+                } else {
+                    String::new()
+                };
+                match &self.bars {
+                    Some(b) => {
+                        let bar = b.multi.insert_before(&b.total, ProgressBar::new(total));
+                        bar.set_style(
+                            ProgressStyle::with_template(
+                                "{msg:40!} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
+                            )
+                            .expect("template")
+                            .progress_chars("=> "),
+                        );
+                        bar.set_message(name.clone());
+                        bar.set_position(resumed_from);
+                        b.total.inc(resumed_from);
+                        b.files
+                            .lock()
+                            .expect("bars")
+                            .insert(name, (bar, resumed_from));
+                    }
+                    None => self.line(&format!("fetching {name} ({total} bytes{from})")),
+                }
+            }
+            Event::Progress { name, bytes } => {
+                if let Some(b) = &self.bars {
+                    if let Some((bar, last)) = b.files.lock().expect("bars").get_mut(&name) {
+                        bar.set_position(bytes);
+                        b.total.inc(bytes.saturating_sub(*last));
+                        *last = bytes;
+                    }
+                }
+            }
+            Event::Done { name } => match &self.bars {
+                Some(b) => {
+                    if let Some((bar, _)) = b.files.lock().expect("bars").remove(&name) {
+                        bar.finish_and_clear();
+                    }
+                    self.line(&format!("fetched {name}"));
+                }
+                None => self.line(&format!("fetched {name}")),
+            },
+            Event::Cached { name } => self.line(&format!("cached  {name}")),
+            Event::Retry {
+                name,
+                attempt,
+                reason,
+                wait,
+            } => self.line(&format!(
+                "retrying {name} in {:.1}s (attempt {attempt}): {reason}",
+                wait.as_secs_f64()
+            )),
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! HTTP(S) with reqwest (rustls): small files into memory, large files
+//! streamed to disk under a temporary name, hashed while they arrive,
+//! resumed with `Range` after a transient failure, and renamed into place
+//! only when size and hashes check out.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::thread;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::blocking::{Client, Response};
+use reqwest::header::{CONTENT_LENGTH, CONTENT_RANGE, RANGE};
+
+use super::{Event, FetchError, FetchErrorKind, Observer};
+use crate::digest::{StrongDigests, StrongHasher};
+
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// No data for this long (connect, headers, or between body reads) is a stall.
+    pub timeout: Duration,
+    /// Further attempts after a transient failure.
+    pub retries: u32,
+    /// The first wait between attempts; it doubles each time.
+    pub backoff: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            timeout: Duration::from_secs(30),
+            retries: 3,
+            backoff: Duration::from_millis(500),
+        }
+    }
+}
+
+/// What a file must be, from a signed index or a lock file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expected {
+    pub size: u64,
+    /// At least one of the two is given; both are checked when known.
+    pub sha256: Option<String>,
+    pub sha512: Option<String>,
+}
+
+impl Expected {
+    /// Checks finished digests; the error names what differed.
+    pub fn check(&self, d: &StrongDigests) -> Result<(), FetchErrorKind> {
+        if d.size != self.size {
+            return Err(FetchErrorKind::TooShort {
+                expected: self.size,
+                found: d.size,
+            });
+        }
+        if let Some(want) = &self.sha256 {
+            if *want != d.sha256 {
+                return Err(FetchErrorKind::Sha256 {
+                    expected: want.clone(),
+                    found: d.sha256.clone(),
+                });
+            }
+        }
+        if let Some(want) = &self.sha512 {
+            if *want != d.sha512 {
+                return Err(FetchErrorKind::Sha512 {
+                    expected: want.clone(),
+                    found: d.sha512.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+pub struct Http {
+    client: Client,
+    opts: HttpOptions,
+}
+
+fn err(url: &str, kind: FetchErrorKind) -> FetchError {
+    FetchError {
+        url: url.to_string(),
+        kind,
+    }
+}
+
+fn classify(e: reqwest::Error, timeout: Duration) -> FetchErrorKind {
+    if e.is_timeout() {
+        FetchErrorKind::Timeout(timeout)
+    } else if e.is_connect() {
+        FetchErrorKind::Connect(source_chain(&e))
+    } else if e.is_builder() {
+        FetchErrorKind::BadUrl(source_chain(&e))
+    } else {
+        FetchErrorKind::Transfer(source_chain(&e))
+    }
+}
+
+/// reqwest's top-level message is generic; the innermost cause says what happened.
+fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cur = s.source();
+    }
+    parts.join(": ")
+}
+
+fn io_kind(e: &io::Error, timeout: Duration) -> FetchErrorKind {
+    // reqwest reports a body stall as an io error wrapping its timeout.
+    let text = source_chain(e);
+    if e.kind() == io::ErrorKind::TimedOut
+        || text.contains("timed out")
+        || text.contains("operation timed out")
+    {
+        FetchErrorKind::Timeout(timeout)
+    } else {
+        FetchErrorKind::Transfer(text)
+    }
+}
+
+impl Http {
+    pub fn new(opts: HttpOptions) -> Result<Http, FetchError> {
+        let client = Client::builder()
+            .connect_timeout(opts.timeout)
+            .timeout(opts.timeout)
+            .user_agent(concat!("debforge/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| err("(client)", FetchErrorKind::Transfer(source_chain(&e))))?;
+        Ok(Http { client, opts })
+    }
+
+    fn wait(&self, attempt: u32) -> Duration {
+        self.opts.backoff.saturating_mul(1 << attempt.min(6))
+    }
+
+    /// Retries `op` on transient errors, reporting each retry.
+    fn with_retries<T>(
+        &self,
+        name: &str,
+        observer: &dyn Observer,
+        mut op: impl FnMut() -> Result<T, FetchError>,
+    ) -> Result<T, FetchError> {
+        let mut attempt = 0;
+        loop {
+            match op() {
+                Ok(v) => return Ok(v),
+                Err(e) if e.kind.is_transient() && attempt < self.opts.retries => {
+                    let wait = self.wait(attempt);
+                    attempt += 1;
+                    observer.event(Event::Retry {
+                        name: name.to_string(),
+                        attempt,
+                        reason: e.kind.to_string(),
+                        wait,
+                    });
+                    thread::sleep(wait);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn send(&self, url: &str, range_from: u64) -> Result<Response, FetchError> {
+        let mut req = self.client.get(url);
+        if range_from > 0 {
+            req = req.header(RANGE, format!("bytes={range_from}-"));
+        }
+        req.send()
+            .map_err(|e| err(url, classify(e, self.opts.timeout)))
+    }
+
+    /// A small file (Release, signature) into memory; `None` when the server
+    /// says it does not exist (404, 410).
+    pub fn get_small(
+        &self,
+        url: &str,
+        limit: u64,
+        observer: &dyn Observer,
+    ) -> Result<Option<Vec<u8>>, FetchError> {
+        self.with_retries(url, observer, || {
+            let resp = self.send(url, 0)?;
+            let status = resp.status();
+            if status == StatusCode::NOT_FOUND || status == StatusCode::GONE {
+                return Ok(None);
+            }
+            if !status.is_success() {
+                return Err(err(url, FetchErrorKind::Status(status.as_u16())));
+            }
+            let mut body = Vec::new();
+            resp.take(limit + 1)
+                .read_to_end(&mut body)
+                .map_err(|e| err(url, io_kind(&e, self.opts.timeout)))?;
+            if body.len() as u64 > limit {
+                return Err(err(url, FetchErrorKind::TooLarge(limit)));
+            }
+            Ok(Some(body))
+        })
+    }
+
+    /// Downloads `url` to `dest`, which exists afterwards only if the file has
+    /// exactly the expected size and hashes. The data goes to `dest.part`
+    /// first; a transient failure resumes from what arrived (HTTP Range), a
+    /// verification failure removes it.
+    pub fn download(
+        &self,
+        url: &str,
+        expected: &Expected,
+        dest: &Path,
+        name: &str,
+        observer: &dyn Observer,
+    ) -> Result<StrongDigests, FetchError> {
+        let partial = dest.with_file_name(format!(
+            "{}.part",
+            dest.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default()
+        ));
+        let io_err = |path: &Path, source| {
+            err(
+                url,
+                FetchErrorKind::Io {
+                    path: path.to_path_buf(),
+                    source,
+                },
+            )
+        };
+        if let Some(dir) = dest.parent() {
+            fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+        }
+        let result = self.with_retries(name, observer, || {
+            self.attempt(url, expected, &partial, name, observer)
+        });
+        match result {
+            Ok(digests) => {
+                fs::rename(&partial, dest).map_err(|e| io_err(dest, e))?;
+                observer.event(Event::Done {
+                    name: name.to_string(),
+                });
+                Ok(digests)
+            }
+            Err(e) => {
+                // Retries resume from the partial file; after the last one it
+                // goes: the cache holds verified files only.
+                let _ = fs::remove_file(&partial);
+                Err(e)
+            }
+        }
+    }
+
+    fn attempt(
+        &self,
+        url: &str,
+        expected: &Expected,
+        partial: &Path,
+        name: &str,
+        observer: &dyn Observer,
+    ) -> Result<StrongDigests, FetchError> {
+        let io_err = |source| {
+            err(
+                url,
+                FetchErrorKind::Io {
+                    path: partial.to_path_buf(),
+                    source,
+                },
+            )
+        };
+        let mut have = fs::metadata(partial).map(|m| m.len()).unwrap_or(0);
+        if have >= expected.size {
+            // Complete or over-long leftovers cannot be trusted: start over.
+            have = 0;
+        }
+        let resp = self.send(url, have)?;
+        let status = resp.status();
+        let resumed = match status {
+            StatusCode::PARTIAL_CONTENT if have > 0 => {
+                let starts_right = resp
+                    .headers()
+                    .get(CONTENT_RANGE)
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.starts_with(&format!("bytes {have}-")));
+                if !starts_right {
+                    return Err(err(
+                        url,
+                        FetchErrorKind::Transfer(
+                            "server answered a Range request with another range".into(),
+                        ),
+                    ));
+                }
+                true
+            }
+            s if s.is_success() => false,
+            s => return Err(err(url, FetchErrorKind::Status(s.as_u16()))),
+        };
+        let start = if resumed { have } else { 0 };
+        if let Some(len) = resp
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        {
+            if start + len > expected.size {
+                return Err(err(
+                    url,
+                    FetchErrorKind::TooLong {
+                        expected: expected.size,
+                    },
+                ));
+            }
+        }
+        let mut hasher = StrongHasher::new();
+        let mut file = if resumed {
+            // Hash what is already on disk, then append.
+            let mut f = File::open(partial).map_err(io_err)?;
+            let mut buf = vec![0u8; 1 << 20];
+            let mut left = start;
+            while left > 0 {
+                let want = left.min(buf.len() as u64) as usize;
+                let n = f.read(&mut buf[..want]).map_err(io_err)?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+                left -= n as u64;
+            }
+            OpenOptions::new()
+                .append(true)
+                .open(partial)
+                .map_err(io_err)?
+        } else {
+            File::create(partial).map_err(io_err)?
+        };
+        observer.event(Event::Start {
+            name: name.to_string(),
+            total: expected.size,
+            resumed_from: start,
+        });
+
+        let mut received = start;
+        let mut body = resp;
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut last_report = received;
+        loop {
+            let n = match body.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    file.flush().map_err(io_err)?;
+                    return Err(err(url, io_kind(&e, self.opts.timeout)));
+                }
+            };
+            if received + n as u64 > expected.size {
+                drop(file);
+                let _ = fs::remove_file(partial);
+                return Err(err(
+                    url,
+                    FetchErrorKind::TooLong {
+                        expected: expected.size,
+                    },
+                ));
+            }
+            file.write_all(&buf[..n]).map_err(io_err)?;
+            hasher.update(&buf[..n]);
+            received += n as u64;
+            if received - last_report >= 1 << 20 || received == expected.size {
+                observer.event(Event::Progress {
+                    name: name.to_string(),
+                    bytes: received,
+                });
+                last_report = received;
+            }
+        }
+        file.sync_all().map_err(io_err)?;
+        drop(file);
+        if received < expected.size {
+            return Err(err(
+                url,
+                FetchErrorKind::TooShort {
+                    expected: expected.size,
+                    found: received,
+                },
+            ));
+        }
+        let digests = hasher.finish();
+        if let Err(kind) = expected.check(&digests) {
+            let _ = fs::remove_file(partial);
+            return Err(err(url, kind));
+        }
+        Ok(digests)
+    }
+}

@@ -1,0 +1,244 @@
+//! `Release` files: the signed root of an apt repository.
+//!
+//! Spec: <https://wiki.debian.org/DebianRepository/Format#A.22Release.22_files>.
+//! apt 1.6 (Ubuntu 18.04) trusts only SHA256 and SHA512 entries: a Release
+//! with MD5Sum or SHA1 alone is treated as unsigned, and so it is refused here.
+
+use super::date::parse_rfc2822;
+use super::deb822::{Document, Paragraph, ParseError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub enum HashAlgo {
+    Md5,
+    Sha1,
+    Sha256,
+    Sha512,
+}
+
+impl HashAlgo {
+    /// The Release field that lists files with this hash.
+    pub fn release_field(self) -> &'static str {
+        match self {
+            HashAlgo::Md5 => "MD5Sum",
+            HashAlgo::Sha1 => "SHA1",
+            HashAlgo::Sha256 => "SHA256",
+            HashAlgo::Sha512 => "SHA512",
+        }
+    }
+
+    /// The hex length of a digest.
+    pub fn hex_len(self) -> usize {
+        match self {
+            HashAlgo::Md5 => 32,
+            HashAlgo::Sha1 => 40,
+            HashAlgo::Sha256 => 64,
+            HashAlgo::Sha512 => 128,
+        }
+    }
+
+    /// The algorithms apt 1.6 accepts as proof, strongest first.
+    pub const TRUSTED: [HashAlgo; 2] = [HashAlgo::Sha512, HashAlgo::Sha256];
+}
+
+/// One line of a checksum list: `<digest> <size> <path>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseFile {
+    pub digest: String,
+    pub size: u64,
+    pub path: String,
+}
+
+/// What a Release says about one index file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub path: String,
+    pub size: u64,
+    pub sha256: Option<String>,
+    pub sha512: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReleaseError {
+    #[error("{0}")]
+    Syntax(#[from] ParseError),
+    #[error("no paragraph")]
+    Empty,
+    #[error("field '{field}': line {line:?} is not '<digest> <size> <path>'")]
+    BadChecksumLine { field: &'static str, line: String },
+    #[error(
+        "no SHA256 or SHA512 checksums (only MD5Sum/SHA1): apt 1.6 treats such a repository as unsigned"
+    )]
+    NoStrongHash,
+    #[error("field '{field}' value {value:?} is not a date like 'Sat, 23 Mar 2019 06:13:20 UTC'")]
+    BadDate { field: &'static str, value: String },
+    #[error("'{path}' has size {first} in one checksum list and {second} in another")]
+    SizeDisagrees {
+        path: String,
+        first: u64,
+        second: u64,
+    },
+}
+
+/// A parsed Release file.
+#[derive(Debug, Clone)]
+pub struct Release {
+    paragraph: Paragraph,
+}
+
+impl Release {
+    pub fn parse(text: &str) -> Result<Release, ReleaseError> {
+        let doc = Document::parse(text)?;
+        let paragraph = doc
+            .paragraphs()
+            .next()
+            .cloned()
+            .ok_or(ReleaseError::Empty)?;
+        Ok(Release { paragraph })
+    }
+
+    pub fn paragraph(&self) -> &Paragraph {
+        &self.paragraph
+    }
+
+    /// The checksum list for `algo` (empty when the field is absent).
+    pub fn files(&self, algo: HashAlgo) -> Result<Vec<ReleaseFile>, ReleaseError> {
+        let field = algo.release_field();
+        let Some(f) = self.paragraph.field(field) else {
+            return Ok(Vec::new());
+        };
+        f.lines()
+            .into_iter()
+            .filter(|l| !l.is_empty())
+            .map(|line| {
+                let bad = || ReleaseError::BadChecksumLine {
+                    field,
+                    line: line.to_string(),
+                };
+                let mut words = line.split_whitespace();
+                let (Some(digest), Some(size), Some(path), None) =
+                    (words.next(), words.next(), words.next(), words.next())
+                else {
+                    return Err(bad());
+                };
+                if digest.len() != algo.hex_len() || !digest.bytes().all(|b| b.is_ascii_hexdigit())
+                {
+                    return Err(bad());
+                }
+                Ok(ReleaseFile {
+                    digest: digest.to_ascii_lowercase(),
+                    size: size.parse().map_err(|_| bad())?,
+                    path: path.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// Fails unless SHA256 or SHA512 lists are present, as apt 1.6 requires.
+    pub fn require_strong_hashes(&self) -> Result<(), ReleaseError> {
+        for algo in HashAlgo::TRUSTED {
+            if !self.files(algo)?.is_empty() {
+                return Ok(());
+            }
+        }
+        Err(ReleaseError::NoStrongHash)
+    }
+
+    /// What the SHA256 and SHA512 lists say about `path`, or `None` when
+    /// neither lists it (MD5Sum/SHA1 entries do not count).
+    pub fn entry(&self, path: &str) -> Result<Option<IndexEntry>, ReleaseError> {
+        let mut entry: Option<IndexEntry> = None;
+        for algo in HashAlgo::TRUSTED {
+            for f in self.files(algo)? {
+                if f.path != path {
+                    continue;
+                }
+                let e = entry.get_or_insert_with(|| IndexEntry {
+                    path: path.to_string(),
+                    size: f.size,
+                    sha256: None,
+                    sha512: None,
+                });
+                if e.size != f.size {
+                    return Err(ReleaseError::SizeDisagrees {
+                        path: path.to_string(),
+                        first: e.size,
+                        second: f.size,
+                    });
+                }
+                match algo {
+                    HashAlgo::Sha256 => e.sha256 = Some(f.digest),
+                    HashAlgo::Sha512 => e.sha512 = Some(f.digest),
+                    _ => {}
+                }
+            }
+        }
+        Ok(entry)
+    }
+
+    fn date_field(&self, field: &'static str) -> Result<Option<i64>, ReleaseError> {
+        match self.paragraph.get(field) {
+            None => Ok(None),
+            Some(v) => parse_rfc2822(v)
+                .map(Some)
+                .ok_or_else(|| ReleaseError::BadDate {
+                    field,
+                    value: v.to_string(),
+                }),
+        }
+    }
+
+    /// `Date`, as seconds since the epoch.
+    pub fn date(&self) -> Result<Option<i64>, ReleaseError> {
+        self.date_field("Date")
+    }
+
+    /// `Valid-Until`, as seconds since the epoch.
+    pub fn valid_until(&self) -> Result<Option<i64>, ReleaseError> {
+        self.date_field("Valid-Until")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHA256_EMPTY: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+    #[test]
+    fn finds_entries_in_the_strong_lists_only() {
+        let text = format!(
+            "Origin: test\nDate: Tue, 23 Apr 2019 06:13:20 UTC\nMD5Sum:\n d41d8cd98f00b204e9800998ecf8427e 0 Packages\nSHA256:\n {SHA256_EMPTY}        0 Packages\n {SHA256_EMPTY} 0 main/binary-amd64/Packages\n"
+        );
+        let r = Release::parse(&text).unwrap();
+        r.require_strong_hashes().unwrap();
+        let e = r.entry("Packages").unwrap().unwrap();
+        assert_eq!(
+            (e.size, e.sha256.as_deref(), e.sha512),
+            (0, Some(SHA256_EMPTY), None)
+        );
+        assert_eq!(r.entry("Sources").unwrap(), None);
+        assert_eq!(r.date().unwrap(), Some(1_556_000_000));
+        assert_eq!(r.valid_until().unwrap(), None);
+    }
+
+    #[test]
+    fn refuses_weak_only_and_malformed() {
+        let weak =
+            Release::parse("MD5Sum:\n d41d8cd98f00b204e9800998ecf8427e 0 Packages\n").unwrap();
+        assert_eq!(
+            weak.require_strong_hashes(),
+            Err(ReleaseError::NoStrongHash)
+        );
+        assert_eq!(weak.entry("Packages").unwrap(), None);
+        let bad = Release::parse("SHA256:\n abc 0 Packages\n").unwrap();
+        assert!(matches!(
+            bad.entry("Packages"),
+            Err(ReleaseError::BadChecksumLine { .. })
+        ));
+        let date = Release::parse("Valid-Until: soon\n").unwrap();
+        assert!(matches!(
+            date.valid_until(),
+            Err(ReleaseError::BadDate { .. })
+        ));
+    }
+}

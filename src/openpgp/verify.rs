@@ -1,0 +1,200 @@
+//! Verifying `Release.gpg` (detached) and `InRelease` (cleartext-signed)
+//! against a keyring restricted to pinned fingerprints.
+
+use std::io::Read;
+
+use sequoia_openpgp as openpgp;
+
+use openpgp::cert::{Cert, CertParser};
+use openpgp::parse::Parse;
+use openpgp::parse::stream::{
+    DetachedVerifierBuilder, MessageLayer, MessageStructure, VerificationHelper, VerifierBuilder,
+};
+use openpgp::policy::StandardPolicy;
+use openpgp::{Fingerprint, KeyHandle};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyringError {
+    #[error("not an OpenPGP keyring: {0}")]
+    Unreadable(String),
+    #[error("does not hold the pinned key {0} (it holds {1})")]
+    PinnedKeyMissing(String, String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("the signature file is not an OpenPGP signature: {0}")]
+    Malformed(String),
+    #[error("no valid signature by the pinned key {pinned}: {reasons}")]
+    NotSigned { pinned: String, reasons: String },
+}
+
+/// The certificates of a keyring file whose primary fingerprint is pinned.
+#[derive(Debug, Clone)]
+pub struct PinnedKeyring {
+    certs: Vec<Cert>,
+    pinned: Vec<String>,
+}
+
+impl PinnedKeyring {
+    /// Reads an armored or binary keyring and keeps only the pinned
+    /// certificates (upper-case hex fingerprints). Every pinned fingerprint
+    /// must be present: a recipe that names a key the file lacks is wrong.
+    pub fn from_bytes(keyring: &[u8], pinned: &[String]) -> Result<PinnedKeyring, KeyringError> {
+        let mut all = Vec::new();
+        let parser =
+            CertParser::from_bytes(keyring).map_err(|e| KeyringError::Unreadable(e.to_string()))?;
+        for cert in parser {
+            all.push(cert.map_err(|e| KeyringError::Unreadable(e.to_string()))?);
+        }
+        if all.is_empty() {
+            return Err(KeyringError::Unreadable("no certificate in it".into()));
+        }
+        let mut certs = Vec::new();
+        for want in pinned {
+            match all.iter().find(|c| c.fingerprint().to_hex() == *want) {
+                Some(c) => certs.push(c.clone()),
+                None => {
+                    let have: Vec<String> = all.iter().map(|c| c.fingerprint().to_hex()).collect();
+                    return Err(KeyringError::PinnedKeyMissing(
+                        want.clone(),
+                        have.join(", "),
+                    ));
+                }
+            }
+        }
+        Ok(PinnedKeyring {
+            certs,
+            pinned: pinned.to_vec(),
+        })
+    }
+
+    fn pinned_text(&self) -> String {
+        self.pinned.join(" or ")
+    }
+
+    /// Checks a detached signature (`Release.gpg`) over `data`; returns the
+    /// fingerprint of the certificate that made a good signature.
+    pub fn verify_detached(
+        &self,
+        data: &[u8],
+        signature: &[u8],
+    ) -> Result<Fingerprint, VerifyError> {
+        let policy = StandardPolicy::new();
+        let helper = Helper::new(&self.certs);
+        let mut verifier = DetachedVerifierBuilder::from_bytes(signature)
+            .map_err(|e| VerifyError::Malformed(e.to_string()))?
+            .with_policy(&policy, None, helper)
+            .map_err(|e| self.not_signed(e))?;
+        let result = verifier.verify_bytes(data);
+        let helper = verifier.into_helper();
+        match (result, helper.good) {
+            (Ok(()), Some(fp)) => Ok(fp),
+            (r, _) => Err(self.failure(&helper.reasons, r.err())),
+        }
+    }
+
+    /// Checks a cleartext-signed message (`InRelease`); returns the signed
+    /// text (the Release) and the signer's fingerprint.
+    pub fn verify_cleartext(&self, message: &[u8]) -> Result<(Vec<u8>, Fingerprint), VerifyError> {
+        let policy = StandardPolicy::new();
+        let helper = Helper::new(&self.certs);
+        let mut verifier = VerifierBuilder::from_bytes(message)
+            .map_err(|e| VerifyError::Malformed(e.to_string()))?
+            .with_policy(&policy, None, helper)
+            .map_err(|e| self.not_signed(e))?;
+        let mut body = Vec::new();
+        let result = verifier.read_to_end(&mut body);
+        let done = verifier.message_processed();
+        let helper = verifier.into_helper();
+        match (result, done, helper.good) {
+            (Ok(_), true, Some(fp)) => Ok((body, fp)),
+            (r, _, _) => Err(self.failure(&helper.reasons, r.err().map(anyhow::Error::from))),
+        }
+    }
+
+    fn not_signed(&self, e: anyhow::Error) -> VerifyError {
+        VerifyError::NotSigned {
+            pinned: self.pinned_text(),
+            reasons: e.to_string(),
+        }
+    }
+
+    fn failure(&self, reasons: &[String], err: Option<anyhow::Error>) -> VerifyError {
+        let mut all = reasons.to_vec();
+        if all.is_empty() {
+            all.push(err.map_or_else(|| "no signature found".to_string(), |e| e.to_string()));
+        }
+        VerifyError::NotSigned {
+            pinned: self.pinned_text(),
+            reasons: all.join("; "),
+        }
+    }
+}
+
+struct Helper<'a> {
+    certs: &'a [Cert],
+    good: Option<Fingerprint>,
+    reasons: Vec<String>,
+}
+
+impl<'a> Helper<'a> {
+    fn new(certs: &'a [Cert]) -> Self {
+        Helper {
+            certs,
+            good: None,
+            reasons: Vec::new(),
+        }
+    }
+}
+
+impl VerificationHelper for Helper<'_> {
+    fn get_certs(&mut self, _ids: &[KeyHandle]) -> openpgp::Result<Vec<Cert>> {
+        Ok(self.certs.to_vec())
+    }
+
+    fn check(&mut self, structure: MessageStructure) -> openpgp::Result<()> {
+        for layer in structure {
+            if let MessageLayer::SignatureGroup { results } = layer {
+                for result in results {
+                    match result {
+                        Ok(good) => {
+                            self.good
+                                .get_or_insert_with(|| good.ka.cert().fingerprint());
+                        }
+                        Err(e) => self.reasons.push(describe(&e)),
+                    }
+                }
+            }
+        }
+        if self.good.is_some() {
+            Ok(())
+        } else if self.reasons.is_empty() {
+            Err(anyhow::anyhow!("no signature found"))
+        } else {
+            Err(anyhow::anyhow!(self.reasons.join("; ")))
+        }
+    }
+}
+
+fn describe(e: &openpgp::parse::stream::VerificationError) -> String {
+    use openpgp::parse::stream::VerificationError as E;
+    match e {
+        E::MissingKey { sig } => {
+            let issuers: Vec<String> = sig.get_issuers().iter().map(|h| h.to_hex()).collect();
+            format!(
+                "signed by key {} which is not the pinned one",
+                issuers.join(",")
+            )
+        }
+        E::BadSignature { error, .. } => {
+            format!("bad signature (the file was altered or signed over other data): {error}")
+        }
+        E::MalformedSignature { error, .. } => format!("malformed signature: {error}"),
+        E::UnboundKey { error, .. } => {
+            format!("signing key not bound to the pinned certificate: {error}")
+        }
+        E::BadKey { error, .. } => format!("signing key not valid: {error}"),
+        other => other.to_string(),
+    }
+}

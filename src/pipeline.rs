@@ -1,0 +1,697 @@
+//! The chain behind `debforge lock`, `fetch` and `build`: resolve every
+//! recipe through its trust chain, check or update the lock file, fetch the
+//! files into the cache (verified), and write snapshots or the output.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::deb::DebFile;
+use crate::digest::strong_digest_reader;
+use crate::fetch::{Expected, FetchError, Http, HttpOptions, Observer};
+use crate::recipe::lock::{Lock, LockError, LockedPackage};
+use crate::recipe::{Origin, PackageRecipe, RecipeError, RecipeSet};
+use crate::upstream::{self, DirTransport, HttpTransport, OpenSource, Transport, UpstreamError};
+
+/// Where and how to work.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Verified downloads live here: `debs/<sha256>/<file>`, `indexes/…`.
+    pub cache: PathBuf,
+    /// `--source NAME=URL`: replace a source's base URL (tests, LAN caches).
+    pub overrides: BTreeMap<String, String>,
+    /// `--source-dir DIR`: air-gapped; never touch the network.
+    pub source_dirs: Vec<PathBuf>,
+    pub http: HttpOptions,
+    /// Downloads at once.
+    pub parallel: usize,
+    /// Seconds since the epoch, for `Valid-Until`.
+    pub now: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("{0}")]
+    Recipe(#[from] RecipeError),
+    #[error("{}: {source}", path.display())]
+    Lock { path: PathBuf, source: LockError },
+    #[error("{0}")]
+    Upstream(#[from] UpstreamError),
+    #[error("{package}: {source}")]
+    Fetch { package: String, source: FetchError },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("--source {0}: no such source in sources.toml")]
+    UnknownOverride(String),
+    #[error("{} does not exist: run `debforge lock` first (--locked needs it)", path.display())]
+    NoLock { path: PathBuf },
+    #[error("the lock file {} does not match what the recipes resolve to:\n  {}", path.display(), differences.join("\n  "))]
+    LockMismatch {
+        path: PathBuf,
+        differences: Vec<String>,
+    },
+    #[error(
+        "{package}: offline (--source-dir) and no snapshot of source '{source_name}' in {dirs}; a plain directory of debs needs the lock file's hashes"
+    )]
+    NotInSnapshot {
+        package: String,
+        source_name: String,
+        dirs: String,
+    },
+    #[error("{package}: {file} is not in any --source-dir ({dirs})")]
+    FileNotFound {
+        package: String,
+        file: String,
+        dirs: String,
+    },
+    #[error("{}: {source}", path.display())]
+    Deb {
+        path: PathBuf,
+        source: crate::deb::DebError,
+    },
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> PipelineError + '_ {
+    move |source| PipelineError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// How a resolved file will be fetched.
+#[derive(Debug, Clone)]
+enum FetchFrom {
+    /// Through the transport of this source (network or snapshot).
+    Source(String),
+    /// A direct URL.
+    Url(String),
+    /// A file on disk (local recipes, plain directories of debs).
+    Local(PathBuf),
+}
+
+/// One recipe's file, resolved through its trust chain.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub recipe: PackageRecipe,
+    pub locked: LockedPackage,
+    from: FetchFrom,
+}
+
+impl Resolved {
+    pub fn file_name(&self) -> &str {
+        self.locked
+            .path
+            .rsplit('/')
+            .next()
+            .unwrap_or(&self.locked.path)
+    }
+    fn expected(&self) -> Expected {
+        Expected {
+            size: self.locked.size,
+            sha256: Some(self.locked.sha256.clone()),
+            sha512: (!self.locked.sha512.is_empty()).then(|| self.locked.sha512.clone()),
+        }
+    }
+}
+
+/// A verified file in the cache.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub resolved: Resolved,
+    pub file: PathBuf,
+}
+
+/// The state of one run: recipes, transports, opened sources.
+pub struct Session<'a> {
+    pub recipes: RecipeSet,
+    pub settings: Settings,
+    http: Option<Http>,
+    observer: &'a dyn Observer,
+    lock_path: PathBuf,
+}
+
+impl<'a> Session<'a> {
+    pub fn new(
+        recipes: RecipeSet,
+        settings: Settings,
+        observer: &'a dyn Observer,
+    ) -> Result<Session<'a>, PipelineError> {
+        for name in settings.overrides.keys() {
+            if !recipes.sources.contains_key(name) {
+                return Err(PipelineError::UnknownOverride(name.clone()));
+            }
+        }
+        let http = if settings.source_dirs.is_empty() {
+            Some(
+                Http::new(settings.http.clone()).map_err(|e| PipelineError::Fetch {
+                    package: "(setup)".into(),
+                    source: e,
+                })?,
+            )
+        } else {
+            None
+        };
+        let lock_path = recipes.dir.join("debforge.lock");
+        Ok(Session {
+            recipes,
+            settings,
+            http,
+            observer,
+            lock_path,
+        })
+    }
+
+    pub fn lock_path(&self) -> &Path {
+        &self.lock_path
+    }
+
+    /// The lock file on disk, if there is one.
+    pub fn read_lock(&self) -> Result<Option<Lock>, PipelineError> {
+        match fs::read_to_string(&self.lock_path) {
+            Ok(text) => Lock::parse(&text)
+                .map(Some)
+                .map_err(|source| PipelineError::Lock {
+                    path: self.lock_path.clone(),
+                    source,
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(&self.lock_path)(e)),
+        }
+    }
+
+    /// Writes the lock file atomically (temporary name, then rename).
+    pub fn write_lock(&self, lock: &Lock) -> Result<(), PipelineError> {
+        write_atomic(&self.lock_path, lock.to_text().as_bytes())
+    }
+
+    fn transport_for(&self, source: &str) -> Option<Box<dyn Transport + '_>> {
+        let src = &self.recipes.sources[source];
+        if !self.settings.source_dirs.is_empty() {
+            // Air-gapped: a snapshot directory holding this source's signed files.
+            return self
+                .settings
+                .source_dirs
+                .iter()
+                .map(|d| d.join(source))
+                .find(|d| {
+                    ["InRelease", "Release"]
+                        .iter()
+                        .any(|f| d.join(src.release_dir()).join(f).exists())
+                })
+                .map(|root| Box::new(DirTransport { root }) as Box<dyn Transport>);
+        }
+        let base = self
+            .settings
+            .overrides
+            .get(source)
+            .cloned()
+            .unwrap_or_else(|| src.url.clone());
+        let base = if base.ends_with('/') {
+            base
+        } else {
+            format!("{base}/")
+        };
+        if let Some(path) = base.strip_prefix("file://") {
+            return Some(Box::new(DirTransport {
+                root: PathBuf::from(path),
+            }));
+        }
+        Some(Box::new(HttpTransport {
+            http: self.http.as_ref().expect("online"),
+            base,
+            observer: self.observer,
+        }))
+    }
+
+    /// Resolves every recipe. Upstream packages go through their source's
+    /// signed Release and index; offline, a source with no snapshot falls back
+    /// to the lock file's hashes and a plain directory of debs.
+    pub fn resolve(
+        &self,
+        lock: Option<&Lock>,
+    ) -> Result<(Vec<Resolved>, Vec<OpenSourceFiles>), PipelineError> {
+        let mut out = Vec::new();
+        let mut opened = Vec::new();
+        let mut by_source: BTreeMap<&str, Vec<&PackageRecipe>> = BTreeMap::new();
+        for p in &self.recipes.packages {
+            match &p.origin {
+                Origin::Upstream { source } => {
+                    by_source.entry(source.as_str()).or_default().push(p)
+                }
+                Origin::Url { url, sha256, size } => {
+                    out.push(self.resolve_url(p, url, sha256, *size, lock)?)
+                }
+                Origin::Path { path } => out.push(self.resolve_path(p, path)?),
+            }
+        }
+        let root = self.recipes.root();
+        for (name, recipes) in by_source {
+            let source = &self.recipes.sources[name];
+            let Some(transport) = self.transport_for(name) else {
+                for p in recipes {
+                    out.push(self.resolve_plain(p, name, lock)?);
+                }
+                continue;
+            };
+            let keyring = upstream::load_keyring(source, &root)?;
+            let mut open =
+                OpenSource::open(source, &keyring, transport.as_ref(), self.settings.now)?;
+            let names: Vec<&str> = recipes.iter().map(|p| p.name.as_str()).collect();
+            for p in &recipes {
+                open.load_index(&p.architecture, &names, &self.settings.cache)?;
+                let f = open.find(&p.name, &p.version, &p.architecture)?;
+                let url = format!("{}{}", source.url, f.path);
+                out.push(Resolved {
+                    recipe: (*p).clone(),
+                    locked: LockedPackage {
+                        name: p.name.clone(),
+                        version: p.version.clone(),
+                        architecture: p.architecture.clone(),
+                        origin: name.to_string(),
+                        path: f.path,
+                        url,
+                        size: f.size,
+                        sha256: f.sha256,
+                        sha512: f.sha512.unwrap_or_default(),
+                        index: f.index,
+                        index_sha256: f.index_sha256,
+                        release_sha256: f.release_sha256,
+                    },
+                    from: FetchFrom::Source(name.to_string()),
+                });
+            }
+            opened.push(OpenSourceFiles {
+                source: name.to_string(),
+                signed: open.signed_files.clone(),
+                indexes: open.index_files.clone(),
+            });
+        }
+        out.sort_by(|a, b| {
+            (&a.locked.name, &a.locked.architecture).cmp(&(&b.locked.name, &b.locked.architecture))
+        });
+        Ok((out, opened))
+    }
+
+    fn resolve_url(
+        &self,
+        p: &PackageRecipe,
+        url: &str,
+        sha256: &str,
+        size: u64,
+        lock: Option<&Lock>,
+    ) -> Result<Resolved, PipelineError> {
+        let file = url.rsplit('/').next().unwrap_or("package.deb").to_string();
+        let sha512 = lock
+            .and_then(|l| l.get(&p.name, &p.architecture))
+            .filter(|l| l.sha256 == sha256 && l.size == size)
+            .map(|l| l.sha512.clone())
+            .unwrap_or_default();
+        let from = if self.settings.source_dirs.is_empty() {
+            FetchFrom::Url(url.to_string())
+        } else {
+            FetchFrom::Local(self.find_in_dirs(&p.name, &file)?)
+        };
+        Ok(Resolved {
+            recipe: p.clone(),
+            locked: LockedPackage {
+                name: p.name.clone(),
+                version: p.version.clone(),
+                architecture: p.architecture.clone(),
+                origin: "url".into(),
+                path: file,
+                url: url.to_string(),
+                size,
+                sha256: sha256.to_string(),
+                sha512,
+                index: String::new(),
+                index_sha256: String::new(),
+                release_sha256: String::new(),
+            },
+            from,
+        })
+    }
+
+    fn resolve_path(&self, p: &PackageRecipe, path: &Path) -> Result<Resolved, PipelineError> {
+        let full = self.recipes.dir.join(path);
+        let file = fs::File::open(&full).map_err(io(&full))?;
+        let d = strong_digest_reader(file).map_err(io(&full))?;
+        Ok(Resolved {
+            recipe: p.clone(),
+            locked: LockedPackage {
+                name: p.name.clone(),
+                version: p.version.clone(),
+                architecture: p.architecture.clone(),
+                origin: "path".into(),
+                path: path.display().to_string(),
+                url: format!("file://{}", full.display()),
+                size: d.size,
+                sha256: d.sha256,
+                sha512: d.sha512,
+                index: String::new(),
+                index_sha256: String::new(),
+                release_sha256: String::new(),
+            },
+            from: FetchFrom::Local(full),
+        })
+    }
+
+    /// Offline, no snapshot of the source: the lock's entry vouches for a
+    /// file of that name in one of the directories.
+    fn resolve_plain(
+        &self,
+        p: &PackageRecipe,
+        source: &str,
+        lock: Option<&Lock>,
+    ) -> Result<Resolved, PipelineError> {
+        let dirs = self.dirs_text();
+        let Some(locked) = lock
+            .and_then(|l| l.get(&p.name, &p.architecture))
+            .filter(|l| l.version == p.version)
+        else {
+            return Err(PipelineError::NotInSnapshot {
+                package: p.name.clone(),
+                source_name: source.into(),
+                dirs,
+            });
+        };
+        let file = locked
+            .path
+            .rsplit('/')
+            .next()
+            .unwrap_or(&locked.path)
+            .to_string();
+        let local = self.find_in_dirs(&p.name, &file)?;
+        Ok(Resolved {
+            recipe: p.clone(),
+            locked: locked.clone(),
+            from: FetchFrom::Local(local),
+        })
+    }
+
+    fn dirs_text(&self) -> String {
+        self.settings
+            .source_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn find_in_dirs(&self, package: &str, file: &str) -> Result<PathBuf, PipelineError> {
+        for d in &self.settings.source_dirs {
+            for candidate in [d.join(file), d.join("direct").join(file)] {
+                if candidate.is_file() {
+                    return Ok(candidate);
+                }
+            }
+        }
+        Err(PipelineError::FileNotFound {
+            package: package.into(),
+            file: file.into(),
+            dirs: self.dirs_text(),
+        })
+    }
+
+    /// Compares with the lock file: with `locked`, any difference is an error;
+    /// otherwise the lock is (re)written when it changed. Returns the lock in force.
+    pub fn check_lock(
+        &self,
+        resolved: &[Resolved],
+        locked: bool,
+    ) -> Result<(Lock, bool), PipelineError> {
+        let new = Lock::new(resolved.iter().map(|r| r.locked.clone()).collect());
+        let old = self.read_lock()?;
+        match (old, locked) {
+            (None, true) => Err(PipelineError::NoLock {
+                path: self.lock_path.clone(),
+            }),
+            (Some(old), true) => {
+                let differences = old.differences(&new);
+                if differences.is_empty() {
+                    Ok((old, false))
+                } else {
+                    Err(PipelineError::LockMismatch {
+                        path: self.lock_path.clone(),
+                        differences,
+                    })
+                }
+            }
+            (old, false) => {
+                let changed = old.as_ref() != Some(&new);
+                Ok((new, changed))
+            }
+        }
+    }
+
+    /// Fetches every resolved file into the cache, verified, a few at a time.
+    /// Files already in the cache are not downloaded again.
+    pub fn fetch(&self, resolved: &[Resolved]) -> Result<Vec<Fetched>, PipelineError> {
+        let queue = Mutex::new(resolved.iter().enumerate().collect::<Vec<_>>());
+        let results: Mutex<Vec<(usize, Result<Fetched, PipelineError>)>> = Mutex::new(Vec::new());
+        let transports: BTreeMap<String, Box<dyn Transport + '_>> = resolved
+            .iter()
+            .filter_map(|r| match &r.from {
+                FetchFrom::Source(s) => Some(s.clone()),
+                _ => None,
+            })
+            .filter_map(|s| self.transport_for(&s).map(|t| (s, t)))
+            .collect();
+        let workers = self
+            .settings
+            .parallel
+            .clamp(1, 16)
+            .min(resolved.len().max(1));
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| {
+                    loop {
+                        let Some((i, r)) = queue.lock().expect("queue").pop() else {
+                            break;
+                        };
+                        let result = self.fetch_one(r, &transports);
+                        let failed = result.is_err();
+                        results.lock().expect("results").push((i, result));
+                        if failed {
+                            // Stop handing out work; running downloads finish.
+                            queue.lock().expect("queue").clear();
+                        }
+                    }
+                });
+            }
+        });
+        let mut results = results.into_inner().expect("results");
+        results.sort_by_key(|(i, _)| *i);
+        results.into_iter().map(|(_, r)| r).collect()
+    }
+
+    fn fetch_one(
+        &self,
+        r: &Resolved,
+        transports: &BTreeMap<String, Box<dyn Transport + '_>>,
+    ) -> Result<Fetched, PipelineError> {
+        let dest = self
+            .settings
+            .cache
+            .join("debs")
+            .join(&r.locked.sha256)
+            .join(r.file_name());
+        let name = r.file_name().to_string();
+        let fail = |source| PipelineError::Fetch {
+            package: r.locked.name.clone(),
+            source,
+        };
+        if fs::metadata(&dest).is_ok_and(|m| m.len() == r.locked.size) {
+            // Only verified files are ever renamed into the cache.
+            self.observer.event(crate::fetch::Event::Cached { name });
+        } else {
+            let expected = r.expected();
+            let digests = match &r.from {
+                FetchFrom::Source(s) => {
+                    let t = transports.get(s).expect("transport for every source");
+                    t.fetch(&r.locked.path, &expected, &dest, &name)
+                        .map_err(fail)?
+                }
+                FetchFrom::Url(url) => self
+                    .http
+                    .as_ref()
+                    .expect("online")
+                    .download(url, &expected, &dest, &name, self.observer)
+                    .map_err(fail)?,
+                FetchFrom::Local(path) => {
+                    let d = upstream::copy_verified(path, &expected, &dest).map_err(fail)?;
+                    self.observer.event(crate::fetch::Event::Done { name });
+                    d
+                }
+            };
+            if r.locked.sha512.is_empty() {
+                // The index gave no SHA512: record the one measured on this verified fetch.
+                let mut r = r.clone();
+                r.locked.sha512 = digests.sha512;
+                return Ok(Fetched {
+                    resolved: r,
+                    file: dest,
+                });
+            }
+        }
+        let mut resolved = r.clone();
+        if resolved.locked.sha512.is_empty() {
+            let d = strong_digest_reader(fs::File::open(&dest).map_err(io(&dest))?)
+                .map_err(io(&dest))?;
+            resolved.locked.sha512 = d.sha512;
+        }
+        Ok(Fetched {
+            resolved,
+            file: dest,
+        })
+    }
+}
+
+/// The signed files and indexes of an opened source, for snapshots.
+#[derive(Debug, Clone)]
+pub struct OpenSourceFiles {
+    pub source: String,
+    pub signed: Vec<(String, Vec<u8>)>,
+    pub indexes: BTreeMap<String, PathBuf>,
+}
+
+/// Writes `data` to `path` through a temporary file in the same directory.
+pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), PipelineError> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
+    std::io::Write::write_all(&mut tmp, data).map_err(io(path))?;
+    tmp.as_file().sync_all().map_err(io(path))?;
+    tmp.persist(path).map_err(|e| PipelineError::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    Ok(())
+}
+
+/// Copies a verified file (hashing while copying: the cache is re-checked on
+/// the way out) to `dest`.
+fn copy_checked(src: &Path, locked: &LockedPackage, dest: &Path) -> Result<(), PipelineError> {
+    let expected = Expected {
+        size: locked.size,
+        sha256: Some(locked.sha256.clone()),
+        sha512: None,
+    };
+    upstream::copy_verified(src, &expected, dest)
+        .map(|_| ())
+        .map_err(|source| PipelineError::Fetch {
+            package: locked.name.clone(),
+            source,
+        })
+}
+
+/// `debforge fetch --to DIR`: a self-contained snapshot with each source's
+/// signed Release files, verified indexes and debs at their repository paths
+/// (`DIR/<source>/…`), direct files under `DIR/direct/`, and the lock file.
+pub fn write_snapshot(
+    dir: &Path,
+    fetched: &[Fetched],
+    sources: &[OpenSourceFiles],
+    lock: &Lock,
+) -> Result<(), PipelineError> {
+    for s in sources {
+        let root = dir.join(&s.source);
+        for (rel, bytes) in &s.signed {
+            write_atomic(&root.join(rel), bytes)?;
+        }
+        for (rel, local) in &s.indexes {
+            let dest = root.join(rel);
+            fs::create_dir_all(dest.parent().unwrap_or(&root)).map_err(io(&root))?;
+            let tmp = dest.with_extension("part");
+            fs::copy(local, &tmp).map_err(io(&dest))?;
+            fs::rename(&tmp, &dest).map_err(io(&dest))?;
+        }
+    }
+    for f in fetched {
+        let dest = match f.resolved.locked.origin.as_str() {
+            "url" | "path" => dir.join("direct").join(f.resolved.file_name()),
+            source => dir.join(source).join(&f.resolved.locked.path),
+        };
+        copy_checked(&f.file, &f.resolved.locked, &dest)?;
+    }
+    write_atomic(&dir.join("debforge.lock"), lock.to_text().as_bytes())
+}
+
+/// The pool path Debian uses: `pool/<component>/<prefix>/<source>/<file>`,
+/// the prefix being `libX` for `lib*` sources and the first letter otherwise.
+pub fn pool_path(component: &str, source: &str, file: &str) -> String {
+    let prefix = if source.starts_with("lib") && source.len() > 3 {
+        &source[..4]
+    } else {
+        &source[..1]
+    };
+    format!("pool/{component}/{prefix}/{source}/{file}")
+}
+
+/// Writes the fetched packages into `out/pool/…`, replacing `out` only when
+/// everything was written (staging directory, then rename).
+pub fn write_output(out: &Path, fetched: &[Fetched]) -> Result<Vec<String>, PipelineError> {
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fs::create_dir_all(parent).map_err(io(parent))?;
+    let staging = tempfile::Builder::new()
+        .prefix(&format!(
+            ".{}.staging-",
+            out.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default()
+        ))
+        .tempdir_in(parent)
+        .map_err(io(parent))?;
+    let mut written = Vec::new();
+    for f in fetched {
+        let deb = DebFile::open(&f.file).map_err(|source| PipelineError::Deb {
+            path: f.file.clone(),
+            source,
+        })?;
+        let control = deb.control_files().map_err(|source| PipelineError::Deb {
+            path: f.file.clone(),
+            source,
+        })?;
+        let source = control
+            .control
+            .get("Source")
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap_or(&f.resolved.locked.name)
+            .to_string();
+        let rel = pool_path("main", &source, f.resolved.file_name());
+        copy_checked(&f.file, &f.resolved.locked, &staging.path().join(&rel))?;
+        written.push(rel);
+    }
+    let staged = staging.keep();
+    let old = parent.join(format!(
+        ".{}.old-{}",
+        out.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    let had_old = out.exists();
+    if had_old {
+        fs::rename(out, &old).map_err(io(out))?;
+    }
+    if let Err(e) = fs::rename(&staged, out) {
+        if had_old {
+            let _ = fs::rename(&old, out);
+        }
+        let _ = fs::remove_dir_all(&staged);
+        return Err(io(out)(e));
+    }
+    if had_old {
+        fs::remove_dir_all(&old).map_err(io(&old))?;
+    }
+    Ok(written)
+}

@@ -1,0 +1,209 @@
+//! The lock file (`recipes/debforge.lock`): for every package, the file that
+//! was resolved and verified, and what vouched for it. Users commit it;
+//! `debforge build --locked` refuses to build anything else, so a rebuild
+//! months later gets the same bytes or a clear error.
+
+use serde::{Deserialize, Serialize};
+
+pub const LOCK_VERSION: u32 = 1;
+
+const HEADER: &str = "# Written by `debforge lock` (and `debforge build`). Commit it:\n# `debforge build --locked` refuses to use anything that differs from it.\n";
+
+/// One resolved, verified package file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LockedPackage {
+    pub name: String,
+    pub version: String,
+    pub architecture: String,
+    /// The source name, or `url` / `path` for direct files.
+    pub origin: String,
+    /// The file's path relative to the source's base URL (or the recipe dir).
+    pub path: String,
+    /// Where it was fetched from when locked (informational under `--source`).
+    pub url: String,
+    pub size: u64,
+    pub sha256: String,
+    pub sha512: String,
+    /// The index that listed it, relative to the source's base URL, and its
+    /// SHA256 when locked. Empty for direct files.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub index: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub index_sha256: String,
+    /// SHA256 of the signed Release that listed the index.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub release_sha256: String,
+}
+
+impl LockedPackage {
+    /// What must not change between lock and build: the file itself.
+    fn identity(&self) -> (&str, &str, &str, &str, u64, &str, &str) {
+        (
+            &self.name,
+            &self.version,
+            &self.architecture,
+            &self.path,
+            self.size,
+            &self.sha256,
+            &self.sha512,
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lock {
+    pub version: u32,
+    #[serde(default)]
+    pub package: Vec<LockedPackage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LockError {
+    #[error("line {line}: {message}")]
+    Syntax { line: usize, message: String },
+    #[error("lock file version {0} is not supported (this debforge writes version {LOCK_VERSION})")]
+    Version(u32),
+}
+
+impl Lock {
+    pub fn new(mut packages: Vec<LockedPackage>) -> Lock {
+        packages.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
+        Lock {
+            version: LOCK_VERSION,
+            package: packages,
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Lock, LockError> {
+        let lock: Lock = toml::from_str(text).map_err(|e| LockError::Syntax {
+            line: e.span().map_or(1, |s| {
+                text[..s.start.min(text.len())].matches('\n').count() + 1
+            }),
+            message: e
+                .message()
+                .lines()
+                .next()
+                .unwrap_or("invalid TOML")
+                .to_string(),
+        })?;
+        if lock.version != LOCK_VERSION {
+            return Err(LockError::Version(lock.version));
+        }
+        Ok(lock)
+    }
+
+    /// Deterministic text: packages sorted by name and architecture.
+    pub fn to_text(&self) -> String {
+        let sorted = Lock::new(self.package.clone());
+        format!(
+            "{HEADER}{}",
+            toml::to_string(&sorted).expect("lock serializes")
+        )
+    }
+
+    pub fn get(&self, name: &str, architecture: &str) -> Option<&LockedPackage> {
+        self.package
+            .iter()
+            .find(|p| p.name == name && p.architecture == architecture)
+    }
+
+    /// How `new` differs from this lock in what it would build, one line per
+    /// difference; empty when the same files would be used.
+    pub fn differences(&self, new: &Lock) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in &new.package {
+            match self.get(&p.name, &p.architecture) {
+                None => out.push(format!(
+                    "{} {} ({}) is not in the lock file",
+                    p.name, p.version, p.architecture
+                )),
+                Some(old) if old.identity() != p.identity() => {
+                    let mut what = Vec::new();
+                    if old.version != p.version {
+                        what.push(format!("version {} -> {}", old.version, p.version));
+                    }
+                    if old.path != p.path {
+                        what.push(format!("file {} -> {}", old.path, p.path));
+                    }
+                    if old.size != p.size {
+                        what.push(format!("size {} -> {}", old.size, p.size));
+                    }
+                    if old.sha256 != p.sha256 {
+                        what.push(format!("sha256 {} -> {}", old.sha256, p.sha256));
+                    }
+                    if old.sha512 != p.sha512 && !old.sha512.is_empty() {
+                        what.push("sha512 differs".to_string());
+                    }
+                    out.push(format!(
+                        "{} ({}): {}",
+                        p.name,
+                        p.architecture,
+                        what.join(", ")
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        for old in &self.package {
+            if new.get(&old.name, &old.architecture).is_none() {
+                out.push(format!(
+                    "{} ({}) is locked but no recipe asks for it",
+                    old.name, old.architecture
+                ));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pkg(name: &str, sha: char) -> LockedPackage {
+        LockedPackage {
+            name: name.into(),
+            version: "2.4.2-1+cuda10.1".into(),
+            architecture: "amd64".into(),
+            origin: "nvidia-ml".into(),
+            path: format!("{name}_2.4.2-1+cuda10.1_amd64.deb"),
+            url: format!("http://127.0.0.1/{name}.deb"),
+            size: 10,
+            sha256: sha.to_string().repeat(64),
+            sha512: sha.to_string().repeat(128),
+            index: "Packages".into(),
+            index_sha256: "c".repeat(64),
+            release_sha256: "d".repeat(64),
+        }
+    }
+
+    #[test]
+    fn round_trips_sorted_and_reports_differences() {
+        let lock = Lock::new(vec![pkg("libnccl2", 'a'), pkg("libnccl-dev", 'b')]);
+        let text = lock.to_text();
+        assert!(text.find("libnccl-dev").unwrap() < text.find("libnccl2").unwrap());
+        assert_eq!(Lock::parse(&text).unwrap(), lock);
+        assert!(lock.differences(&lock).is_empty());
+        let mut moved = pkg("libnccl2", 'e');
+        moved.index_sha256 = "f".repeat(64);
+        let changed = Lock::new(vec![moved, pkg("libnccl-dev", 'b')]);
+        let d = lock.differences(&changed);
+        assert_eq!(d.len(), 1);
+        assert!(d[0].starts_with("libnccl2 (amd64): sha256 aaaa"), "{d:?}");
+        assert_eq!(
+            lock.differences(&Lock::new(vec![pkg("libnccl2", 'a')]))
+                .len(),
+            1
+        );
+        assert!(matches!(
+            Lock::parse("version = 9\n"),
+            Err(LockError::Version(9))
+        ));
+        assert!(matches!(
+            Lock::parse("version = 1\n[[package]]\nname = 1\n"),
+            Err(LockError::Syntax { line: 3, .. })
+        ));
+    }
+}

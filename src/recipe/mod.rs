@@ -1,0 +1,548 @@
+//! Recipes: what a lab needs, as TOML under `recipes/`.
+//!
+//! - `recipes/sources.toml`: named upstream repositories, each with its base
+//!   URL, layout, and the key that must have signed it.
+//! - `recipes/packages/*.toml`: one package each, saying where its file comes
+//!   from (an upstream source, a direct URL with its SHA256 and size, or a
+//!   local path) and what to do with it.
+//!
+//! Parsing is pure (text in, values out); `load` reads the files. Errors name
+//! the file, the line and the field.
+
+pub mod lock;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::format::version::Version;
+
+/// A recipe problem: which file, which line, what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct RecipeError {
+    pub file: PathBuf,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for RecipeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.file.display(), self.message),
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
+    }
+}
+
+fn line_of(text: &str, span: Range<usize>) -> usize {
+    text[..span.start.min(text.len())].matches('\n').count() + 1
+}
+
+fn error_at(
+    file: &Path,
+    text: &str,
+    span: Option<Range<usize>>,
+    message: impl Into<String>,
+) -> RecipeError {
+    RecipeError {
+        file: file.to_path_buf(),
+        line: span.map(|s| line_of(text, s)),
+        message: message.into(),
+    }
+}
+
+fn toml_error(file: &Path, text: &str, e: toml::de::Error) -> RecipeError {
+    // toml's message repeats the location; keep its first line, which names the field.
+    let message = e
+        .message()
+        .lines()
+        .next()
+        .unwrap_or("invalid TOML")
+        .to_string();
+    error_at(file, text, e.span(), message)
+}
+
+/// How a repository lays out its files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// `deb URL /`: Release, Packages and the debs side by side (NVIDIA's).
+    Flat,
+    /// `deb URL SUITE COMPONENT`: `dists/SUITE/…` and `pool/` (Debian's, Ubuntu's).
+    Dists,
+}
+
+/// One or several fingerprints (a repository may be signed by a current and
+/// a next key).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    url: Spanned<String>,
+    layout: Layout,
+    suite: Option<String>,
+    component: Option<String>,
+    key: Spanned<String>,
+    fingerprint: Spanned<OneOrMany>,
+    #[serde(default)]
+    archive: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSources {
+    #[serde(default)]
+    source: BTreeMap<String, Spanned<RawSource>>,
+}
+
+/// An upstream repository debforge trusts, and the key that must sign it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    pub name: String,
+    /// Base URL, always ending in `/`.
+    pub url: String,
+    pub layout: Layout,
+    /// For `dists`: the suite (`bionic-updates`) and component (`main`).
+    pub suite: Option<String>,
+    pub component: Option<String>,
+    /// The keyring file (armored or binary), relative to the project root.
+    pub key: PathBuf,
+    /// Upper-case hex, 40 characters each.
+    pub fingerprints: Vec<String>,
+    /// An archived repository: an expired `Valid-Until` is accepted.
+    pub archive: bool,
+}
+
+impl Source {
+    /// Where this source's Release files live, relative to its base URL.
+    pub fn release_dir(&self) -> String {
+        match self.layout {
+            Layout::Flat => String::new(),
+            Layout::Dists => format!("dists/{}/", self.suite.as_deref().unwrap_or_default()),
+        }
+    }
+
+    /// The directory of the Packages index for `arch`, relative to the Release dir.
+    pub fn index_dir(&self, arch: &str) -> String {
+        match self.layout {
+            Layout::Flat => String::new(),
+            Layout::Dists => format!(
+                "{}/binary-{arch}/",
+                self.component.as_deref().unwrap_or_default()
+            ),
+        }
+    }
+}
+
+/// Where a package's file comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Resolved through a source's signed index.
+    Upstream { source: String },
+    /// A direct download, trusted through the recipe's own hash.
+    Url {
+        url: String,
+        sha256: String,
+        size: u64,
+    },
+    /// A file on disk, relative to the recipes directory.
+    Path { path: PathBuf },
+}
+
+/// What to do with the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Publish the upstream file as it is.
+    Keep,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFrom {
+    source: Option<String>,
+    url: Option<String>,
+    sha256: Option<String>,
+    size: Option<u64>,
+    path: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPackage {
+    name: Spanned<String>,
+    version: Spanned<String>,
+    architecture: Spanned<String>,
+    from: Spanned<RawFrom>,
+    #[serde(default = "default_action")]
+    action: Action,
+}
+
+fn default_action() -> Action {
+    Action::Keep
+}
+
+/// One package the lab needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageRecipe {
+    pub name: String,
+    pub version: String,
+    pub architecture: String,
+    pub origin: Origin,
+    pub action: Action,
+    /// The recipe file, for messages.
+    pub file: PathBuf,
+}
+
+/// All recipes of a project.
+#[derive(Debug, Clone)]
+pub struct RecipeSet {
+    /// The recipes directory; keys and local paths resolve against it.
+    pub dir: PathBuf,
+    pub sources: BTreeMap<String, Source>,
+    pub packages: Vec<PackageRecipe>,
+}
+
+impl RecipeSet {
+    /// The project root (the recipes directory's parent), where `keys/` is.
+    pub fn root(&self) -> PathBuf {
+        self.dir
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."))
+    }
+}
+
+/// Parses `sources.toml`.
+pub fn parse_sources(file: &Path, text: &str) -> Result<BTreeMap<String, Source>, RecipeError> {
+    let raw: RawSources = toml::from_str(text).map_err(|e| toml_error(file, text, e))?;
+    let mut out = BTreeMap::new();
+    for (name, spanned) in raw.source {
+        let span = spanned.span();
+        let raw = spanned.into_inner();
+        let at = |span: Range<usize>, msg: String| {
+            error_at(file, text, Some(span), format!("source '{name}': {msg}"))
+        };
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(at(
+                span,
+                "a source name uses letters, digits, '-' and '_' only".into(),
+            ));
+        }
+        let url = raw.url.get_ref().clone();
+        if !(url.starts_with("http://")
+            || url.starts_with("https://")
+            || url.starts_with("file://"))
+        {
+            return Err(at(
+                raw.url.span(),
+                format!("field 'url' {url:?} must start with http://, https:// or file://"),
+            ));
+        }
+        let url = if url.ends_with('/') {
+            url
+        } else {
+            format!("{url}/")
+        };
+        if raw.layout == Layout::Dists && (raw.suite.is_none() || raw.component.is_none()) {
+            return Err(at(
+                span,
+                "layout \"dists\" needs 'suite' and 'component'".into(),
+            ));
+        }
+        if raw.layout == Layout::Flat && (raw.suite.is_some() || raw.component.is_some()) {
+            return Err(at(
+                span,
+                "layout \"flat\" takes no 'suite' or 'component'".into(),
+            ));
+        }
+        let fingerprints = match raw.fingerprint.get_ref() {
+            OneOrMany::One(f) => vec![f.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        };
+        let mut normalized = Vec::new();
+        for f in fingerprints {
+            let hex: String = f
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect::<String>()
+                .to_ascii_uppercase();
+            if hex.len() != 40 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(at(
+                    raw.fingerprint.span(),
+                    format!("field 'fingerprint' {f:?} is not a full 40-hex-digit v4 fingerprint"),
+                ));
+            }
+            normalized.push(hex);
+        }
+        if normalized.is_empty() {
+            return Err(at(
+                raw.fingerprint.span(),
+                "field 'fingerprint' is empty".into(),
+            ));
+        }
+        out.insert(
+            name.clone(),
+            Source {
+                name,
+                url,
+                layout: raw.layout,
+                suite: raw.suite,
+                component: raw.component,
+                key: PathBuf::from(raw.key.into_inner()),
+                fingerprints: normalized,
+                archive: raw.archive,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// Parses one package recipe; `sources` are the names it may refer to.
+pub fn parse_package(
+    file: &Path,
+    text: &str,
+    sources: &BTreeMap<String, Source>,
+) -> Result<PackageRecipe, RecipeError> {
+    let raw: RawPackage = toml::from_str(text).map_err(|e| toml_error(file, text, e))?;
+    let at = |span: Range<usize>, msg: String| error_at(file, text, Some(span), msg);
+    let name = raw.name.get_ref();
+    crate::format::control::check_package_name(name)
+        .map_err(|e| at(raw.name.span(), format!("field 'name': {e}")))?;
+    Version::parse(raw.version.get_ref()).map_err(|e| {
+        at(
+            raw.version.span(),
+            format!("field 'version' {:?}: {e}", raw.version.get_ref()),
+        )
+    })?;
+    let arch = raw.architecture.get_ref();
+    if arch.is_empty()
+        || !arch
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Err(at(
+            raw.architecture.span(),
+            format!("field 'architecture' {arch:?} is not an architecture name"),
+        ));
+    }
+    let from_span = raw.from.span();
+    let from = raw.from.into_inner();
+    let given = [
+        from.source.is_some(),
+        from.url.is_some(),
+        from.path.is_some(),
+    ]
+    .iter()
+    .filter(|&&b| b)
+    .count();
+    if given != 1 {
+        return Err(at(
+            from_span,
+            "table 'from' needs exactly one of 'source' (an upstream in sources.toml), 'url' (with sha256 and size) or 'path'".into(),
+        ));
+    }
+    let origin = if let Some(source) = from.source {
+        if !sources.contains_key(&source) {
+            let known: Vec<&str> = sources.keys().map(String::as_str).collect();
+            return Err(at(
+                from_span,
+                format!(
+                    "from.source {source:?} is not in sources.toml (known: {})",
+                    known.join(", ")
+                ),
+            ));
+        }
+        if from.sha256.is_some() || from.size.is_some() {
+            return Err(at(
+                from_span,
+                "from.sha256 and from.size go with 'url'; a source's signed index gives them"
+                    .into(),
+            ));
+        }
+        Origin::Upstream { source }
+    } else if let Some(url) = from.url {
+        let (Some(sha256), Some(size)) = (from.sha256, from.size) else {
+            return Err(at(from_span, "from.url needs from.sha256 and from.size: a direct download is trusted through them".into()));
+        };
+        let sha256 = sha256.to_ascii_lowercase();
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(at(
+                from_span,
+                format!("from.sha256 {sha256:?} is not 64 hex digits"),
+            ));
+        }
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(at(
+                from_span,
+                format!("from.url {url:?} must start with http:// or https://"),
+            ));
+        }
+        Origin::Url { url, sha256, size }
+    } else {
+        Origin::Path {
+            path: PathBuf::from(from.path.unwrap_or_default()),
+        }
+    };
+    Ok(PackageRecipe {
+        name: raw.name.into_inner(),
+        version: raw.version.into_inner(),
+        architecture: raw.architecture.into_inner(),
+        origin,
+        action: raw.action,
+        file: file.to_path_buf(),
+    })
+}
+
+/// Reads `dir/sources.toml` and every `dir/packages/*.toml` (sorted by name).
+pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
+    let read = |path: &Path| {
+        std::fs::read_to_string(path).map_err(|e| RecipeError {
+            file: path.to_path_buf(),
+            line: None,
+            message: format!("cannot read: {e}"),
+        })
+    };
+    let sources_file = dir.join("sources.toml");
+    let sources = if sources_file.exists() {
+        parse_sources(&sources_file, &read(&sources_file)?)?
+    } else {
+        BTreeMap::new()
+    };
+    let packages_dir = dir.join("packages");
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(&packages_dir) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect(),
+        Err(e) => {
+            return Err(RecipeError {
+                file: packages_dir,
+                line: None,
+                message: format!(
+                    "cannot read the package recipes: {e} (a project keeps one TOML file per package there)"
+                ),
+            });
+        }
+    };
+    files.sort();
+    let mut packages: Vec<PackageRecipe> = Vec::new();
+    for file in files {
+        let recipe = parse_package(&file, &read(&file)?, &sources)?;
+        if let Some(other) = packages
+            .iter()
+            .find(|p| p.name == recipe.name && p.architecture == recipe.architecture)
+        {
+            return Err(RecipeError {
+                file: file.clone(),
+                line: None,
+                message: format!(
+                    "package {} ({}) is also described by {}",
+                    recipe.name,
+                    recipe.architecture,
+                    other.file.display()
+                ),
+            });
+        }
+        packages.push(recipe);
+    }
+    Ok(RecipeSet {
+        dir: dir.to_path_buf(),
+        sources,
+        packages,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SOURCES: &str = r#"
+[source.nvidia-ml]
+url = "https://developer.download.nvidia.com/compute/machine-learning/repos/ubuntu1804/x86_64"
+layout = "flat"
+key = "keys/nvidia-cudatools-7fa2af80.asc"
+fingerprint = "AE09FE4BBD223A84B2CCFCE3F60F4B3D7FA2AF80"
+archive = true
+
+[source.ubuntu-bionic-updates]
+url = "http://archive.ubuntu.com/ubuntu/"
+layout = "dists"
+suite = "bionic-updates"
+component = "main"
+key = "keys/ubuntu-archive-keyring.gpg"
+fingerprint = ["790BC7277767219C42C86F933B4FE6ACC0B21F32", "f6ec b376 2474 eda9 d21b 7022 8719 20d1 991b c93c"]
+"#;
+
+    fn sources() -> BTreeMap<String, Source> {
+        parse_sources(Path::new("sources.toml"), SOURCES).unwrap()
+    }
+
+    #[test]
+    fn parses_sources() {
+        let s = sources();
+        assert_eq!(
+            s["nvidia-ml"].url,
+            "https://developer.download.nvidia.com/compute/machine-learning/repos/ubuntu1804/x86_64/"
+        );
+        assert_eq!(
+            s["ubuntu-bionic-updates"].fingerprints[1],
+            "F6ECB3762474EDA9D21B7022871920D1991BC93C"
+        );
+        assert_eq!(
+            s["ubuntu-bionic-updates"].release_dir(),
+            "dists/bionic-updates/"
+        );
+        assert_eq!(
+            s["ubuntu-bionic-updates"].index_dir("amd64"),
+            "main/binary-amd64/"
+        );
+    }
+
+    #[test]
+    fn package_errors_name_file_line_and_field() {
+        let f = Path::new("packages/x.toml");
+        let e = parse_package(f, "name = \"libcudnn7\"\nversion = \"7.5\"\narchitecture = \"amd64\"\nfrom = { source = \"nvidia\" }\n", &sources()).unwrap_err();
+        assert_eq!(e.line, Some(4));
+        assert!(
+            e.to_string()
+                .starts_with("packages/x.toml:4: from.source \"nvidia\" is not in sources.toml"),
+            "{e}"
+        );
+        let e = parse_package(f, "name = \"libcudnn7\"\nversion = \"7.5\"\narchitecture = \"amd64\"\nfrom = { source = \"nvidia-ml\" }\nflavour = 1\n", &sources()).unwrap_err();
+        assert_eq!(e.line, Some(5));
+        assert!(e.message.contains("unknown field `flavour`"), "{e}");
+        let e = parse_package(f, "name = \"libcudnn7\"\nversion = \"7.5-\"\narchitecture = \"amd64\"\nfrom = { source = \"nvidia-ml\" }\n", &sources()).unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(e.message.contains("field 'version'"), "{e}");
+        let e = parse_package(f, "name = \"x1\"\nversion = \"1\"\narchitecture = \"all\"\nfrom = { url = \"https://e.org/x.deb\" }\n", &sources()).unwrap_err();
+        assert!(e.message.contains("needs from.sha256 and from.size"), "{e}");
+    }
+
+    #[test]
+    fn source_errors() {
+        let e = parse_sources(Path::new("s.toml"), "[source.a]\nurl = \"ftp://x\"\nlayout = \"flat\"\nkey = \"k\"\nfingerprint = \"AE09FE4BBD223A84B2CCFCE3F60F4B3D7FA2AF80\"\n").unwrap_err();
+        assert_eq!(e.line, Some(2));
+        let e = parse_sources(Path::new("s.toml"), "[source.a]\nurl = \"http://x\"\nlayout = \"flat\"\nkey = \"k\"\nfingerprint = \"7FA2AF80\"\n").unwrap_err();
+        assert!(e.message.contains("full 40-hex-digit"), "{e}");
+        let e = parse_sources(
+            Path::new("s.toml"),
+            "[source.a]\nurl = \"http://x\"\nlayout = \"tree\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(3));
+    }
+}

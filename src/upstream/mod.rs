@@ -1,0 +1,419 @@
+//! The trust chain to an upstream repository: the pinned key signs
+//! `InRelease` (or `Release` + `Release.gpg`); the Release lists the Packages
+//! index with its SHA256/SHA512; the index lists each package's file with its
+//! size and SHA256. Every link is checked before the next is used.
+//!
+//! Files come through a [`Transport`]: HTTP for the network, a directory for
+//! air-gapped snapshots (`debforge fetch --to`) and `file://` sources.
+
+mod transport;
+
+pub use transport::{DirTransport, HttpTransport, Transport, copy_verified};
+
+use std::collections::BTreeMap;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use crate::deb::Compression;
+use crate::digest::StrongDigests;
+use crate::fetch::{Expected, FetchError};
+use crate::format::deb822::{Paragraph, ParagraphReader};
+use crate::format::release::{Release, ReleaseError};
+use crate::format::version::Version;
+use crate::openpgp::{KeyringError, PinnedKeyring, VerifyError};
+use crate::recipe::Source;
+
+/// Upper bound for a Release file or signature held in memory.
+const SMALL_LIMIT: u64 = 16 << 20;
+
+#[derive(Debug, thiserror::Error)]
+#[error("source '{source_name}': {kind}")]
+pub struct UpstreamError {
+    pub source_name: String,
+    pub kind: UpstreamErrorKind,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamErrorKind {
+    #[error("{0}")]
+    Fetch(#[from] FetchError),
+    #[error("key file {}: {source}", path.display())]
+    Keyring { path: PathBuf, source: KeyringError },
+    #[error("cannot read key file {}: {source}", path.display())]
+    KeyFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("no InRelease and no Release at {0}")]
+    NoRelease(String),
+    #[error("{0} has no signature: neither InRelease nor Release.gpg exists")]
+    Unsigned(String),
+    #[error("{what}: {source}")]
+    BadSignature { what: String, source: VerifyError },
+    #[error("{what}: {source}")]
+    Release { what: String, source: ReleaseError },
+    #[error(
+        "{what} expired on {until} (Valid-Until); set `archive = true` for this source if it is a frozen archive"
+    )]
+    Expired { what: String, until: String },
+    #[error("none of {candidates} is listed in {release} (with SHA256 or SHA512)")]
+    IndexNotInRelease { candidates: String, release: String },
+    #[error("index {index} is not readable: {reason}")]
+    BadIndex { index: String, reason: String },
+    #[error("{name} {version} ({arch}) is not in {index}{available}")]
+    NotInIndex {
+        name: String,
+        version: String,
+        arch: String,
+        index: String,
+        available: String,
+    },
+    #[error("{index}: the stanza of {name} {version} {problem}")]
+    BadStanza {
+        index: String,
+        name: String,
+        version: String,
+        problem: String,
+    },
+}
+
+/// A package file as a signed index describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexedFile {
+    /// `Filename`, relative to the source's base URL, without `./`.
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+    pub sha512: Option<String>,
+    /// The index that listed it (relative to the base URL) and its SHA256.
+    pub index: String,
+    pub index_sha256: String,
+    /// SHA256 of the verified Release that listed the index.
+    pub release_sha256: String,
+}
+
+/// A source whose Release has been verified; indexes are loaded on demand.
+pub struct OpenSource<'t> {
+    pub source: Source,
+    transport: &'t dyn Transport,
+    release: Release,
+    release_sha256: String,
+    /// The signed files as fetched (relative path, bytes), for snapshots.
+    pub signed_files: Vec<(String, Vec<u8>)>,
+    /// Verified index files (relative path → local file) for snapshots.
+    pub index_files: BTreeMap<String, PathBuf>,
+    /// Stanzas by architecture, for the package names asked for.
+    stanzas: BTreeMap<String, (String, String, Vec<Paragraph>)>,
+}
+
+/// Reads the pinned key of `source` (its path relative to `root`).
+pub fn load_keyring(source: &Source, root: &Path) -> Result<PinnedKeyring, UpstreamError> {
+    let fail = |kind| UpstreamError {
+        source_name: source.name.clone(),
+        kind,
+    };
+    let path = root.join(&source.key);
+    let bytes = std::fs::read(&path).map_err(|e| {
+        fail(UpstreamErrorKind::KeyFile {
+            path: path.clone(),
+            source: e,
+        })
+    })?;
+    PinnedKeyring::from_bytes(&bytes, &source.fingerprints)
+        .map_err(|e| fail(UpstreamErrorKind::Keyring { path, source: e }))
+}
+
+impl<'t> OpenSource<'t> {
+    /// Fetches and verifies the source's Release. `now` (seconds since the
+    /// epoch) is compared with `Valid-Until`.
+    pub fn open(
+        source: &Source,
+        keyring: &PinnedKeyring,
+        transport: &'t dyn Transport,
+        now: i64,
+    ) -> Result<OpenSource<'t>, UpstreamError> {
+        let fail = |kind| UpstreamError {
+            source_name: source.name.clone(),
+            kind,
+        };
+        let dir = source.release_dir();
+        let inrelease = format!("{dir}InRelease");
+        let (text, signed_files, what) = match transport
+            .get_small(&inrelease, SMALL_LIMIT)
+            .map_err(|e| fail(e.into()))?
+        {
+            Some(bytes) => {
+                let what = transport.describe(&inrelease);
+                let (body, _) = keyring.verify_cleartext(&bytes).map_err(|e| {
+                    fail(UpstreamErrorKind::BadSignature {
+                        what: what.clone(),
+                        source: e,
+                    })
+                })?;
+                (body, vec![(inrelease, bytes)], what)
+            }
+            None => {
+                let release_path = format!("{dir}Release");
+                let what = transport.describe(&release_path);
+                let release = transport
+                    .get_small(&release_path, SMALL_LIMIT)
+                    .map_err(|e| fail(e.into()))?
+                    .ok_or_else(|| fail(UpstreamErrorKind::NoRelease(transport.describe(&dir))))?;
+                let sig_path = format!("{dir}Release.gpg");
+                let sig = transport
+                    .get_small(&sig_path, SMALL_LIMIT)
+                    .map_err(|e| fail(e.into()))?
+                    .ok_or_else(|| fail(UpstreamErrorKind::Unsigned(what.clone())))?;
+                keyring.verify_detached(&release, &sig).map_err(|e| {
+                    fail(UpstreamErrorKind::BadSignature {
+                        what: transport.describe(&sig_path),
+                        source: e,
+                    })
+                })?;
+                (
+                    release.clone(),
+                    vec![(release_path, release), (sig_path, sig)],
+                    what,
+                )
+            }
+        };
+        let release_sha256 = crate::digest::strong_digest_reader(&text[..])
+            .expect("in-memory read")
+            .sha256;
+        let text = String::from_utf8(text).map_err(|_| {
+            fail(UpstreamErrorKind::Release {
+                what: what.clone(),
+                source: ReleaseError::Empty,
+            })
+        })?;
+        let rel_err = |e| {
+            fail(UpstreamErrorKind::Release {
+                what: what.clone(),
+                source: e,
+            })
+        };
+        let release = Release::parse(&text).map_err(rel_err)?;
+        release.require_strong_hashes().map_err(rel_err)?;
+        if let Some(until) = release.valid_until().map_err(rel_err)? {
+            if until < now && !source.archive {
+                let until = release
+                    .paragraph()
+                    .get("Valid-Until")
+                    .unwrap_or_default()
+                    .to_string();
+                return Err(fail(UpstreamErrorKind::Expired { what, until }));
+            }
+        }
+        Ok(OpenSource {
+            source: source.clone(),
+            transport,
+            release,
+            release_sha256,
+            signed_files,
+            index_files: BTreeMap::new(),
+            stanzas: BTreeMap::new(),
+        })
+    }
+
+    fn fail(&self, kind: UpstreamErrorKind) -> UpstreamError {
+        UpstreamError {
+            source_name: self.source.name.clone(),
+            kind,
+        }
+    }
+
+    /// Loads (once per architecture) the index listing `arch` packages,
+    /// verified against the Release, keeping the stanzas of `names`.
+    /// Verified index files are cached under `cache`.
+    pub fn load_index(
+        &mut self,
+        arch: &str,
+        names: &[&str],
+        cache: &Path,
+    ) -> Result<(), UpstreamError> {
+        if self.stanzas.contains_key(arch) {
+            return Ok(());
+        }
+        let dir = self.source.release_dir();
+        let index_dir = self.source.index_dir(arch);
+        let candidates: Vec<String> = ["Packages.xz", "Packages.gz", "Packages"]
+            .iter()
+            .map(|n| format!("{index_dir}{n}"))
+            .collect();
+        let mut chosen = None;
+        for c in &candidates {
+            let entry = self.release.entry(c).map_err(|e| {
+                self.fail(UpstreamErrorKind::Release {
+                    what: self.transport.describe(&format!("{dir}Release")),
+                    source: e,
+                })
+            })?;
+            if let Some(e) = entry {
+                chosen = Some((c.clone(), e));
+                break;
+            }
+        }
+        let Some((rel_in_release, entry)) = chosen else {
+            return Err(self.fail(UpstreamErrorKind::IndexNotInRelease {
+                candidates: candidates.join(", "),
+                release: self.transport.describe(&format!("{dir}Release")),
+            }));
+        };
+        let index_path = format!("{dir}{rel_in_release}");
+        let expected = Expected {
+            size: entry.size,
+            sha256: entry.sha256.clone(),
+            sha512: entry.sha512.clone(),
+        };
+        let key = entry
+            .sha256
+            .clone()
+            .or(entry.sha512.clone())
+            .unwrap_or_default();
+        let file_name = index_path.replace('/', "_");
+        let local = cache
+            .join("indexes")
+            .join(&self.source.name)
+            .join(format!("{}-{file_name}", &key[..16.min(key.len())]));
+        let digests =
+            if local.exists() && std::fs::metadata(&local).is_ok_and(|m| m.len() == entry.size) {
+                None
+            } else {
+                Some(
+                    self.transport
+                        .fetch(&index_path, &expected, &local, &index_path)
+                        .map_err(|e| self.fail(e.into()))?,
+                )
+            };
+        let index_sha256 = match digests {
+            Some(StrongDigests { sha256, .. }) => sha256,
+            None => entry.sha256.clone().unwrap_or_else(|| {
+                crate::digest::strong_digest_reader(
+                    std::fs::File::open(&local).expect("cached index"),
+                )
+                .map(|d| d.sha256)
+                .unwrap_or_default()
+            }),
+        };
+        let what = self.transport.describe(&index_path);
+        let bad = |reason: String| UpstreamError {
+            source_name: self.source.name.clone(),
+            kind: UpstreamErrorKind::BadIndex {
+                index: what.clone(),
+                reason,
+            },
+        };
+        let compression = if index_path.ends_with(".xz") {
+            Compression::Xz
+        } else if index_path.ends_with(".gz") {
+            Compression::Gzip
+        } else {
+            Compression::None
+        };
+        let file = std::fs::File::open(&local).map_err(|e| bad(e.to_string()))?;
+        let reader = compression
+            .decoder(BufReader::new(file))
+            .map_err(|e| bad(e.to_string()))?;
+        let mut kept = Vec::new();
+        for p in ParagraphReader::new(BufReader::new(reader)) {
+            let p = p.map_err(|e| bad(e.to_string()))?;
+            if p.get("Package").is_some_and(|n| names.contains(&n)) {
+                kept.push(p);
+            }
+        }
+        self.index_files.insert(index_path.clone(), local);
+        self.stanzas
+            .insert(arch.to_string(), (index_path, index_sha256, kept));
+        Ok(())
+    }
+
+    /// Finds `name` at exactly `version` for `arch` (or `all`) in the loaded index.
+    pub fn find(
+        &self,
+        name: &str,
+        version: &str,
+        arch: &str,
+    ) -> Result<IndexedFile, UpstreamError> {
+        let (index, index_sha256, stanzas) = self.stanzas.get(arch).expect("load_index() first");
+        let what = self.transport.describe(index);
+        let want = Version::parse_lenient(version).map(|(v, _)| v).ok();
+        let same_version = |v: &str| match (&want, Version::parse_lenient(v)) {
+            (Some(w), Ok((v, _))) => *w == v,
+            _ => v == version,
+        };
+        let stanza = stanzas.iter().find(|p| {
+            p.get("Package") == Some(name)
+                && p.get("Version").is_some_and(same_version)
+                && p.get("Architecture")
+                    .is_some_and(|a| a == arch || a == "all")
+        });
+        let Some(p) = stanza else {
+            let mut versions: Vec<String> = stanzas
+                .iter()
+                .filter(|p| p.get("Package") == Some(name))
+                .map(|p| {
+                    format!(
+                        "{} ({})",
+                        p.get("Version").unwrap_or("?"),
+                        p.get("Architecture").unwrap_or("?")
+                    )
+                })
+                .collect();
+            versions.sort();
+            let available = if versions.is_empty() {
+                format!("; the index has no package named {name}")
+            } else {
+                format!("; it has: {}", versions.join(", "))
+            };
+            return Err(self.fail(UpstreamErrorKind::NotInIndex {
+                name: name.into(),
+                version: version.into(),
+                arch: arch.into(),
+                index: what,
+                available,
+            }));
+        };
+        let bad = |problem: &str| {
+            self.fail(UpstreamErrorKind::BadStanza {
+                index: what.clone(),
+                name: name.into(),
+                version: version.into(),
+                problem: problem.into(),
+            })
+        };
+        let filename = p.get("Filename").ok_or_else(|| bad("has no Filename"))?;
+        let path = filename.trim_start_matches("./").to_string();
+        if path.is_empty()
+            || path.starts_with('/')
+            || path.split('/').any(|c| c == ".." || c.is_empty())
+        {
+            return Err(bad(&format!("has an unsafe Filename {filename:?}")));
+        }
+        let size = p
+            .get("Size")
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| bad("has no valid Size"))?;
+        let sha256 = p
+            .get("SHA256")
+            .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+            .ok_or_else(|| bad("has no SHA256 (MD5sum and SHA1 are not trusted)"))?
+            .to_ascii_lowercase();
+        let sha512 = p
+            .get("SHA512")
+            .filter(|h| h.len() == 128 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+            .map(str::to_ascii_lowercase);
+        Ok(IndexedFile {
+            path,
+            size,
+            sha256,
+            sha512,
+            index: index.clone(),
+            index_sha256: index_sha256.clone(),
+            release_sha256: self.release_sha256.clone(),
+        })
+    }
+
+    pub fn transport(&self) -> &dyn Transport {
+        self.transport
+    }
+}

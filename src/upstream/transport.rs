@@ -1,0 +1,156 @@
+//! Where an upstream's files come from: the network, or a directory laid out
+//! like the repository (an air-gapped snapshot, a `file://` source).
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::digest::{StrongDigests, StrongHasher};
+use crate::fetch::{Expected, FetchError, FetchErrorKind, Http, Observer};
+
+pub trait Transport: Sync {
+    /// A small file, by path relative to the source's base; `None` if absent.
+    fn get_small(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>, FetchError>;
+    /// A file that must match `expected`, placed at `dest` only when it does.
+    fn fetch(
+        &self,
+        rel: &str,
+        expected: &Expected,
+        dest: &Path,
+        name: &str,
+    ) -> Result<StrongDigests, FetchError>;
+    /// The URL or path of `rel`, for messages.
+    fn describe(&self, rel: &str) -> String;
+}
+
+pub struct HttpTransport<'a> {
+    pub http: &'a Http,
+    /// Ends with `/`.
+    pub base: String,
+    pub observer: &'a dyn Observer,
+}
+
+impl Transport for HttpTransport<'_> {
+    fn get_small(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>, FetchError> {
+        self.http
+            .get_small(&self.describe(rel), limit, self.observer)
+    }
+    fn fetch(
+        &self,
+        rel: &str,
+        expected: &Expected,
+        dest: &Path,
+        name: &str,
+    ) -> Result<StrongDigests, FetchError> {
+        self.http
+            .download(&self.describe(rel), expected, dest, name, self.observer)
+    }
+    fn describe(&self, rel: &str) -> String {
+        format!("{}{rel}", self.base)
+    }
+}
+
+/// A directory with the repository's layout.
+pub struct DirTransport {
+    pub root: PathBuf,
+}
+
+impl Transport for DirTransport {
+    fn get_small(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>, FetchError> {
+        let path = self.root.join(rel);
+        let fail = |kind| FetchError {
+            url: path.display().to_string(),
+            kind,
+        };
+        match fs::metadata(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(fail(FetchErrorKind::Io {
+                    path: path.clone(),
+                    source: e,
+                }));
+            }
+            Ok(m) if m.len() > limit => return Err(fail(FetchErrorKind::TooLarge(limit))),
+            Ok(_) => {}
+        }
+        fs::read(&path).map(Some).map_err(|e| {
+            fail(FetchErrorKind::Io {
+                path: path.clone(),
+                source: e,
+            })
+        })
+    }
+
+    fn fetch(
+        &self,
+        rel: &str,
+        expected: &Expected,
+        dest: &Path,
+        _name: &str,
+    ) -> Result<StrongDigests, FetchError> {
+        let src = self.root.join(rel);
+        copy_verified(&src, expected, dest)
+    }
+
+    fn describe(&self, rel: &str) -> String {
+        self.root.join(rel).display().to_string()
+    }
+}
+
+/// Copies `src` to `dest` (through `dest.part`), hashing while copying; only
+/// a file with the expected size and hashes is renamed into place.
+pub fn copy_verified(
+    src: &Path,
+    expected: &Expected,
+    dest: &Path,
+) -> Result<StrongDigests, FetchError> {
+    let fail = |kind| FetchError {
+        url: src.display().to_string(),
+        kind,
+    };
+    let io_fail = |path: &Path, e| {
+        fail(FetchErrorKind::Io {
+            path: path.to_path_buf(),
+            source: e,
+        })
+    };
+    let mut input = File::open(src).map_err(|e| io_fail(src, e))?;
+    if let Some(dir) = dest.parent() {
+        fs::create_dir_all(dir).map_err(|e| io_fail(dir, e))?;
+    }
+    let partial = dest.with_extension("part");
+    let mut out = File::create(&partial).map_err(|e| io_fail(&partial, e))?;
+    let mut hasher = StrongHasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let result = (|| -> Result<StrongDigests, FetchError> {
+        let mut total = 0u64;
+        loop {
+            let n = input.read(&mut buf).map_err(|e| io_fail(src, e))?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            if total > expected.size {
+                return Err(fail(FetchErrorKind::TooLong {
+                    expected: expected.size,
+                }));
+            }
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n]).map_err(|e| io_fail(&partial, e))?;
+        }
+        out.sync_all().map_err(|e| io_fail(&partial, e))?;
+        let d = hasher.finish();
+        expected.check(&d).map_err(fail)?;
+        Ok(d)
+    })();
+    match result {
+        Ok(d) => {
+            fs::rename(&partial, dest).map_err(|e| io_fail(dest, e))?;
+            Ok(d)
+        }
+        Err(e) => {
+            let _ = fs::remove_file(&partial);
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,459 @@
+//! `debforge lock`, `fetch` and `build` against stand-in upstreams on
+//! loopback: the trust chain, the lock file, the cache, air-gapped
+//! snapshots, and every way a download or a signature can go wrong.
+
+use std::fs;
+use std::path::Path;
+
+use crate::common::{ok, run};
+use crate::server::Fault;
+use crate::standin::{Lab, TestKey, write_release};
+
+const CUDNN: &str = "libcudnn7_7.5.0.56-1+cuda10.1_amd64.deb";
+
+fn sha256_of(path: &Path) -> String {
+    let out = ok(std::process::Command::new("sha256sum").arg(path));
+    out.split_whitespace().next().unwrap().to_string()
+}
+
+fn lock_text(lab: &Lab) -> String {
+    fs::read_to_string(lab.recipes.join("debforge.lock")).unwrap()
+}
+
+/// (exit code, stderr) of a command that must fail.
+fn fails(cmd: &mut std::process::Command) -> (i32, String) {
+    let (code, out, err) = run(cmd);
+    assert_ne!(code, 0, "expected a failure, got:\n{out}{err}");
+    (code, err)
+}
+
+#[test]
+fn lock_then_build_verifies_the_whole_chain() {
+    let lab = Lab::new();
+    let out = ok(&mut lab.cmd("lock"));
+    assert!(out.contains("locked 7 packages"), "{out}");
+    let lock = lock_text(&lab);
+    // The exact versions, never the newer 7.6.5 that the same repo offers.
+    assert!(lock.contains("version = \"7.5.0.56-1+cuda10.1\""), "{lock}");
+    assert!(!lock.contains("7.6.5.32"), "{lock}");
+    let served = lab.www().join("nvidia").join(CUDNN);
+    assert!(
+        lock.contains(&format!("sha256 = \"{}\"", sha256_of(&served))),
+        "{lock}"
+    );
+    assert!(lock.contains("index = \"Packages.xz\""), "{lock}");
+    assert!(
+        lock.contains("path = \"pool/main/c/c-ares/libc-ares2_1.14.0-1ubuntu0.2_amd64.deb\""),
+        "{lock}"
+    );
+    assert!(lock.contains("sha512 = \""), "{lock}");
+
+    let out_dir = lab.dir.path().join("repo-out");
+    let out = ok(lab.cmd("build").arg("--locked").arg("--out").arg(&out_dir));
+    assert!(out.contains("wrote 7 packages"), "{out}");
+    let pooled = out_dir.join("pool/main/libc/libcudnn7").join(CUDNN);
+    assert_eq!(sha256_of(&pooled), sha256_of(&served));
+    assert!(
+        out_dir
+            .join("pool/main/libc/libc-ares2/libc-ares2_1.14.0-1ubuntu0.2_amd64.deb")
+            .exists()
+    );
+    assert!(lab.unverified_in_cache().is_empty());
+}
+
+#[test]
+fn a_second_run_downloads_nothing() {
+    let lab = Lab::new();
+    ok(&mut lab.cmd("fetch"));
+    lab.server.clear_log();
+    let (code, _, err) = run(&mut lab.cmd("fetch"));
+    assert_eq!(code, 0, "{err}");
+    let debs: Vec<_> = lab
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with(".deb"))
+        .collect();
+    assert!(debs.is_empty(), "downloaded again: {debs:?}");
+    assert!(err.contains(&format!("cached  {CUDNN}")), "{err}");
+}
+
+#[test]
+fn locked_refuses_an_upstream_that_changed() {
+    let lab = Lab::new();
+    ok(&mut lab.cmd("lock"));
+    let before = lock_text(&lab);
+    // Upstream rebuilds libnccl2 with other bytes and re-signs its index.
+    let repo = lab.www().join("nvidia");
+    let mut nccl = crate::standin::nvidia_debs("7.5.0.56-1+cuda10.1", "2.4.2-1+cuda10.1").remove(3);
+    nccl.files[0].1 = b"\x7fELF rebuilt libnccl, other bytes\n".to_vec();
+    crate::standin::build_deb(&nccl, "amd64", &repo, &lab.dir.path().join("rebuild"));
+    crate::standin::write_packages(&repo, ".", &repo.join("Packages"), true);
+    let release = write_release(&repo, &[("Origin", "NVIDIA")]);
+    TestKey::shared().sign_detached(&release);
+
+    let (code, err) = fails(
+        lab.cmd("build")
+            .arg("--locked")
+            .arg("--out")
+            .arg(lab.dir.path().join("out")),
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("does not match what the recipes resolve to"),
+        "{err}"
+    );
+    assert!(err.contains("libnccl2 (amd64): size"), "{err}");
+    assert!(err.contains("run `debforge lock`"), "{err}");
+    assert_eq!(lock_text(&lab), before, "--locked never rewrites the lock");
+    assert!(!lab.dir.path().join("out").exists());
+}
+
+#[test]
+fn locked_without_a_lock_file_is_an_error() {
+    let lab = Lab::new();
+    let (code, err) = fails(lab.cmd("fetch").arg("--locked"));
+    assert_eq!(code, 2);
+    assert!(err.contains("run `debforge lock` first"), "{err}");
+}
+
+#[test]
+fn air_gapped_from_a_snapshot_and_from_a_plain_directory() {
+    let lab = Lab::new();
+    let snap = lab.dir.path().join("usb/snapshot");
+    ok(lab.cmd("fetch").arg("--to").arg(&snap));
+    assert!(snap.join("nvidia-ml/Release").exists() && snap.join("nvidia-ml/Release.gpg").exists());
+    assert!(
+        snap.join("ubuntu-bionic-updates/dists/bionic-updates/InRelease")
+            .exists()
+    );
+    assert!(snap.join("nvidia-ml/Packages.xz").exists());
+    assert!(snap.join("nvidia-ml").join(CUDNN).exists());
+    assert!(snap.join("debforge.lock").exists());
+
+    // The offline machine: a fresh cache, and no server at all.
+    let Lab {
+        dir,
+        server,
+        recipes,
+        ..
+    } = lab;
+    drop(server);
+    let offline = |source_dir: &Path, cache: &str| {
+        let out = dir.path().join(format!("out-{cache}"));
+        let mut c = crate::common::debforge();
+        c.arg("build")
+            .arg("--recipes")
+            .arg(&recipes)
+            .arg("--cache")
+            .arg(dir.path().join(cache));
+        c.arg("--locked")
+            .arg("--source-dir")
+            .arg(source_dir)
+            .arg("--out")
+            .arg(&out);
+        (run(&mut c), out)
+    };
+    let ((code, stdout, err), out) = offline(&snap, "offline-cache");
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("wrote 7 packages"), "{stdout}");
+    assert!(
+        out.join("pool/main/libn/libnccl2/libnccl2_2.4.2-1+cuda10.1_amd64.deb")
+            .exists()
+    );
+
+    // A plain directory of .deb files works when the lock has their hashes.
+    let plain = dir.path().join("plain");
+    fs::create_dir_all(&plain).unwrap();
+    for e in fs::read_dir(snap.join("nvidia-ml"))
+        .unwrap()
+        .chain(fs::read_dir(snap.join("ubuntu-bionic-updates/pool/main/c/c-ares")).unwrap())
+    {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "deb") {
+            fs::copy(&p, plain.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    let ((code, _, err), _) = offline(&plain, "plain-cache");
+    assert_eq!(code, 0, "{err}");
+
+    // A tampered deb in the plain directory is caught by the lock's hash.
+    let bad = plain.join(CUDNN);
+    let mut bytes = fs::read(&bad).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    fs::write(&bad, bytes).unwrap();
+    let ((code, _, err), _) = offline(&plain, "tampered-cache");
+    assert_eq!(code, 2);
+    assert!(err.contains("SHA256 mismatch: expected"), "{err}");
+}
+
+#[test]
+fn an_interrupted_download_resumes_with_range() {
+    let lab = Lab::new();
+    lab.server
+        .fault(&format!("nvidia/{CUDNN}"), Fault::DropAfter(100));
+    let (code, _, err) = run(&mut lab.cmd("fetch"));
+    assert_eq!(code, 0, "{err}");
+    let ranged: Vec<_> = lab
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with(CUDNN) && r.range.is_some())
+        .collect();
+    assert_eq!(ranged.len(), 1, "{:?}", lab.server.requests());
+    assert_eq!(ranged[0].range.as_deref(), Some("bytes=100-"));
+    assert!(err.contains(&format!("retrying {CUDNN}")), "{err}");
+    assert!(lab.cached_debs().contains(&CUDNN.to_string()));
+}
+
+#[test]
+fn transient_server_errors_are_retried() {
+    let lab = Lab::new();
+    lab.server
+        .fault(&format!("nvidia/{CUDNN}"), Fault::StatusTimes(503, 2));
+    let (code, _, err) = run(&mut lab.cmd("fetch"));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err.matches("HTTP 503").count(), 2, "{err}");
+}
+
+/// Each failure: exit 2, a message saying what and where, and no
+/// unverified file in the cache.
+#[test]
+fn download_failures_fail_clearly_and_keep_nothing_unverified() {
+    type Setup = fn(&Lab);
+    let cases: Vec<(&str, Setup, Vec<&str>)> = vec![
+        (
+            "hash mismatch",
+            |lab| {
+                // Same size, other bytes: only the hash can tell.
+                let p = lab.www().join("nvidia").join(CUDNN);
+                let mut b = fs::read(&p).unwrap();
+                let last = b.len() - 1;
+                b[last] ^= 0xff;
+                fs::write(&p, b).unwrap();
+            },
+            vec![
+                "SHA256 mismatch: expected",
+                "found",
+                "the file was removed",
+                "/nvidia/libcudnn7_7.5.0.56-1+cuda10.1_amd64.deb",
+            ],
+        ),
+        (
+            "more bytes than announced",
+            |lab| {
+                let p = lab.www().join("nvidia").join(CUDNN);
+                let mut b = fs::read(&p).unwrap();
+                b.extend_from_slice(&[0u8; 4096]);
+                fs::write(&p, b).unwrap();
+            },
+            vec!["sent more than the", "bytes the index announces", CUDNN],
+        ),
+        (
+            "404",
+            |lab| {
+                lab.server
+                    .fault(&format!("nvidia/{CUDNN}"), Fault::Status(404))
+            },
+            vec!["HTTP 404", CUDNN],
+        ),
+        (
+            "500 every time",
+            |lab| {
+                lab.server
+                    .fault(&format!("nvidia/{CUDNN}"), Fault::Status(500))
+            },
+            vec!["HTTP 500", CUDNN],
+        ),
+        (
+            "stall",
+            |lab| {
+                lab.server
+                    .fault(&format!("nvidia/{CUDNN}"), Fault::Stall(10))
+            },
+            vec!["stalled", CUDNN],
+        ),
+    ];
+    for (what, setup, needles) in cases {
+        let lab = Lab::new();
+        setup(&lab);
+        let (code, err) = fails(lab.cmd("fetch").args(["--retries", "1"]));
+        assert_eq!(code, 2, "{what}: {err}");
+        for n in needles {
+            assert!(err.contains(n), "{what}: missing {n:?} in:\n{err}");
+        }
+        assert!(
+            lab.unverified_in_cache().is_empty(),
+            "{what}: {:?}",
+            lab.unverified_in_cache()
+        );
+        assert!(
+            !lab.cached_debs().contains(&CUDNN.to_string()),
+            "{what}: kept the bad file"
+        );
+    }
+}
+
+#[test]
+fn connection_refused_is_a_clear_error() {
+    let lab = Lab::new();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let (code, err) = fails(
+        lab.cmd("fetch")
+            .args(["--retries", "0", "--source"])
+            .arg(format!("nvidia-ml=http://127.0.0.1:{port}/nvidia/")),
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot connect"), "{err}");
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+}
+
+/// Each broken link of the trust chain: exit 2 and a message naming it.
+#[test]
+fn trust_chain_failures() {
+    type Tweak = fn(&Path, &Path);
+    let cases: Vec<(&str, Tweak, &str)> = vec![
+        (
+            "Release altered after signing",
+            |www, _| {
+                let r = www.join("nvidia/Release");
+                let t = fs::read_to_string(&r)
+                    .unwrap()
+                    .replace("Origin: NVIDIA", "Origin: NVIDlA");
+                fs::write(r, t).unwrap();
+            },
+            "bad signature",
+        ),
+        (
+            "no Release.gpg",
+            |www, _| fs::remove_file(www.join("nvidia/Release.gpg")).unwrap(),
+            "has no signature",
+        ),
+        (
+            "signed by another key",
+            |www, _| TestKey::other().sign_detached(&www.join("nvidia/Release")),
+            "not the pinned one",
+        ),
+        (
+            "InRelease signed by another key",
+            |www, _| {
+                let dist = www.join("ubuntu/dists/bionic-updates");
+                let body = fs::read_to_string(dist.join("InRelease")).unwrap();
+                let release = debforge::format::clearsign::split(&body).unwrap().body;
+                fs::write(dist.join("Release"), release).unwrap();
+                TestKey::other().sign_inline(&dist.join("Release"));
+                fs::remove_file(dist.join("Release")).unwrap();
+            },
+            "not the pinned one",
+        ),
+        (
+            "index missing from Release",
+            |www, _| {
+                let repo = www.join("nvidia");
+                for f in ["Packages", "Packages.gz", "Packages.xz"] {
+                    fs::rename(repo.join(f), www.join(f)).unwrap();
+                }
+                let release = write_release(&repo, &[("Origin", "NVIDIA")]);
+                TestKey::shared().sign_detached(&release);
+            },
+            "none of Packages.xz, Packages.gz, Packages is listed in",
+        ),
+        (
+            "MD5 and SHA1 only",
+            |www, _| {
+                let repo = www.join("nvidia");
+                let release = write_release(&repo, &[("Origin", "NVIDIA")]);
+                crate::standin::edit_release(&release, |p| {
+                    p.remove("SHA256");
+                    p.remove("SHA512");
+                });
+                TestKey::shared().sign_detached(&release);
+            },
+            "no SHA256 or SHA512 checksums",
+        ),
+        (
+            "version not in the index",
+            |www, _| {
+                // The upstream dropped 7.5.0.56: only 7.6.5.32 is left.
+                let repo = www.join("nvidia");
+                for e in fs::read_dir(&repo).unwrap() {
+                    let p = e.unwrap().path();
+                    if p.to_string_lossy().contains("7.5.0.56") {
+                        fs::remove_file(p).unwrap();
+                    }
+                }
+                crate::standin::write_packages(&repo, ".", &repo.join("Packages"), true);
+                let release = write_release(&repo, &[("Origin", "NVIDIA")]);
+                TestKey::shared().sign_detached(&release);
+            },
+            "7.5.0.56-1+cuda10.1 (amd64) is not in",
+        ),
+        (
+            "expired Valid-Until on a live source",
+            |www, work| {
+                crate::standin::dists_repo(
+                    www,
+                    work,
+                    TestKey::shared(),
+                    Some("Tue, 23 Apr 2019 06:13:20 UTC"),
+                )
+            },
+            "expired on",
+        ),
+    ];
+    for (what, tweak, needle) in cases {
+        let lab = Lab::with(tweak);
+        let (code, err) = fails(&mut lab.cmd("lock"));
+        assert_eq!(code, 2, "{what}: {err}");
+        assert!(
+            err.contains(needle),
+            "{what}: missing {needle:?} in:\n{err}"
+        );
+        assert!(
+            lab.cached_debs().is_empty(),
+            "{what}: downloaded debs anyway"
+        );
+        assert!(
+            !lab.recipes.join("debforge.lock").exists(),
+            "{what}: wrote a lock"
+        );
+    }
+}
+
+#[test]
+fn an_archived_source_may_be_past_valid_until() {
+    // nvidia-ml is declared `archive = true` in the stand-in project.
+    let lab = Lab::with(|www, _| {
+        let repo = www.join("nvidia");
+        let release = write_release(&repo, &[("Origin", "NVIDIA")]);
+        crate::standin::edit_release(&release, |p| {
+            p.insert_after("Date", "Valid-Until", "Tue, 23 Apr 2019 06:13:20 UTC")
+        });
+        TestKey::shared().sign_detached(&release);
+    });
+    let (code, _, err) = run(&mut lab.cmd("lock"));
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn recipe_errors_name_file_line_and_field() {
+    let lab = Lab::new();
+    let f = lab.recipes.join("packages/libnccl2.toml");
+    let text = fs::read_to_string(&f).unwrap();
+    fs::write(&f, format!("{text}flavour = \"extra\"\n")).unwrap();
+    let (code, err) = fails(&mut lab.cmd("lock"));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("libnccl2.toml:6: unknown field `flavour`"),
+        "{err}"
+    );
+    fs::write(&f, text.replace("nvidia-ml", "nvidia")).unwrap();
+    let (_, err) = fails(&mut lab.cmd("lock"));
+    assert!(
+        err.contains("libnccl2.toml:4: from.source \"nvidia\" is not in sources.toml"),
+        "{err}"
+    );
+}

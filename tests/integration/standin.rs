@@ -1,0 +1,464 @@
+//! A stand-in for the upstreams, served over loopback: NVIDIA's flat
+//! machine-learning repository (same package names, versions and file paths,
+//! tiny fake libraries) and an Ubuntu-style dists repository, indexed by the
+//! real `apt-ftparchive` and signed by the real `gpg` with a test key.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::common::{EPOCH, debforge, ok};
+use crate::server::Server;
+
+/// A throwaway GnuPG home with one signing key.
+pub struct TestKey {
+    pub home: PathBuf,
+    pub fingerprint: String,
+    /// The armored public key.
+    pub public: Vec<u8>,
+}
+
+impl TestKey {
+    fn generate(dir: &Path, uid: &str) -> TestKey {
+        let home = dir.to_path_buf();
+        fs::create_dir_all(&home).unwrap();
+        fs::set_permissions(&home, fs::Permissions::from_mode(0o700)).unwrap();
+        let gpg = |args: &[&str]| {
+            ok(Command::new("gpg")
+                .arg("--homedir")
+                .arg(&home)
+                .args(["--batch", "--quiet"])
+                .args(args))
+        };
+        gpg(&[
+            "--pinentry-mode",
+            "loopback",
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            uid,
+            "ed25519",
+            "sign",
+            "never",
+        ]);
+        let listing = gpg(&["--with-colons", "--list-keys", uid]);
+        let fingerprint = listing
+            .lines()
+            .find_map(|l| l.strip_prefix("fpr:"))
+            .unwrap()
+            .trim_matches(':')
+            .to_string();
+        let public = gpg(&["--armor", "--export", &fingerprint]).into_bytes();
+        TestKey {
+            home,
+            fingerprint,
+            public,
+        }
+    }
+
+    /// The key of every stand-in (generated once per test run).
+    pub fn shared() -> &'static TestKey {
+        static KEY: OnceLock<(tempfile::TempDir, TestKey)> = OnceLock::new();
+        &KEY.get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let key = TestKey::generate(
+                &dir.path().join("gnupg"),
+                "debforge upstream test <upstream@example.org>",
+            );
+            (dir, key)
+        })
+        .1
+    }
+
+    /// Another key, for "signed by the wrong key" cases.
+    pub fn other() -> &'static TestKey {
+        static KEY: OnceLock<(tempfile::TempDir, TestKey)> = OnceLock::new();
+        &KEY.get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let key =
+                TestKey::generate(&dir.path().join("gnupg"), "someone else <else@example.org>");
+            (dir, key)
+        })
+        .1
+    }
+
+    fn gpg(&self) -> Command {
+        let mut c = Command::new("gpg");
+        c.arg("--homedir").arg(&self.home).args([
+            "--batch",
+            "--yes",
+            "--quiet",
+            "--pinentry-mode",
+            "loopback",
+            "--passphrase",
+            "",
+        ]);
+        c.args(["--local-user", &self.fingerprint, "--digest-algo", "SHA512"]);
+        c
+    }
+
+    /// Writes `Release.gpg` (detached, armored) next to `release`.
+    pub fn sign_detached(&self, release: &Path) {
+        let out = release.with_file_name("Release.gpg");
+        ok(self
+            .gpg()
+            .args(["--armor", "--detach-sign", "--output"])
+            .arg(&out)
+            .arg(release));
+    }
+
+    /// Writes `InRelease` (cleartext-signed) next to `release`.
+    pub fn sign_inline(&self, release: &Path) {
+        let out = release.with_file_name("InRelease");
+        ok(self
+            .gpg()
+            .args(["--clearsign", "--output"])
+            .arg(&out)
+            .arg(release));
+    }
+}
+
+/// A fake package at the real paths.
+pub struct FakeDeb {
+    pub name: &'static str,
+    pub version: &'static str,
+    pub depends: &'static str,
+    pub files: Vec<(String, Vec<u8>)>,
+    pub links: Vec<(String, String)>,
+}
+
+pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
+    let cudnn_short = cudnn.split('-').next().unwrap();
+    let cudnn_so: String = cudnn_short.split('.').take(3).collect::<Vec<_>>().join(".");
+    let nccl_short: String = nccl.split('-').next().unwrap().to_string();
+    let lib = "usr/lib/x86_64-linux-gnu";
+    let fake = |what: &str| format!("\x7fELF fake {what}\n").into_bytes();
+    vec![
+        FakeDeb {
+            name: "libcudnn7",
+            version: cudnn,
+            depends: "",
+            files: vec![(format!("{lib}/libcudnn.so.{cudnn_so}"), fake("libcudnn"))],
+            links: vec![(
+                format!("{lib}/libcudnn.so.7"),
+                format!("libcudnn.so.{cudnn_so}"),
+            )],
+        },
+        FakeDeb {
+            name: "libcudnn7-dev",
+            version: cudnn,
+            depends: "libcudnn7 (= VERSION)",
+            files: vec![
+                (
+                    "usr/include/x86_64-linux-gnu/cudnn_v7.h".into(),
+                    b"#define CUDNN_MAJOR 7\n".to_vec(),
+                ),
+                (format!("{lib}/libcudnn_static_v7.a"), fake("static")),
+            ],
+            links: vec![],
+        },
+        FakeDeb {
+            name: "libcudnn7-doc",
+            version: cudnn,
+            depends: "",
+            files: vec![(
+                "usr/src/cudnn_samples_v7/mnistCUDNN/Makefile".into(),
+                b"all:\n".to_vec(),
+            )],
+            links: vec![],
+        },
+        FakeDeb {
+            name: "libnccl2",
+            version: nccl,
+            depends: "libc6 (>= 2.3.4), libgcc1 (>= 1:3.0), libstdc++6 (>= 4.1.1)",
+            files: vec![(format!("{lib}/libnccl.so.{nccl_short}"), fake("libnccl"))],
+            links: vec![(
+                format!("{lib}/libnccl.so.2"),
+                format!("libnccl.so.{nccl_short}"),
+            )],
+        },
+        FakeDeb {
+            name: "libnccl-dev",
+            version: nccl,
+            depends: "libnccl2 (= VERSION)",
+            files: vec![(
+                "usr/include/nccl.h".into(),
+                b"#define NCCL_MAJOR 2\n".to_vec(),
+            )],
+            links: vec![(format!("{lib}/libnccl.so"), "libnccl.so.2".into())],
+        },
+    ]
+}
+
+/// Builds a fake deb with debforge into `dir`; returns its file name.
+pub fn build_deb(deb: &FakeDeb, arch: &str, dir: &Path, work: &Path) -> String {
+    let tree = work.join(format!("tree-{}-{}", deb.name, deb.version));
+    let _ = fs::remove_dir_all(&tree);
+    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    let depends = if deb.depends.is_empty() {
+        String::new()
+    } else {
+        format!("Depends: {}\n", deb.depends.replace("VERSION", deb.version))
+    };
+    fs::write(
+        tree.join("DEBIAN/control"),
+        format!("Package: {}\nVersion: {}\nArchitecture: {arch}\nMaintainer: cudatools <cudatools@nvidia.com>\n{depends}Description: stand-in for {}\n", deb.name, deb.version, deb.name),
+    )
+    .unwrap();
+    for (path, data) in &deb.files {
+        let p = tree.join(path);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, data).unwrap();
+    }
+    for (path, target) in &deb.links {
+        let p = tree.join(path);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(target, p).unwrap();
+    }
+    let file = format!("{}_{}_{arch}.deb", deb.name, deb.version);
+    fs::create_dir_all(dir).unwrap();
+    ok(debforge()
+        .env("SOURCE_DATE_EPOCH", EPOCH)
+        .args(["deb", "build"])
+        .arg(&tree)
+        .arg("-o")
+        .arg(dir.join(&file)));
+    file
+}
+
+/// Runs `apt-ftparchive packages` in `root` over `dir` (relative), writing
+/// `index` (plus `.xz`/`.gz` when asked).
+pub fn write_packages(root: &Path, dir: &str, index: &Path, compressed: bool) {
+    let out = ok(Command::new("apt-ftparchive")
+        .arg("packages")
+        .arg(dir)
+        .current_dir(root));
+    fs::create_dir_all(index.parent().unwrap()).unwrap();
+    fs::write(index, &out).unwrap();
+    if compressed {
+        ok(Command::new("xz").args(["-k", "-f"]).arg(index));
+        ok(Command::new("gzip")
+            .args(["-k", "-f", "-9", "-n"])
+            .arg(index));
+    }
+}
+
+/// Runs `apt-ftparchive release` over `dir`, with extra `-o` settings.
+pub fn write_release(dir: &Path, settings: &[(&str, &str)]) -> PathBuf {
+    let mut cmd = Command::new("apt-ftparchive");
+    for (k, v) in settings {
+        cmd.arg("-o")
+            .arg(format!("APT::FTPArchive::Release::{k}={v}"));
+    }
+    let out = ok(cmd.arg("release").arg(".").current_dir(dir));
+    let release = dir.join("Release");
+    let _ = fs::remove_file(&release);
+    fs::write(&release, out).unwrap();
+    release
+}
+
+/// Rewrites a Release file's paragraph in place (before signing).
+pub fn edit_release(release: &Path, edit: impl FnOnce(&mut debforge::format::Paragraph)) {
+    let text = fs::read_to_string(release).unwrap();
+    let mut p = debforge::format::Paragraph::parse_single(&text).unwrap();
+    edit(&mut p);
+    fs::write(release, p.to_string()).unwrap();
+}
+
+/// The flat NVIDIA stand-in under `root/nvidia/`: the lab's versions plus a
+/// newer cuDNN (which must not be picked), `Release` + `Release.gpg`.
+pub fn flat_repo(root: &Path, work: &Path, key: &TestKey) {
+    let repo = root.join("nvidia");
+    for deb in nvidia_debs("7.5.0.56-1+cuda10.1", "2.4.2-1+cuda10.1")
+        .iter()
+        .chain(nvidia_debs("7.6.5.32-1+cuda10.1", "2.4.8-1+cuda10.1").iter())
+    {
+        build_deb(deb, "amd64", &repo, work);
+    }
+    write_packages(&repo, ".", &repo.join("Packages"), true);
+    let release = write_release(
+        &repo,
+        &[
+            ("Origin", "NVIDIA"),
+            ("Label", "NVIDIA CUDA"),
+            ("Architecture", "x86_64"),
+        ],
+    );
+    key.sign_detached(&release);
+}
+
+/// The Ubuntu-style stand-in under `root/ubuntu/`: `dists/bionic-updates`
+/// with `InRelease`, the debs in `pool/`.
+pub fn dists_repo(root: &Path, work: &Path, key: &TestKey, valid_until: Option<&str>) {
+    let repo = root.join("ubuntu");
+    let pool = repo.join("pool/main/c/c-ares");
+    for (name, files) in [
+        (
+            "libc-ares2",
+            vec![(
+                "usr/lib/x86_64-linux-gnu/libcares.so.2.2.0".to_string(),
+                b"\x7fELF cares\n".to_vec(),
+            )],
+        ),
+        (
+            "libc-ares-dev",
+            vec![("usr/include/ares.h".to_string(), b"/* ares */\n".to_vec())],
+        ),
+    ] {
+        let deb = FakeDeb {
+            name,
+            version: "1.14.0-1ubuntu0.2",
+            depends: "",
+            files,
+            links: vec![],
+        };
+        build_deb(&deb, "amd64", &pool, work);
+    }
+    let dist = repo.join("dists/bionic-updates");
+    write_packages(
+        &repo,
+        "pool",
+        &dist.join("main/binary-amd64/Packages"),
+        true,
+    );
+    let settings = [
+        ("Suite", "bionic-updates"),
+        ("Codename", "bionic"),
+        ("Components", "main"),
+        ("Architectures", "amd64"),
+    ];
+    let release = write_release(&dist, &settings);
+    if let Some(v) = valid_until {
+        edit_release(&release, |p| p.insert_after("Date", "Valid-Until", v));
+    }
+    key.sign_inline(&release);
+    fs::remove_file(&release).unwrap();
+}
+
+/// A project (recipes/, keys/) that asks for the lab's packages from both
+/// stand-ins served by `server`.
+pub fn project(dir: &Path, server: &Server, key: &TestKey, archive: bool) -> PathBuf {
+    let recipes = dir.join("recipes");
+    fs::create_dir_all(recipes.join("packages")).unwrap();
+    fs::create_dir_all(dir.join("keys")).unwrap();
+    fs::write(dir.join("keys/upstream.asc"), &key.public).unwrap();
+    fs::write(
+        recipes.join("sources.toml"),
+        format!(
+            "[source.nvidia-ml]\nurl = \"{}\"\nlayout = \"flat\"\nkey = \"keys/upstream.asc\"\nfingerprint = \"{fp}\"\narchive = true\n\n\
+             [source.ubuntu-bionic-updates]\nurl = \"{}\"\nlayout = \"dists\"\nsuite = \"bionic-updates\"\ncomponent = \"main\"\nkey = \"keys/upstream.asc\"\nfingerprint = \"{fp}\"\narchive = {archive}\n",
+            server.url("nvidia/"),
+            server.url("ubuntu/"),
+            fp = key.fingerprint
+        ),
+    )
+    .unwrap();
+    for (name, version, source) in [
+        ("libcudnn7", "7.5.0.56-1+cuda10.1", "nvidia-ml"),
+        ("libcudnn7-dev", "7.5.0.56-1+cuda10.1", "nvidia-ml"),
+        ("libcudnn7-doc", "7.5.0.56-1+cuda10.1", "nvidia-ml"),
+        ("libnccl2", "2.4.2-1+cuda10.1", "nvidia-ml"),
+        ("libnccl-dev", "2.4.2-1+cuda10.1", "nvidia-ml"),
+        ("libc-ares2", "1.14.0-1ubuntu0.2", "ubuntu-bionic-updates"),
+        (
+            "libc-ares-dev",
+            "1.14.0-1ubuntu0.2",
+            "ubuntu-bionic-updates",
+        ),
+    ] {
+        fs::write(
+            recipes.join(format!("packages/{name}.toml")),
+            format!("name = \"{name}\"\nversion = \"{version}\"\narchitecture = \"amd64\"\nfrom = {{ source = \"{source}\" }}\naction = \"keep\"\n"),
+        )
+        .unwrap();
+    }
+    recipes
+}
+
+/// Everything a fetch test needs: served stand-ins and a project.
+pub struct Lab {
+    pub dir: tempfile::TempDir,
+    pub server: Server,
+    pub recipes: PathBuf,
+    pub cache: PathBuf,
+}
+
+impl Lab {
+    pub fn new() -> Lab {
+        Lab::with(|_, _| {})
+    }
+
+    /// `tweak(root, work)` may change the served files before the project is made.
+    pub fn with(tweak: impl FnOnce(&Path, &Path)) -> Lab {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("www");
+        let work = dir.path().join("work");
+        let key = TestKey::shared();
+        flat_repo(&root, &work, key);
+        dists_repo(&root, &work, key, None);
+        tweak(&root, &work);
+        let server = Server::start(root);
+        let recipes = project(&dir.path().join("project"), &server, key, false);
+        let cache = dir.path().join("cache");
+        Lab {
+            dir,
+            server,
+            recipes,
+            cache,
+        }
+    }
+
+    /// `debforge <cmd> --recipes … --cache …` with fast retries and timeouts.
+    pub fn cmd(&self, sub: &str) -> Command {
+        let mut c = debforge();
+        c.arg(sub)
+            .arg("--recipes")
+            .arg(&self.recipes)
+            .arg("--cache")
+            .arg(&self.cache);
+        c.args(["--retry-wait", "0.05", "--timeout", "2"]);
+        c
+    }
+
+    pub fn www(&self) -> &Path {
+        self.server.root()
+    }
+
+    /// Files in the cache that are not verified downloads (`.part` leftovers
+    /// or anything outside debs/ and indexes/).
+    pub fn unverified_in_cache(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        walk(&self.cache, &mut |p| {
+            let s = p.display().to_string();
+            if s.ends_with(".part") {
+                out.push(s);
+            }
+        });
+        out
+    }
+
+    pub fn cached_debs(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        walk(&self.cache.join("debs"), &mut |p| {
+            out.push(p.file_name().unwrap().to_string_lossy().into_owned())
+        });
+        out.sort();
+        out
+    }
+}
+
+fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, f);
+        } else {
+            f(&p);
+        }
+    }
+}
