@@ -37,7 +37,7 @@ pub enum PipelineError {
     #[error("{}: {source}", path.display())]
     Lock { path: PathBuf, source: LockError },
     #[error("{0}")]
-    Upstream(#[from] UpstreamError),
+    Upstream(Box<UpstreamError>),
     #[error("{package}: {source}")]
     Fetch { package: String, source: FetchError },
     #[error("{}: {source}", path.display())]
@@ -73,6 +73,12 @@ pub enum PipelineError {
         path: PathBuf,
         source: crate::deb::DebError,
     },
+}
+
+impl From<UpstreamError> for PipelineError {
+    fn from(e: UpstreamError) -> Self {
+        PipelineError::Upstream(Box::new(e))
+    }
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> PipelineError + '_ {

@@ -103,12 +103,12 @@ impl Observer for Progress {
                 }
             }
             Event::Progress { name, bytes } => {
-                if let Some(b) = &self.bars {
-                    if let Some((bar, last)) = b.files.lock().expect("bars").get_mut(&name) {
-                        bar.set_position(bytes);
-                        b.total.inc(bytes.saturating_sub(*last));
-                        *last = bytes;
-                    }
+                if let Some(b) = &self.bars
+                    && let Some((bar, last)) = b.files.lock().expect("bars").get_mut(&name)
+                {
+                    bar.set_position(bytes);
+                    b.total.inc(bytes.saturating_sub(*last));
+                    *last = bytes;
                 }
             }
             Event::Done { name } => match &self.bars {

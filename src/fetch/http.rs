@@ -54,21 +54,21 @@ impl Expected {
                 found: d.size,
             });
         }
-        if let Some(want) = &self.sha256 {
-            if *want != d.sha256 {
-                return Err(FetchErrorKind::Sha256 {
-                    expected: want.clone(),
-                    found: d.sha256.clone(),
-                });
-            }
+        if let Some(want) = &self.sha256
+            && *want != d.sha256
+        {
+            return Err(FetchErrorKind::Sha256 {
+                expected: want.clone(),
+                found: d.sha256.clone(),
+            });
         }
-        if let Some(want) = &self.sha512 {
-            if *want != d.sha512 {
-                return Err(FetchErrorKind::Sha512 {
-                    expected: want.clone(),
-                    found: d.sha512.clone(),
-                });
-            }
+        if let Some(want) = &self.sha512
+            && *want != d.sha512
+        {
+            return Err(FetchErrorKind::Sha512 {
+                expected: want.clone(),
+                found: d.sha512.clone(),
+            });
         }
         Ok(())
     }
@@ -303,15 +303,14 @@ impl Http {
             .headers()
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            && start + len > expected.size
         {
-            if start + len > expected.size {
-                return Err(err(
-                    url,
-                    FetchErrorKind::TooLong {
-                        expected: expected.size,
-                    },
-                ));
-            }
+            return Err(err(
+                url,
+                FetchErrorKind::TooLong {
+                    expected: expected.size,
+                },
+            ));
         }
         let mut hasher = StrongHasher::new();
         let mut file = if resumed {

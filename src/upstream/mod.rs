@@ -6,6 +6,9 @@
 //! Files come through a [`Transport`]: HTTP for the network, a directory for
 //! air-gapped snapshots (`debforge fetch --to`) and `file://` sources.
 
+// Errors here are cold and rich (URLs, reasons); their size does not matter.
+#![allow(clippy::result_large_err)]
+
 mod transport;
 
 pub use transport::{DirTransport, HttpTransport, Transport, copy_verified};
@@ -194,15 +197,16 @@ impl<'t> OpenSource<'t> {
         };
         let release = Release::parse(&text).map_err(rel_err)?;
         release.require_strong_hashes().map_err(rel_err)?;
-        if let Some(until) = release.valid_until().map_err(rel_err)? {
-            if until < now && !source.archive {
-                let until = release
-                    .paragraph()
-                    .get("Valid-Until")
-                    .unwrap_or_default()
-                    .to_string();
-                return Err(fail(UpstreamErrorKind::Expired { what, until }));
-            }
+        if let Some(until) = release.valid_until().map_err(rel_err)?
+            && until < now
+            && !source.archive
+        {
+            let until = release
+                .paragraph()
+                .get("Valid-Until")
+                .unwrap_or_default()
+                .to_string();
+            return Err(fail(UpstreamErrorKind::Expired { what, until }));
         }
         Ok(OpenSource {
             source: source.clone(),

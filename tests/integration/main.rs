@@ -10,4 +10,5 @@ mod deb_build;
 mod deb_read;
 mod fetch;
 mod hostile;
+mod signatures;
 mod vercmp;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -76,10 +76,6 @@ impl Server {
             .insert(path.to_string(), (fault, 0));
     }
 
-    pub fn clear_faults(&self) {
-        self.faults.lock().unwrap().clear();
-    }
-
     pub fn requests(&self) -> Vec<Request> {
         self.log.lock().unwrap().clone()
     }
@@ -102,7 +98,7 @@ impl Drop for Server {
 
 fn handle(
     mut conn: TcpStream,
-    root: &PathBuf,
+    root: &Path,
     faults: &Mutex<HashMap<String, (Fault, usize)>>,
     log: &Mutex<Vec<Request>>,
     stop: &AtomicBool,
