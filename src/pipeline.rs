@@ -323,20 +323,15 @@ impl<'a> Session<'a> {
         };
         Ok(Resolved {
             recipe: p.clone(),
-            locked: LockedPackage {
-                name: p.name.clone(),
-                version: p.version.clone(),
-                architecture: p.architecture.clone(),
-                origin: "url".into(),
-                path: file,
-                url: url.to_string(),
+            locked: direct_entry(
+                p,
+                "url",
+                file,
+                url.to_string(),
                 size,
-                sha256: sha256.to_string(),
+                sha256.to_string(),
                 sha512,
-                index: String::new(),
-                index_sha256: String::new(),
-                release_sha256: String::new(),
-            },
+            ),
             from,
         })
     }
@@ -345,22 +340,18 @@ impl<'a> Session<'a> {
         let full = self.recipes.dir.join(path);
         let file = fs::File::open(&full).map_err(io(&full))?;
         let d = strong_digest_reader(file).map_err(io(&full))?;
+        let url = format!("file://{}", full.display());
         Ok(Resolved {
             recipe: p.clone(),
-            locked: LockedPackage {
-                name: p.name.clone(),
-                version: p.version.clone(),
-                architecture: p.architecture.clone(),
-                origin: "path".into(),
-                path: path.display().to_string(),
-                url: format!("file://{}", full.display()),
-                size: d.size,
-                sha256: d.sha256,
-                sha512: d.sha512,
-                index: String::new(),
-                index_sha256: String::new(),
-                release_sha256: String::new(),
-            },
+            locked: direct_entry(
+                p,
+                "path",
+                path.display().to_string(),
+                url,
+                d.size,
+                d.sha256,
+                d.sha512,
+            ),
             from: FetchFrom::Local(full),
         })
     }
@@ -510,12 +501,13 @@ impl<'a> Session<'a> {
             package: r.locked.name.clone(),
             source,
         };
-        if fs::metadata(&dest).is_ok_and(|m| m.len() == r.locked.size) {
+        let digests = if fs::metadata(&dest).is_ok_and(|m| m.len() == r.locked.size) {
             // Only verified files are ever renamed into the cache.
             self.observer.event(crate::fetch::Event::Cached { name });
+            None
         } else {
             let expected = r.expected();
-            let digests = match &r.from {
+            Some(match &r.from {
                 FetchFrom::Source(s) => {
                     let t = transports.get(s).expect("transport for every source");
                     t.fetch(&r.locked.path, &expected, &dest, &name)
@@ -532,27 +524,51 @@ impl<'a> Session<'a> {
                     self.observer.event(crate::fetch::Event::Done { name });
                     d
                 }
-            };
-            if r.locked.sha512.is_empty() {
-                // The index gave no SHA512: record the one measured on this verified fetch.
-                let mut r = r.clone();
-                r.locked.sha512 = digests.sha512;
-                return Ok(Fetched {
-                    resolved: r,
-                    file: dest,
-                });
-            }
-        }
+            })
+        };
         let mut resolved = r.clone();
         if resolved.locked.sha512.is_empty() {
-            let d = strong_digest_reader(fs::File::open(&dest).map_err(io(&dest))?)
-                .map_err(io(&dest))?;
-            resolved.locked.sha512 = d.sha512;
+            // The index gave no SHA512: record that of this verified file.
+            resolved.locked.sha512 = match digests {
+                Some(d) => d.sha512,
+                None => {
+                    strong_digest_reader(fs::File::open(&dest).map_err(io(&dest))?)
+                        .map_err(io(&dest))?
+                        .sha512
+                }
+            };
         }
         Ok(Fetched {
             resolved,
             file: dest,
         })
+    }
+}
+
+/// The lock entry of a file that no index vouches for (a direct URL with the
+/// recipe's hash, or a local file).
+fn direct_entry(
+    p: &PackageRecipe,
+    origin: &str,
+    path: String,
+    url: String,
+    size: u64,
+    sha256: String,
+    sha512: String,
+) -> LockedPackage {
+    LockedPackage {
+        name: p.name.clone(),
+        version: p.version.clone(),
+        architecture: p.architecture.clone(),
+        origin: origin.into(),
+        path,
+        url,
+        size,
+        sha256,
+        sha512,
+        index: String::new(),
+        index_sha256: String::new(),
+        release_sha256: String::new(),
     }
 }
 

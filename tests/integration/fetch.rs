@@ -457,3 +457,69 @@ fn recipe_errors_name_file_line_and_field() {
         "{err}"
     );
 }
+
+#[test]
+fn direct_url_and_local_path_recipes() {
+    let lab = Lab::new();
+    // A direct download trusted through the recipe's own hash, and a local file.
+    let served = lab.www().join("nvidia").join(CUDNN);
+    let size = fs::metadata(&served).unwrap().len();
+    let sha = sha256_of(&served);
+    let url = lab.server.url(&format!("nvidia/{CUDNN}"));
+    let recipe = |sha: &str| {
+        format!(
+            "name = \"direct-cudnn\"\nversion = \"7.5.0.56-1+cuda10.1\"\narchitecture = \"amd64\"\nfrom = {{ url = \"{url}\", sha256 = \"{sha}\", size = {size} }}\n"
+        )
+    };
+    fs::write(lab.recipes.join("packages/direct.toml"), recipe(&sha)).unwrap();
+    fs::create_dir_all(lab.recipes.join("local")).unwrap();
+    fs::copy(
+        lab.www()
+            .join("nvidia/libnccl-dev_2.4.2-1+cuda10.1_amd64.deb"),
+        lab.recipes.join("local/x.deb"),
+    )
+    .unwrap();
+    fs::write(
+        lab.recipes.join("packages/local.toml"),
+        "name = \"local-nccl\"\nversion = \"2.4.2-1+cuda10.1\"\narchitecture = \"amd64\"\nfrom = { path = \"local/x.deb\" }\n",
+    )
+    .unwrap();
+    let out = lab.dir.path().join("out");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let lock = lock_text(&lab);
+    assert!(
+        lock.contains("origin = \"url\"") && lock.contains("origin = \"path\""),
+        "{lock}"
+    );
+    assert!(out.join("pool/main/libc/libcudnn7").join(CUDNN).exists());
+    ok(lab.cmd("build").arg("--locked").arg("--out").arg(&out));
+
+    // A wrong hash in the recipe: the download is refused and not kept.
+    fs::write(
+        lab.recipes.join("packages/direct.toml"),
+        recipe(&"0".repeat(64)),
+    )
+    .unwrap();
+    fs::remove_dir_all(&lab.cache).unwrap();
+    let (code, err) = fails(lab.cmd("fetch").arg("-j").arg("1"));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(&format!(
+            "SHA256 mismatch: expected {}, found {sha}",
+            "0".repeat(64)
+        )),
+        "{err}"
+    );
+    assert!(lab.unverified_in_cache().is_empty());
+}
+
+#[test]
+fn an_unknown_source_override_is_refused() {
+    let lab = Lab::new();
+    let (code, err) = fails(
+        lab.cmd("fetch")
+            .args(["--source", "nvidia=http://127.0.0.1:1/"]),
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("--source nvidia: no such source"), "{err}");
+}
