@@ -10,8 +10,10 @@ use std::sync::Mutex;
 use crate::deb::DebFile;
 use crate::digest::strong_digest_reader;
 use crate::fetch::{Expected, FetchError, Http, HttpOptions, Observer};
+use crate::openpgp::sign::SigningKey;
 use crate::recipe::lock::{Lock, LockError, LockedPackage};
 use crate::recipe::{Origin, PackageRecipe, RecipeError, RecipeSet};
+use crate::repo::{IndexCache, IndexReport, RepoConfig};
 use crate::upstream::{self, DirTransport, HttpTransport, OpenSource, Transport, UpstreamError};
 
 /// Where and how to work.
@@ -73,6 +75,10 @@ pub enum PipelineError {
         path: PathBuf,
         source: crate::deb::DebError,
     },
+    #[error("{0}")]
+    Repo(Box<crate::repo::RepoError>),
+    #[error("another debforge build is writing {} (it holds {}); wait for it to finish", out.display(), lock.display())]
+    Busy { out: PathBuf, lock: PathBuf },
 }
 
 impl From<UpstreamError> for PipelineError {
@@ -656,24 +662,70 @@ pub fn pool_path(component: &str, source: &str, file: &str) -> String {
     format!("pool/{component}/{prefix}/{source}/{file}")
 }
 
-/// Writes the fetched packages into `out/pool/…`, replacing `out` only when
-/// everything was written (staging directory, then rename).
-pub fn write_output(out: &Path, fetched: &[Fetched]) -> Result<Vec<String>, PipelineError> {
+/// What the repository is and who signs it.
+pub struct RepoParams<'k> {
+    pub config: RepoConfig,
+    pub keys: &'k [SigningKey],
+    /// The index cache directory (survives the output's replacement).
+    pub index_cache: PathBuf,
+    /// `Date` of the Release (SOURCE_DATE_EPOCH or now).
+    pub date: i64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OutputReport {
+    pub pool: Vec<String>,
+    pub index: IndexReport,
+    pub keyring: String,
+    pub preferences: String,
+}
+
+/// The exported public keyring and the pins, at the output's top level.
+pub const KEYRING_NAME: &str = "debforge-archive-keyring";
+pub const PREFERENCES_NAME: &str = "debforge.pref";
+
+/// Writes the complete repository for `fetched` into `out`: the pool, the
+/// signed indexes, the public keyring (`.gpg` for `Signed-By`, `.asc`) and
+/// the pins. It is built in a staging directory beside `out` and swapped in
+/// at the end, so a failed or interrupted build leaves the previous `out`
+/// intact; a lock file beside `out` keeps a second build from interleaving.
+pub fn write_output(
+    out: &Path,
+    fetched: &[Fetched],
+    params: &RepoParams,
+) -> Result<OutputReport, PipelineError> {
     let parent = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     fs::create_dir_all(parent).map_err(io(parent))?;
+    let base = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let lock_path = parent.join(format!(".{base}.lock"));
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(io(&lock_path))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            return Err(PipelineError::Busy {
+                out: out.to_path_buf(),
+                lock: lock_path,
+            });
+        }
+        Err(fs::TryLockError::Error(e)) => return Err(io(&lock_path)(e)),
+    }
     let staging = tempfile::Builder::new()
-        .prefix(&format!(
-            ".{}.staging-",
-            out.file_name()
-                .map(|n| n.to_string_lossy())
-                .unwrap_or_default()
-        ))
+        .prefix(&format!(".{base}.staging-"))
         .tempdir_in(parent)
         .map_err(io(parent))?;
-    let mut written = Vec::new();
+    let root = staging.path();
+    let mut pool = Vec::new();
     for f in fetched {
         let deb = DebFile::open(&f.file).map_err(|source| PipelineError::Deb {
             path: f.file.clone(),
@@ -689,18 +741,27 @@ pub fn write_output(out: &Path, fetched: &[Fetched]) -> Result<Vec<String>, Pipe
             .and_then(|s| s.split_whitespace().next())
             .unwrap_or(&f.resolved.locked.name)
             .to_string();
-        let rel = pool_path("main", &source, f.resolved.file_name());
-        copy_checked(&f.file, &f.resolved.locked, &staging.path().join(&rel))?;
-        written.push(rel);
+        let rel = pool_path(&params.config.component, &source, f.resolved.file_name());
+        copy_checked(&f.file, &f.resolved.locked, &root.join(&rel))?;
+        pool.push(rel);
     }
+    let cache = IndexCache::new(Some(params.index_cache.clone()));
+    let index = crate::repo::write_dists(root, &params.config, &cache, params.date, params.keys)
+        .map_err(|e| PipelineError::Repo(Box::new(e)))?;
+    let (binary, armored) = crate::openpgp::sign::export_public(params.keys);
+    write_atomic(&root.join(format!("{KEYRING_NAME}.gpg")), &binary)?;
+    write_atomic(&root.join(format!("{KEYRING_NAME}.asc")), &armored)?;
+    let pins = crate::format::preferences::exact_pins(fetched.iter().map(|f| {
+        (
+            f.resolved.locked.name.as_str(),
+            f.resolved.locked.version.as_str(),
+        )
+    }));
+    write_atomic(&root.join(PREFERENCES_NAME), pins.as_bytes())?;
+
+    // Swap: the previous output moves aside, the new one takes its name.
     let staged = staging.keep();
-    let old = parent.join(format!(
-        ".{}.old-{}",
-        out.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
+    let old = parent.join(format!(".{base}.old-{}", std::process::id()));
     let had_old = out.exists();
     if had_old {
         fs::rename(out, &old).map_err(io(out))?;
@@ -715,5 +776,11 @@ pub fn write_output(out: &Path, fetched: &[Fetched]) -> Result<Vec<String>, Pipe
     if had_old {
         fs::remove_dir_all(&old).map_err(io(&old))?;
     }
-    Ok(written)
+    drop(lock);
+    Ok(OutputReport {
+        pool,
+        index,
+        keyring: format!("{KEYRING_NAME}.gpg"),
+        preferences: PREFERENCES_NAME.to_string(),
+    })
 }

@@ -74,12 +74,52 @@ enum Command {
     Build {
         #[command(flatten)]
         project: ProjectArgs,
+        #[command(flatten)]
+        keys: KeyArgs,
         /// Refuse to proceed if anything differs from recipes/debforge.lock
         #[arg(long)]
         locked: bool,
         /// Output directory
         #[arg(long, default_value = "repo-out")]
         out: PathBuf,
+    },
+    /// Generate an OpenPGP v4 signing key for the repository into KEYS/signing/ (mode 0600)
+    #[command(
+        after_help = "Example:\n  debforge keygen --name \"GPU lab repository\" --email lab@example.org\n\nThe key signs Release.gpg and InRelease on every build; its public part is\nexported into the output as debforge-archive-keyring.gpg (for Signed-By) and .asc.\nSeveral keys in KEYS/signing/ all sign (rotation)."
+    )]
+    Keygen {
+        /// The keys directory
+        #[arg(long, default_value = "keys")]
+        keys: PathBuf,
+        /// Key algorithm
+        #[arg(long, value_enum, default_value_t = AlgoArg::Ed25519)]
+        algo: AlgoArg,
+        /// The name in the key's user ID
+        #[arg(long, default_value = "debforge repository signing key")]
+        name: String,
+        /// The email in the key's user ID
+        #[arg(long)]
+        email: Option<String>,
+        /// Days until the key expires (default: never)
+        #[arg(long)]
+        expire_days: Option<u32>,
+        /// Protect the key with the passphrase in this file (or DEBFORGE_KEY_PASSPHRASE)
+        #[arg(long)]
+        passphrase_file: Option<PathBuf>,
+    },
+    /// Print the Packages stanzas of every .deb under DIR (like `apt-ftparchive packages DIR`)
+    #[command(
+        after_help = "Example:\n  debforge index repo-out/pool > Packages\n\nUnchanged files are not read again: their stanzas come from the index cache\n(--cache); a changed file (size, times, inode) is always re-read."
+    )]
+    Index {
+        /// The directory to scan
+        dir: PathBuf,
+        /// Index cache [default: $XDG_CACHE_HOME/debforge/index]
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Read every file, use no cache
+        #[arg(long)]
+        no_cache: bool,
     },
     /// Read and write .deb packages
     #[command(
@@ -206,6 +246,37 @@ impl ProjectArgs {
     }
 }
 
+#[derive(Args)]
+struct KeyArgs {
+    /// The keys directory: signing keys in KEYS/signing/*.key (mode 0600)
+    #[arg(long, default_value = "keys")]
+    keys: PathBuf,
+    /// File holding the signing keys' passphrase (or set DEBFORGE_KEY_PASSPHRASE)
+    #[arg(long)]
+    passphrase_file: Option<PathBuf>,
+}
+
+fn passphrase(file: Option<&std::path::Path>) -> Result<Option<String>, Failure> {
+    if let Some(f) = file {
+        let text = std::fs::read_to_string(f).map_err(|e| {
+            Failure::new(format!(
+                "{}: cannot read the passphrase file: {e}",
+                f.display()
+            ))
+        })?;
+        return Ok(Some(text.trim_end_matches(['\n', '\r']).to_string()));
+    }
+    Ok(std::env::var("DEBFORGE_KEY_PASSPHRASE")
+        .ok()
+        .filter(|p| !p.is_empty()))
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum AlgoArg {
+    Ed25519,
+    Rsa4096,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum CompressionArg {
     Xz,
@@ -263,9 +334,30 @@ pub fn run() -> ExitCode {
         } => run_fetch(&project, to.as_deref(), locked),
         Command::Build {
             project,
+            keys,
             locked,
             out,
-        } => run_build(&project, locked, &out),
+        } => run_build(&project, &keys, locked, &out),
+        Command::Keygen {
+            keys,
+            algo,
+            name,
+            email,
+            expire_days,
+            passphrase_file,
+        } => run_keygen(
+            &keys,
+            algo,
+            &name,
+            email.as_deref(),
+            expire_days,
+            passphrase_file.as_deref(),
+        ),
+        Command::Index {
+            dir,
+            cache,
+            no_cache,
+        } => run_index(&dir, cache, no_cache),
         Command::Deb(DebCommand::Info { file, json }) => deb_info(&file, json),
         Command::Deb(DebCommand::Contents { file, json }) => deb_contents(&file, json),
         Command::Deb(DebCommand::Build(args)) => deb_build(args),
@@ -457,14 +549,146 @@ fn run_fetch(
     Ok(EXIT_OK)
 }
 
-fn run_build(project: &ProjectArgs, locked: bool, out: &std::path::Path) -> Result<u8, Failure> {
+fn source_date_epoch() -> Result<Option<u64>, Failure> {
+    match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) if !v.is_empty() => v.trim().parse::<u64>().map(Some).map_err(|_| {
+            Failure::new(format!(
+                "SOURCE_DATE_EPOCH={v:?} is not a whole number of seconds"
+            ))
+            .hint(Some(
+                "set it to e.g. $(git log -1 --format=%ct), or unset it",
+            ))
+        }),
+        _ => Ok(None),
+    }
+}
+
+fn run_build(
+    project: &ProjectArgs,
+    keys: &KeyArgs,
+    locked: bool,
+    out: &std::path::Path,
+) -> Result<u8, Failure> {
+    // Keys and settings first: a build that cannot sign fails before downloading.
+    let loaded = debforge::keys::load_signing_keys(
+        &keys.keys,
+        passphrase(keys.passphrase_file.as_deref())?.as_deref(),
+    )
+    .map_err(Failure::new)?;
+    for k in &loaded {
+        if let Some(t) = k.expires_soon {
+            let days = t
+                .duration_since(std::time::SystemTime::now())
+                .map(|d| d.as_secs() / 86_400)
+                .unwrap_or(0);
+            output::warning(&format!(
+                "signing key {} expires in {days} days: rotate it (debforge keygen)",
+                k.path.display()
+            ));
+        }
+    }
+    let config = debforge::recipe::load_repository(&project.recipes).map_err(Failure::new)?;
     let progress = progress::Progress::new();
     let session = open_session(project, &progress)?;
     let (fetched, _, _) = resolve_and_fetch(&session, &progress, locked)?;
-    let written = pipeline::write_output(out, &fetched)?;
+    let date = match source_date_epoch()? {
+        Some(t) => t as i64,
+        None => session.settings.now,
+    };
+    let signing: Vec<_> = loaded.into_iter().map(|k| k.key).collect();
+    let params = pipeline::RepoParams {
+        config,
+        keys: &signing,
+        index_cache: session.settings.cache.join("index"),
+        date,
+    };
+    let report = pipeline::write_output(out, &fetched, &params)?;
     output::fetched(
         &fetched,
-        &format!("wrote {} packages into {}", written.len(), out.display()),
+        &format!(
+            "wrote {} packages into {} (signed by {} key{}; keyring {}, pins {})",
+            report.pool.len(),
+            out.display(),
+            signing.len(),
+            if signing.len() == 1 { "" } else { "s" },
+            report.keyring,
+            report.preferences
+        ),
     );
     Ok(EXIT_OK)
+}
+
+fn run_keygen(
+    keys: &std::path::Path,
+    algo: AlgoArg,
+    name: &str,
+    email: Option<&str>,
+    expire_days: Option<u32>,
+    passphrase_file: Option<&std::path::Path>,
+) -> Result<u8, Failure> {
+    use debforge::openpgp::sign::KeyAlgo;
+    let uid = match email {
+        Some(e) => format!("{name} <{e}>"),
+        None => name.to_string(),
+    };
+    let algo = match algo {
+        AlgoArg::Ed25519 => KeyAlgo::Ed25519,
+        AlgoArg::Rsa4096 => KeyAlgo::Rsa4096,
+    };
+    let valid = expire_days.map(|d| Duration::from_secs(u64::from(d) * 86_400));
+    let pass = passphrase(passphrase_file)?;
+    let (path, fpr) =
+        debforge::keys::keygen(keys, &uid, algo, valid, pass.as_deref()).map_err(Failure::new)?;
+    output::plain(&format!("{fpr}\n"));
+    output::note(&format!(
+        "wrote secret key {} (mode 0600); keep it out of version control",
+        path.display()
+    ));
+    Ok(EXIT_OK)
+}
+
+fn run_index(dir: &std::path::Path, cache: Option<PathBuf>, no_cache: bool) -> Result<u8, Failure> {
+    use debforge::repo::{IndexCache, IndexStats, walk_debs};
+    let cache_dir = if no_cache {
+        None
+    } else {
+        Some(match cache {
+            Some(c) => c,
+            None => default_cache_dir()?.join("index"),
+        })
+    };
+    let cache = IndexCache::new(cache_dir);
+    let mut stats = IndexStats::default();
+    let mut first = true;
+    let start = dir.to_string_lossy().trim_end_matches('/').to_string();
+    walk_debs(std::path::Path::new(""), &start, &mut |path,
+                                                      rel|
+     -> Result<
+        (),
+        debforge::repo::IndexError,
+    > {
+        let deb = cache.get(path, rel, &mut stats)?;
+        let sep = if first { "" } else { "\n" };
+        first = false;
+        output::plain(&format!("{sep}{}", deb.stanza()));
+        Ok(())
+    })
+    .map_err(Failure::new)?;
+    output::note(&format!(
+        "indexed {} packages ({} read, {} from the cache)",
+        stats.read + stats.cached,
+        stats.read,
+        stats.cached
+    ));
+    Ok(EXIT_OK)
+}
+
+fn default_cache_dir() -> Result<PathBuf, Failure> {
+    match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
+        (Some(x), _) if !x.is_empty() => Ok(PathBuf::from(x).join("debforge")),
+        (_, Some(h)) => Ok(PathBuf::from(h).join(".cache/debforge")),
+        _ => Err(Failure::new(
+            "no cache directory: set --cache, XDG_CACHE_HOME or HOME",
+        )),
+    }
 }

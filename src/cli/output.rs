@@ -55,6 +55,11 @@ fn out(text: &str) {
     }
 }
 
+/// Text for stdout, as it is.
+pub fn plain(text: &str) {
+    out(text);
+}
+
 fn json_out(value: &Value) {
     out(&format!(
         "{}\n",

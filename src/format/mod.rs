@@ -6,6 +6,8 @@ pub mod clearsign;
 pub mod control;
 pub mod date;
 pub mod deb822;
+pub mod packages;
+pub mod preferences;
 pub mod relation;
 pub mod release;
 pub mod version;

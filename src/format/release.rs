@@ -198,6 +198,63 @@ impl Release {
     }
 }
 
+/// The header fields of a Release we write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseFields {
+    pub origin: String,
+    pub label: String,
+    pub suite: String,
+    pub codename: String,
+    /// Seconds since the epoch.
+    pub date: i64,
+    pub valid_until: Option<i64>,
+    pub architectures: Vec<String>,
+    pub components: Vec<String>,
+    pub description: String,
+    pub acquire_by_hash: bool,
+}
+
+/// Renders a Release: the header, then MD5Sum, SHA1, SHA256 and SHA512 lists
+/// of `files` (paths relative to the Release's directory), sorted by path.
+/// apt 1.6 reads the SHA256/SHA512 lists; the weaker ones are for old tools.
+pub fn render(fields: &ReleaseFields, files: &[(String, crate::digest::Digests)]) -> String {
+    use super::date::format_rfc2822;
+    let mut p = Paragraph::new();
+    p.set("Origin", &fields.origin);
+    p.set("Label", &fields.label);
+    p.set("Suite", &fields.suite);
+    p.set("Codename", &fields.codename);
+    p.set("Date", &format_rfc2822(fields.date));
+    if let Some(v) = fields.valid_until {
+        p.set("Valid-Until", &format_rfc2822(v));
+    }
+    if fields.acquire_by_hash {
+        p.set("Acquire-By-Hash", "yes");
+    }
+    p.set("Architectures", &fields.architectures.join(" "));
+    p.set("Components", &fields.components.join(" "));
+    p.set("Description", &fields.description);
+    let mut sorted: Vec<&(String, crate::digest::Digests)> = files.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut text = p.to_string();
+    for (field, pick) in [
+        (
+            "MD5Sum",
+            (|d: &crate::digest::Digests| d.md5.clone()) as fn(&crate::digest::Digests) -> String,
+        ),
+        ("SHA1", |d| d.sha1.clone()),
+        ("SHA256", |d| d.sha256.clone()),
+        ("SHA512", |d| d.sha512.clone()),
+    ] {
+        text.push_str(field);
+        text.push_str(":\n");
+        for (path, d) in &sorted {
+            text.push_str(&format!(" {} {:>16} {path}\n", pick(d), d.size));
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +276,31 @@ mod tests {
         assert_eq!(r.entry("Sources").unwrap(), None);
         assert_eq!(r.date().unwrap(), Some(1_556_000_000));
         assert_eq!(r.valid_until().unwrap(), None);
+    }
+
+    #[test]
+    fn renders_what_it_parses() {
+        let d = crate::digest::digest_reader(&b""[..]).unwrap();
+        let fields = ReleaseFields {
+            origin: "debforge".into(),
+            label: "lab".into(),
+            suite: "bionic".into(),
+            codename: "bionic".into(),
+            date: 1_556_000_000,
+            valid_until: Some(1_556_600_000),
+            architectures: vec!["amd64".into()],
+            components: vec!["main".into()],
+            description: "GPU lab".into(),
+            acquire_by_hash: true,
+        };
+        let text = render(&fields, &[("main/binary-amd64/Packages".into(), d.clone())]);
+        let r = Release::parse(&text).unwrap();
+        assert_eq!(r.date().unwrap(), Some(1_556_000_000));
+        assert_eq!(r.valid_until().unwrap(), Some(1_556_600_000));
+        let e = r.entry("main/binary-amd64/Packages").unwrap().unwrap();
+        assert_eq!(e.sha256.as_deref(), Some(SHA256_EMPTY));
+        assert_eq!(r.files(HashAlgo::Md5).unwrap()[0].digest, d.md5);
+        assert_eq!(r.paragraph().get("Acquire-By-Hash"), Some("yes"));
     }
 
     #[test]

@@ -407,6 +407,93 @@ pub fn parse_package(
     })
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawRepository {
+    origin: Option<String>,
+    label: Option<String>,
+    suite: Option<String>,
+    codename: Option<String>,
+    component: Option<String>,
+    architectures: Option<Vec<String>>,
+    description: Option<String>,
+    valid_for_days: Option<u32>,
+}
+
+/// Parses `repository.toml`: what the built repository is called (defaults:
+/// suite and codename `bionic`, component `main`, architecture `amd64`).
+pub fn parse_repository(file: &Path, text: &str) -> Result<crate::repo::RepoConfig, RecipeError> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Top {
+        repository: Spanned<RawRepository>,
+    }
+    let top: Top = toml::from_str(text).map_err(|e| toml_error(file, text, e))?;
+    let span = top.repository.span();
+    let raw = top.repository.into_inner();
+    let mut c = crate::repo::RepoConfig::default();
+    let word = |v: &str| {
+        !v.is_empty()
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b))
+    };
+    for (field, value, slot) in [
+        ("suite", raw.suite, &mut c.suite),
+        ("codename", raw.codename, &mut c.codename),
+        ("component", raw.component, &mut c.component),
+    ] {
+        if let Some(v) = value {
+            if !word(&v) {
+                return Err(error_at(
+                    file,
+                    text,
+                    Some(span.clone()),
+                    format!("repository.{field} {v:?} must be one word"),
+                ));
+            }
+            *slot = v;
+        }
+    }
+    if let Some(v) = raw.origin {
+        c.origin = v;
+    }
+    if let Some(v) = raw.label {
+        c.label = v;
+    }
+    if let Some(v) = raw.description {
+        c.description = v;
+    }
+    if let Some(a) = raw.architectures {
+        if a.is_empty() || !a.iter().all(|x| word(x) && x != "all") {
+            return Err(error_at(
+                file,
+                text,
+                Some(span),
+                "repository.architectures must list architectures such as \"amd64\" (not \"all\")",
+            ));
+        }
+        c.architectures = a;
+    }
+    c.valid_for = raw.valid_for_days.map(|d| i64::from(d) * 86_400);
+    Ok(c)
+}
+
+/// Reads `dir/repository.toml` when present, else the defaults.
+pub fn load_repository(dir: &Path) -> Result<crate::repo::RepoConfig, RecipeError> {
+    let file = dir.join("repository.toml");
+    match std::fs::read_to_string(&file) {
+        Ok(text) => parse_repository(&file, &text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok(crate::repo::RepoConfig::default())
+        }
+        Err(e) => Err(RecipeError {
+            file,
+            line: None,
+            message: format!("cannot read: {e}"),
+        }),
+    }
+}
+
 /// Reads `dir/sources.toml` and every `dir/packages/*.toml` (sorted by name).
 pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
     let read = |path: &Path| {

@@ -147,6 +147,7 @@ fn air_gapped_from_a_snapshot_and_from_a_plain_directory() {
             .arg(&recipes)
             .arg("--cache")
             .arg(dir.path().join(cache));
+        c.arg("--keys").arg(recipes.parent().unwrap().join("keys"));
         c.arg("--locked")
             .arg("--source-dir")
             .arg(source_dir)

@@ -1,6 +1,7 @@
 //! The one integration suite: it runs the real `debforge` binary and the real
 //! Debian tools (dpkg, dpkg-deb) of this machine against what debforge writes.
 
+mod apt;
 mod common;
 mod server;
 mod standin;

@@ -343,6 +343,11 @@ pub fn project(dir: &Path, server: &Server, key: &TestKey, archive: bool) -> Pat
     let recipes = dir.join("recipes");
     fs::create_dir_all(recipes.join("packages")).unwrap();
     fs::create_dir_all(dir.join("keys")).unwrap();
+    ok(debforge()
+        .arg("keygen")
+        .arg("--keys")
+        .arg(dir.join("keys"))
+        .args(["--name", "lab test repository"]));
     fs::write(dir.join("keys/upstream.asc"), &key.public).unwrap();
     fs::write(
         recipes.join("sources.toml"),
@@ -419,7 +424,15 @@ impl Lab {
             .arg("--cache")
             .arg(&self.cache);
         c.args(["--retry-wait", "0.05", "--timeout", "2"]);
+        if sub == "build" {
+            c.arg("--keys").arg(self.keys());
+        }
         c
+    }
+
+    /// The project's keys directory (a signing key made by `debforge keygen`).
+    pub fn keys(&self) -> PathBuf {
+        self.recipes.parent().unwrap().join("keys")
     }
 
     pub fn www(&self) -> &Path {

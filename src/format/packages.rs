@@ -1,0 +1,133 @@
+//! `Packages` index stanzas.
+//!
+//! Spec: <https://wiki.debian.org/DebianRepository/Format#A.22Packages.22_Indices>.
+//! A stanza is the package's control paragraph plus where the file is and its
+//! digests, with fields in the order dpkg-scanpackages writes them
+//! (Dpkg::Control::FieldsCore, CTRL_INDEX_PKG), SHA512 after SHA256.
+
+use super::deb822::Paragraph;
+use crate::digest::Digests;
+
+/// dpkg-scanpackages' field order; fields not listed follow in control order.
+pub const FIELD_ORDER: [&str; 41] = [
+    "Package",
+    "Package-Type",
+    "Source",
+    "Version",
+    "Kernel-Version",
+    "Built-For-Profiles",
+    "Auto-Built-Package",
+    "Architecture",
+    "Subarchitecture",
+    "Installer-Menu-Item",
+    "Build-Essential",
+    "Essential",
+    "Protected",
+    "Origin",
+    "Bugs",
+    "Maintainer",
+    "Installed-Size",
+    "Pre-Depends",
+    "Depends",
+    "Recommends",
+    "Suggests",
+    "Enhances",
+    "Conflicts",
+    "Breaks",
+    "Replaces",
+    "Provides",
+    "Built-Using",
+    "Static-Built-Using",
+    "Filename",
+    "Size",
+    "MD5sum",
+    "SHA1",
+    "SHA256",
+    "SHA512",
+    "Section",
+    "Priority",
+    "Multi-Arch",
+    "Homepage",
+    "Description",
+    "Tag",
+    "Task",
+];
+
+/// The index stanza for a package whose control paragraph is `control`,
+/// stored at `filename` (relative to the repository root) with `digests`.
+pub fn stanza(control: &Paragraph, filename: &str, digests: &Digests) -> Paragraph {
+    let mut out = Paragraph::new();
+    for name in FIELD_ORDER {
+        let computed = match name {
+            "Filename" => Some(filename.to_string()),
+            "Size" => Some(digests.size.to_string()),
+            "MD5sum" => Some(digests.md5.clone()),
+            "SHA1" => Some(digests.sha1.clone()),
+            "SHA256" => Some(digests.sha256.clone()),
+            "SHA512" => Some(digests.sha512.clone()),
+            _ => None,
+        };
+        match computed {
+            Some(v) => out.set(name, &v),
+            None => {
+                if let Some(f) = control.field(name) {
+                    out.set(name, f.value());
+                }
+            }
+        }
+    }
+    for f in control.fields() {
+        if !FIELD_ORDER.iter().any(|n| n.eq_ignore_ascii_case(f.name())) {
+            out.set(f.name(), f.value());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orders_fields_like_dpkg_scanpackages() {
+        let control = Paragraph::parse_single(
+            "Package: libnccl2\nVersion: 2.4.2-1+cuda10.1\nArchitecture: amd64\nX-Custom: yes\nMaintainer: cudatools <cudatools@nvidia.com>\nDescription: NCCL\n long text\n .\n more\nSection: libs\n",
+        )
+        .unwrap();
+        let d = Digests {
+            size: 10,
+            md5: "m".into(),
+            sha1: "s1".into(),
+            sha256: "s256".into(),
+            sha512: "s512".into(),
+        };
+        let s = stanza(
+            &control,
+            "pool/main/libn/libnccl2/libnccl2_2.4.2-1+cuda10.1_amd64.deb",
+            &d,
+        );
+        let names: Vec<&str> = s.fields().map(|f| f.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "Package",
+                "Version",
+                "Architecture",
+                "Maintainer",
+                "Filename",
+                "Size",
+                "MD5sum",
+                "SHA1",
+                "SHA256",
+                "SHA512",
+                "Section",
+                "Description",
+                "X-Custom"
+            ]
+        );
+        assert!(
+            s.to_string()
+                .contains("Description: NCCL\n long text\n .\n more\n")
+        );
+    }
+}

@@ -1,0 +1,150 @@
+//! Our signing keys on disk: `keys/signing/*.key`, armored OpenPGP secret
+//! keys, mode 0600. Every key there signs (several at once for rotation).
+//! Secret key files are never copied into the output or a bundle: only the
+//! public keyring is exported.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::openpgp::sign::{self, KeyAlgo, SignError, SigningKey};
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: secret key file is readable by group or others (mode {mode:04o}); run `chmod 600 {}`", path.display(), path.display())]
+    Permissions { path: PathBuf, mode: u32 },
+    #[error("{}: {source}", path.display())]
+    Key { path: PathBuf, source: SignError },
+    #[error("no signing key in {}: run `debforge keygen` (or copy your key there, mode 0600)", dir.display())]
+    NoKeys { dir: PathBuf },
+    #[error("{0}")]
+    Generate(SignError),
+}
+
+/// A loaded key and what the user should be told about it.
+pub struct LoadedKey {
+    pub key: SigningKey,
+    pub path: PathBuf,
+    /// Set when the key expires within 30 days.
+    pub expires_soon: Option<SystemTime>,
+}
+
+pub fn signing_dir(keys: &Path) -> PathBuf {
+    keys.join("signing")
+}
+
+/// Loads every `*.key` under `keys/signing/`, refusing files that others can
+/// read. `passphrase` unlocks protected keys.
+pub fn load_signing_keys(
+    keys: &Path,
+    passphrase: Option<&str>,
+) -> Result<Vec<LoadedKey>, KeyError> {
+    let dir = signing_dir(keys);
+    let mut files: Vec<PathBuf> = match fs::read_dir(&dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "key"))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(source) => return Err(KeyError::Io { path: dir, source }),
+    };
+    files.sort();
+    if files.is_empty() {
+        return Err(KeyError::NoKeys { dir });
+    }
+    let soon = SystemTime::now() + Duration::from_secs(30 * 86_400);
+    let mut out = Vec::new();
+    for path in files {
+        let meta = fs::metadata(&path).map_err(|source| KeyError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(KeyError::Permissions { path, mode });
+        }
+        let bytes = fs::read(&path).map_err(|source| KeyError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let key = SigningKey::from_bytes(&bytes, passphrase).map_err(|source| KeyError::Key {
+            path: path.clone(),
+            source,
+        })?;
+        let expires_soon = key.expires().filter(|t| *t < soon);
+        out.push(LoadedKey {
+            key,
+            path,
+            expires_soon,
+        });
+    }
+    Ok(out)
+}
+
+/// Generates a key into `keys/signing/<slug>-<fingerprint>.key` (mode 0600,
+/// never overwriting). Returns the file and the fingerprint.
+pub fn keygen(
+    keys: &Path,
+    uid: &str,
+    algo: KeyAlgo,
+    valid_for: Option<Duration>,
+    passphrase: Option<&str>,
+) -> Result<(PathBuf, String), KeyError> {
+    let secret = sign::generate(uid, algo, valid_for, passphrase).map_err(KeyError::Generate)?;
+    let key = SigningKey::from_bytes(&secret, passphrase).map_err(KeyError::Generate)?;
+    let fpr = key.fingerprint();
+    let dir = signing_dir(keys);
+    fs::create_dir_all(&dir).map_err(|source| KeyError::Io {
+        path: dir.clone(),
+        source,
+    })?;
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(|source| {
+        KeyError::Io {
+            path: dir.clone(),
+            source,
+        }
+    })?;
+    let slug: String = uid
+        .chars()
+        .take_while(|&c| c != '<')
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .trim_matches('-')
+        .to_string();
+    let path = dir.join(format!(
+        "{}-{}.key",
+        if slug.is_empty() { "signing" } else { &slug },
+        &fpr[fpr.len() - 16..]
+    ));
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|source| KeyError::Io {
+            path: path.clone(),
+            source,
+        })?;
+    f.write_all(&secret).map_err(|source| KeyError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    f.sync_all().map_err(|source| KeyError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    Ok((path, fpr))
+}

@@ -1,0 +1,248 @@
+//! The apt repository debforge writes: `pool/`, then under `dists/<suite>/`
+//! the `Packages` indexes (plain, `.gz`, `.xz`, and `by-hash/` copies), the
+//! `Release` listing them, and its signatures `Release.gpg` and `InRelease`.
+//!
+//! Spec: <https://wiki.debian.org/DebianRepository/Format>. Everything is
+//! streamed: stanzas go straight into the index writers, each index is hashed
+//! while it is written.
+
+pub mod index;
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::deb::Compression;
+use crate::deb::compression::Encoder;
+use crate::digest::Digests;
+use crate::format::release::{ReleaseFields, render};
+use crate::openpgp::sign::{SignError, SigningKey, sign_cleartext, sign_detached};
+
+pub use index::{IndexCache, IndexError, IndexStats, IndexedDeb, walk_debs};
+
+/// What the repository is called and what it holds.
+#[derive(Debug, Clone)]
+pub struct RepoConfig {
+    pub origin: String,
+    pub label: String,
+    pub suite: String,
+    pub codename: String,
+    pub component: String,
+    pub architectures: Vec<String>,
+    pub description: String,
+    /// Seconds after `Date` for `Valid-Until`, when wanted.
+    pub valid_for: Option<i64>,
+}
+
+impl Default for RepoConfig {
+    fn default() -> Self {
+        RepoConfig {
+            origin: "debforge".into(),
+            label: "debforge".into(),
+            suite: "bionic".into(),
+            codename: "bionic".into(),
+            component: "main".into(),
+            architectures: vec!["amd64".into()],
+            description: "Packages built by debforge".into(),
+            valid_for: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    #[error("{0}")]
+    Index(#[from] IndexError),
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{0}")]
+    Sign(#[from] SignError),
+    #[error("{filename}: architecture {arch} is not one of the repository's ({archs})")]
+    ForeignArch {
+        filename: String,
+        arch: String,
+        archs: String,
+    },
+}
+
+fn io_err(path: &Path) -> impl Fn(io::Error) -> RepoError + '_ {
+    move |source| RepoError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A file of `dists/<suite>/` being written.
+struct IndexFile {
+    rel: String,
+    path: PathBuf,
+    out: Encoder<BufWriter<File>>,
+}
+
+impl IndexFile {
+    fn create(dist: &Path, rel: String, compression: Compression) -> Result<IndexFile, RepoError> {
+        let path = dist.join(&rel);
+        if let Some(d) = path.parent() {
+            fs::create_dir_all(d).map_err(io_err(d))?;
+        }
+        let file = File::create(&path).map_err(io_err(&path))?;
+        let out = compression
+            .encoder(BufWriter::new(file), compression.default_level(), 1)
+            .map_err(io_err(&path))?;
+        Ok(IndexFile { rel, path, out })
+    }
+
+    fn finish(self) -> Result<(String, PathBuf), RepoError> {
+        let mut w = self.out.finish().map_err(io_err(&self.path))?;
+        w.flush().map_err(io_err(&self.path))?;
+        Ok((self.rel, self.path))
+    }
+}
+
+/// The three forms of one `Packages` index, written together.
+struct PackagesWriter {
+    files: Vec<IndexFile>,
+    first: bool,
+}
+
+impl PackagesWriter {
+    fn create(dist: &Path, dir: &str) -> Result<PackagesWriter, RepoError> {
+        let mut files = Vec::new();
+        for (name, c) in [
+            ("Packages", Compression::None),
+            ("Packages.gz", Compression::Gzip),
+            ("Packages.xz", Compression::Xz),
+        ] {
+            files.push(IndexFile::create(dist, format!("{dir}{name}"), c)?);
+        }
+        Ok(PackagesWriter { files, first: true })
+    }
+
+    fn write_stanza(&mut self, text: &str) -> Result<(), RepoError> {
+        let sep = if self.first { "" } else { "\n" };
+        self.first = false;
+        for f in &mut self.files {
+            let data = format!("{sep}{text}");
+            f.out.write_all(data.as_bytes()).map_err(io_err(&f.path))?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Vec<(String, PathBuf)>, RepoError> {
+        self.files.into_iter().map(IndexFile::finish).collect()
+    }
+}
+
+/// What writing the indexes produced.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IndexReport {
+    pub packages: usize,
+    pub stats: IndexStats,
+    /// Index files listed in Release, relative to `dists/<suite>/`.
+    pub files: Vec<String>,
+}
+
+/// Writes `dists/<suite>/` for the debs under `root/pool/<component>/`:
+/// Packages (plain, gz, xz) per architecture (`all` packages in each), their
+/// by-hash copies, Release with Date `date`, and, when `keys` are given,
+/// Release.gpg and InRelease signed by all of them.
+pub fn write_dists(
+    root: &Path,
+    config: &RepoConfig,
+    cache: &IndexCache,
+    date: i64,
+    keys: &[SigningKey],
+) -> Result<IndexReport, RepoError> {
+    let dist = root.join("dists").join(&config.suite);
+    let _ = fs::remove_dir_all(&dist);
+    let mut writers = Vec::new();
+    for arch in &config.architectures {
+        writers.push((
+            arch.clone(),
+            PackagesWriter::create(&dist, &format!("{}/binary-{arch}/", config.component))?,
+        ));
+    }
+    let mut stats = IndexStats::default();
+    let mut count = 0;
+    walk_debs(
+        root,
+        &format!("pool/{}", config.component),
+        &mut |path, rel| -> Result<(), RepoError> {
+            let deb = cache.get(path, rel, &mut stats)?;
+            let arch = deb
+                .control
+                .get("Architecture")
+                .unwrap_or_default()
+                .to_string();
+            let text = deb.stanza().to_string();
+            let mut placed = false;
+            for (a, w) in &mut writers {
+                if arch == "all" || *a == arch {
+                    w.write_stanza(&text)?;
+                    placed = true;
+                }
+            }
+            if !placed {
+                return Err(RepoError::ForeignArch {
+                    filename: rel.to_string(),
+                    arch,
+                    archs: config.architectures.join(" "),
+                });
+            }
+            count += 1;
+            Ok(())
+        },
+    )?;
+
+    let mut listed: Vec<(String, Digests)> = Vec::new();
+    for (_, w) in writers {
+        for (rel, path) in w.finish()? {
+            let d = crate::digest::digest_reader(File::open(&path).map_err(io_err(&path))?)
+                .map_err(io_err(&path))?;
+            // by-hash copies: apt fetches an index by its hash, so a client
+            // never sees a Release and indexes of different generations.
+            let dir = path.parent().expect("index in a directory").join("by-hash");
+            for (field, hash) in [
+                ("MD5Sum", &d.md5),
+                ("SHA1", &d.sha1),
+                ("SHA256", &d.sha256),
+                ("SHA512", &d.sha512),
+            ] {
+                let target = dir.join(field).join(hash);
+                fs::create_dir_all(target.parent().expect("by-hash dir"))
+                    .map_err(io_err(&target))?;
+                if fs::hard_link(&path, &target).is_err() {
+                    fs::copy(&path, &target).map_err(io_err(&target))?;
+                }
+            }
+            listed.push((rel, d));
+        }
+    }
+
+    let fields = ReleaseFields {
+        origin: config.origin.clone(),
+        label: config.label.clone(),
+        suite: config.suite.clone(),
+        codename: config.codename.clone(),
+        date,
+        valid_until: config.valid_for.map(|v| date + v),
+        architectures: config.architectures.clone(),
+        components: vec![config.component.clone()],
+        description: config.description.clone(),
+        acquire_by_hash: true,
+    };
+    let release = render(&fields, &listed);
+    let release_path = dist.join("Release");
+    fs::write(&release_path, &release).map_err(io_err(&release_path))?;
+    if !keys.is_empty() {
+        let detached = sign_detached(keys, release.as_bytes())?;
+        fs::write(dist.join("Release.gpg"), detached).map_err(io_err(&dist))?;
+        let inline = sign_cleartext(keys, release.as_bytes())?;
+        fs::write(dist.join("InRelease"), inline).map_err(io_err(&dist))?;
+    }
+    Ok(IndexReport {
+        packages: count,
+        stats,
+        files: listed.into_iter().map(|(r, _)| r).collect(),
+    })
+}
