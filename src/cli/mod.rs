@@ -27,7 +27,7 @@ pub const EXIT_ERROR: u8 = 2;
     name = "debforge",
     version,
     about = "Build Debian packages and signed local apt repositories",
-    after_help = "Exit codes: 0 success (or true), 1 false (vercmp), 2 error.\nSee README.md for a walkthrough."
+    after_help = "Exit codes: 0 success (or true), 1 false (vercmp) or problems found (verify), 2 error.\nSee README.md for a walkthrough."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -106,6 +106,21 @@ enum Command {
         /// Protect the key with the passphrase in this file (or DEBFORGE_KEY_PASSPHRASE)
         #[arg(long)]
         passphrase_file: Option<PathBuf>,
+    },
+    /// Check a built or published repository as apt would, listing every problem
+    #[command(
+        after_help = "Example:\n  debforge verify repo-out\n\nChecks the signatures against the exported keyring, every index against Release\n(size, SHA256, SHA512, by-hash copies), every pool file against its stanza (size,\nhashes, control fields), Date and Valid-Until. Exit 0 when all hold, 1 when a\nproblem was found."
+    )]
+    Verify {
+        /// The repository root
+        #[arg(default_value = "repo-out")]
+        dir: PathBuf,
+        /// Keyring to check signatures with [default: DIR/debforge-archive-keyring.gpg]
+        #[arg(long)]
+        keyring: Option<PathBuf>,
+        /// Print a JSON report
+        #[arg(long)]
+        json: bool,
     },
     /// Print the Packages stanzas of every .deb under DIR (like `apt-ftparchive packages DIR`)
     #[command(
@@ -358,6 +373,7 @@ pub fn run() -> ExitCode {
             cache,
             no_cache,
         } => run_index(&dir, cache, no_cache),
+        Command::Verify { dir, keyring, json } => run_verify(&dir, keyring, json),
         Command::Deb(DebCommand::Info { file, json }) => deb_info(&file, json),
         Command::Deb(DebCommand::Contents { file, json }) => deb_contents(&file, json),
         Command::Deb(DebCommand::Build(args)) => deb_build(args),
@@ -681,6 +697,28 @@ fn run_index(dir: &std::path::Path, cache: Option<PathBuf>, no_cache: bool) -> R
         stats.cached
     ));
     Ok(EXIT_OK)
+}
+
+fn run_verify(dir: &std::path::Path, keyring: Option<PathBuf>, json: bool) -> Result<u8, Failure> {
+    let keyring = keyring.unwrap_or_else(|| dir.join(format!("{}.gpg", pipeline::KEYRING_NAME)));
+    let bytes = std::fs::read(&keyring).map_err(|e| {
+        Failure::new(format!(
+            "{}: cannot read the keyring: {e}",
+            keyring.display()
+        ))
+        .hint(Some("pass --keyring FILE"))
+    })?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let report = debforge::repo::verify::verify(dir, &bytes, now);
+    output::verify_report(&report, dir, json);
+    Ok(if report.problems.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_FALSE
+    })
 }
 
 fn default_cache_dir() -> Result<PathBuf, Failure> {

@@ -37,6 +37,30 @@ pub fn fetched(fetched: &[debforge::pipeline::Fetched], summary: &str) {
     out(&s);
 }
 
+pub fn verify_report(r: &debforge::repo::verify::VerifyReport, dir: &std::path::Path, json: bool) {
+    if json {
+        json_out(&serde_json::to_value(r).expect("report serializes"));
+        return;
+    }
+    let mut s = String::new();
+    for p in &r.problems {
+        s.push_str(&format!("problem: {p}\n"));
+    }
+    let verdict = if r.problems.is_empty() {
+        "all good".to_string()
+    } else {
+        format!("{} problem(s)", r.problems.len())
+    };
+    s.push_str(&format!(
+        "{}: {} suite(s), {} index file(s), {} package(s) checked; {verdict}\n",
+        dir.display(),
+        r.suites,
+        r.indexes,
+        r.packages,
+    ));
+    out(&s);
+}
+
 pub fn warning(message: &str) {
     let _ = writeln!(io::stderr().lock(), "debforge: warning: {message}");
 }

@@ -69,6 +69,20 @@ impl PinnedKeyring {
         })
     }
 
+    /// Trusts every certificate in the keyring (our own exported keyring).
+    pub fn all(keyring: &[u8]) -> Result<PinnedKeyring, KeyringError> {
+        let parser =
+            CertParser::from_bytes(keyring).map_err(|e| KeyringError::Unreadable(e.to_string()))?;
+        let certs = parser
+            .collect::<Result<Vec<Cert>, _>>()
+            .map_err(|e| KeyringError::Unreadable(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(KeyringError::Unreadable("no certificate in it".into()));
+        }
+        let pinned = certs.iter().map(|c| c.fingerprint().to_hex()).collect();
+        Ok(PinnedKeyring { certs, pinned })
+    }
+
     fn pinned_text(&self) -> String {
         self.pinned.join(" or ")
     }

@@ -7,6 +7,7 @@
 //! while it is written.
 
 pub mod index;
+pub mod verify;
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};

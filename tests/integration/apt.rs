@@ -136,6 +136,11 @@ fn apt_accepts_the_repository_and_obeys_the_pins() {
     let ours = sources(&s.server.url(""), &s.keyring());
     let (other, other_entry) = other_repo(s.lab.dir.path());
 
+    // debforge verify agrees.
+    let (code, out, err) = run(crate::common::debforge().arg("verify").arg(&s.out));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("7 package(s) checked; all good"), "{out}");
+
     // Our repository alone: a clean update.
     let apt = Apt::new(&ours, &s.pins());
     let (code, problems) = apt.update();

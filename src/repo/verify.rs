@@ -1,0 +1,266 @@
+//! `debforge verify`: checks a built or published repository as apt would,
+//! and lists every problem instead of stopping at the first.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use crate::deb::{Compression, DebFile};
+use crate::digest::digest_reader;
+use crate::format::deb822::ParagraphReader;
+use crate::format::release::{HashAlgo, Release};
+use crate::openpgp::PinnedKeyring;
+
+/// What `verify` found, and what it looked at.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct VerifyReport {
+    pub problems: Vec<String>,
+    pub suites: usize,
+    pub indexes: usize,
+    pub packages: usize,
+}
+
+/// Verifies every suite under `root/dists/` against `keyring` (binary or
+/// armored; every certificate in it is trusted). `now` is compared with
+/// `Valid-Until` and `Date`.
+pub fn verify(root: &Path, keyring: &[u8], now: i64) -> VerifyReport {
+    let mut r = VerifyReport::default();
+    let ring = match PinnedKeyring::all(keyring) {
+        Ok(k) => Some(k),
+        Err(e) => {
+            r.problems.push(format!("keyring: {e}"));
+            None
+        }
+    };
+    let dists = root.join("dists");
+    let mut suites: Vec<PathBuf> = match std::fs::read_dir(&dists) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_dir())
+            .collect(),
+        Err(e) => {
+            r.problems.push(format!("{}: {e}", dists.display()));
+            return r;
+        }
+    };
+    suites.sort();
+    for suite in suites {
+        r.suites += 1;
+        verify_suite(root, &suite, ring.as_ref(), now, &mut r);
+    }
+    if r.suites == 0 {
+        r.problems.push(format!("{}: no suite", dists.display()));
+    }
+    r
+}
+
+fn verify_suite(
+    root: &Path,
+    suite: &Path,
+    ring: Option<&PinnedKeyring>,
+    now: i64,
+    r: &mut VerifyReport,
+) {
+    let show = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
+    let release_path = suite.join("Release");
+    let release_bytes = std::fs::read(&release_path).ok();
+    let inrelease = std::fs::read(suite.join("InRelease")).ok();
+    let detached = std::fs::read(suite.join("Release.gpg")).ok();
+    let mut text = None;
+    if let (Some(ring), Some(msg)) = (ring, &inrelease) {
+        match ring.verify_cleartext(msg) {
+            Ok((body, _)) => {
+                if let Some(rel) = &release_bytes {
+                    if *rel != body {
+                        r.problems.push(format!(
+                            "{}: its text differs from Release",
+                            show(&suite.join("InRelease"))
+                        ));
+                    }
+                }
+                text = Some(body);
+            }
+            Err(e) => r
+                .problems
+                .push(format!("{}: {e}", show(&suite.join("InRelease")))),
+        }
+    }
+    match (&release_bytes, &detached, ring) {
+        (Some(rel), Some(sig), Some(ring)) => match ring.verify_detached(rel, sig) {
+            Ok(_) => {
+                text.get_or_insert_with(|| rel.clone());
+            }
+            Err(e) => r
+                .problems
+                .push(format!("{}: {e}", show(&suite.join("Release.gpg")))),
+        },
+        (Some(_), None, _) => r.problems.push(format!(
+            "{}: missing (Release is not signed)",
+            show(&suite.join("Release.gpg"))
+        )),
+        (None, _, _) if inrelease.is_none() => {
+            r.problems
+                .push(format!("{}: no InRelease and no Release", show(suite)));
+            return;
+        }
+        _ => {}
+    }
+    // Go on with the unverified text, if that is all there is, to report the rest.
+    let Some(text) = text.or(release_bytes).or(inrelease.and_then(|i| {
+        crate::format::clearsign::split(&String::from_utf8_lossy(&i))
+            .ok()
+            .map(|c| c.body.into_bytes())
+    })) else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let release = match Release::parse(&text) {
+        Ok(rel) => rel,
+        Err(e) => {
+            r.problems.push(format!("{}: {e}", show(&release_path)));
+            return;
+        }
+    };
+    if let Err(e) = release.require_strong_hashes() {
+        r.problems.push(format!("{}: {e}", show(&release_path)));
+    }
+    match release.valid_until() {
+        Ok(Some(t)) if t < now => r.problems.push(format!(
+            "{}: expired (Valid-Until has passed)",
+            show(&release_path)
+        )),
+        Err(e) => r.problems.push(format!("{}: {e}", show(&release_path))),
+        _ => {}
+    }
+    match release.date() {
+        Ok(Some(t)) if t > now + 10 => r.problems.push(format!(
+            "{}: Date is in the future; apt says \"not valid yet\"",
+            show(&release_path)
+        )),
+        Ok(None) => r
+            .problems
+            .push(format!("{}: no Date field", show(&release_path))),
+        Err(e) => r.problems.push(format!("{}: {e}", show(&release_path))),
+        _ => {}
+    }
+    let by_hash = release.paragraph().get("Acquire-By-Hash") == Some("yes");
+    let Ok(sha256) = release.files(HashAlgo::Sha256) else {
+        return;
+    };
+    for f in sha256 {
+        let path = suite.join(&f.path);
+        let entry = release.entry(&f.path).ok().flatten();
+        let d = match File::open(&path).and_then(digest_reader) {
+            Ok(d) => d,
+            Err(e) => {
+                r.problems
+                    .push(format!("{}: listed in Release but {e}", show(&path)));
+                continue;
+            }
+        };
+        r.indexes += 1;
+        if d.size != f.size
+            || d.sha256 != f.digest
+            || entry
+                .as_ref()
+                .and_then(|e| e.sha512.as_ref())
+                .is_some_and(|h| *h != d.sha512)
+        {
+            r.problems.push(format!(
+                "{}: does not match Release (size {} sha256 {}, Release says size {} sha256 {})",
+                show(&path),
+                d.size,
+                d.sha256,
+                f.size,
+                f.digest
+            ));
+            continue;
+        }
+        if by_hash {
+            let copy = path
+                .parent()
+                .unwrap_or(suite)
+                .join("by-hash/SHA256")
+                .join(&d.sha256);
+            if !copy.exists() {
+                r.problems.push(format!(
+                    "{}: missing (Release says Acquire-By-Hash: yes)",
+                    show(&copy)
+                ));
+            }
+        }
+        if f.path.ends_with("/Packages") {
+            verify_packages(root, &path, r);
+        }
+    }
+}
+
+fn verify_packages(root: &Path, index: &Path, r: &mut VerifyReport) {
+    let show = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
+    let Ok(file) = File::open(index) else { return };
+    let reader = match Compression::None.decoder(BufReader::new(file)) {
+        Ok(rd) => rd,
+        Err(e) => {
+            r.problems.push(format!("{}: {e}", show(index)));
+            return;
+        }
+    };
+    for stanza in ParagraphReader::new(BufReader::new(reader)) {
+        let stanza = match stanza {
+            Ok(s) => s,
+            Err(e) => {
+                r.problems.push(format!("{}: {e}", show(index)));
+                return;
+            }
+        };
+        r.packages += 1;
+        let name = stanza.get("Package").unwrap_or("?").to_string();
+        let Some(filename) = stanza.get("Filename") else {
+            r.problems
+                .push(format!("{}: {name} has no Filename", show(index)));
+            continue;
+        };
+        let deb_path = root.join(filename);
+        let d = match File::open(&deb_path).and_then(digest_reader) {
+            Ok(d) => d,
+            Err(e) => {
+                r.problems.push(format!(
+                    "{filename}: listed for {name} in {} but {e}",
+                    show(index)
+                ));
+                continue;
+            }
+        };
+        for (field, actual) in [
+            ("Size", d.size.to_string()),
+            ("MD5sum", d.md5),
+            ("SHA1", d.sha1),
+            ("SHA256", d.sha256),
+            ("SHA512", d.sha512),
+        ] {
+            match stanza.get(field) {
+                Some(v) if v.eq_ignore_ascii_case(&actual) => {}
+                Some(v) => r.problems.push(format!(
+                    "{filename}: {field} is {actual}, the index says {v}"
+                )),
+                None if field == "SHA256" || field == "Size" => r
+                    .problems
+                    .push(format!("{filename}: the index gives no {field}")),
+                None => {}
+            }
+        }
+        match DebFile::open(&deb_path).and_then(|deb| deb.control_files()) {
+            Ok(c) => {
+                for f in c.control.fields() {
+                    if stanza.get(f.name()) != Some(f.value()) {
+                        r.problems.push(format!(
+                            "{filename}: field {} in the index differs from the package's control",
+                            f.name()
+                        ));
+                    }
+                }
+            }
+            Err(e) => r.problems.push(format!("{filename}: {e}")),
+        }
+    }
+}
