@@ -11,5 +11,6 @@ mod deb_build;
 mod deb_read;
 mod fetch;
 mod hostile;
+mod repo;
 mod signatures;
 mod vercmp;
