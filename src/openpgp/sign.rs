@@ -86,6 +86,14 @@ impl SigningKey {
         self.cert.fingerprint().to_hex()
     }
 
+    /// When the signing key was created: no signature may be older.
+    pub fn created(&self) -> SystemTime {
+        self.keypair
+            .public()
+            .creation_time()
+            .max(self.cert.primary_key().key().creation_time())
+    }
+
     /// When the primary key (or the signing subkey) stops being valid.
     pub fn expires(&self) -> Option<SystemTime> {
         let policy = StandardPolicy::new();
@@ -160,23 +168,36 @@ pub fn export_public(keys: &[SigningKey]) -> (Vec<u8>, Vec<u8>) {
     (binary, armored)
 }
 
-fn signer<'a>(message: Message<'a>, keys: &[SigningKey]) -> Result<Signer<'a>, SignError> {
+fn signer<'a>(
+    message: Message<'a>,
+    keys: &[SigningKey],
+    created: SystemTime,
+) -> Result<Signer<'a>, SignError> {
     let err = |e: anyhow::Error| SignError::Sign(e.to_string());
     let (first, rest) = keys
         .split_first()
         .ok_or_else(|| SignError::Sign("no signing key".into()))?;
+    // A fixed creation time (the Release's Date) makes the signatures, like
+    // everything else, the same bytes for the same inputs (Ed25519 and
+    // PKCS#1 v1.5 signatures are deterministic).
     let mut s = Signer::new(message, first.keypair.clone())
         .map_err(err)?
         .hash_algo(HashAlgorithm::SHA512)
-        .map_err(err)?;
+        .map_err(err)?
+        .creation_time(created);
     for k in rest {
         s = s.add_signer(k.keypair.clone()).map_err(err)?;
     }
     Ok(s)
 }
 
-/// `Release.gpg`: one armored block with a detached signature by each key.
-pub fn sign_detached(keys: &[SigningKey], data: &[u8]) -> Result<Vec<u8>, SignError> {
+/// `Release.gpg`: one armored block with a detached signature by each key,
+/// made at `created`.
+pub fn sign_detached(
+    keys: &[SigningKey],
+    data: &[u8],
+    created: SystemTime,
+) -> Result<Vec<u8>, SignError> {
     let err = |e: anyhow::Error| SignError::Sign(e.to_string());
     let mut sink = Vec::new();
     {
@@ -185,7 +206,10 @@ pub fn sign_detached(keys: &[SigningKey], data: &[u8]) -> Result<Vec<u8>, SignEr
             .kind(armor::Kind::Signature)
             .build()
             .map_err(err)?;
-        let mut w = signer(message, keys)?.detached().build().map_err(err)?;
+        let mut w = signer(message, keys, created)?
+            .detached()
+            .build()
+            .map_err(err)?;
         w.write_all(data)
             .map_err(|e| SignError::Sign(e.to_string()))?;
         w.finalize().map_err(err)?;
@@ -195,12 +219,19 @@ pub fn sign_detached(keys: &[SigningKey], data: &[u8]) -> Result<Vec<u8>, SignEr
 
 /// `InRelease`: `data` cleartext-signed by each key. The cleartext framework
 /// strips trailing whitespace, so `data` must have none (a Release has none).
-pub fn sign_cleartext(keys: &[SigningKey], data: &[u8]) -> Result<Vec<u8>, SignError> {
+pub fn sign_cleartext(
+    keys: &[SigningKey],
+    data: &[u8],
+    created: SystemTime,
+) -> Result<Vec<u8>, SignError> {
     let err = |e: anyhow::Error| SignError::Sign(e.to_string());
     let mut sink = Vec::new();
     {
         let message = Message::new(&mut sink);
-        let mut w = signer(message, keys)?.cleartext().build().map_err(err)?;
+        let mut w = signer(message, keys, created)?
+            .cleartext()
+            .build()
+            .map_err(err)?;
         w.write_all(data)
             .map_err(|e| SignError::Sign(e.to_string()))?;
         w.finalize().map_err(err)?;
@@ -237,10 +268,11 @@ mod tests {
         );
         let ring = PinnedKeyring::from_bytes(&public, &[key.fingerprint()]).unwrap();
         let release = b"Origin: debforge\nSuite: bionic\n";
-        let sig = sign_detached(std::slice::from_ref(&key), release).unwrap();
+        let now = SystemTime::now();
+        let sig = sign_detached(std::slice::from_ref(&key), release, now).unwrap();
         ring.verify_detached(release, &sig).unwrap();
         assert!(ring.verify_detached(b"Origin: other\n", &sig).is_err());
-        let inline = sign_cleartext(std::slice::from_ref(&key), release).unwrap();
+        let inline = sign_cleartext(std::slice::from_ref(&key), release, now).unwrap();
         let (body, _) = ring.verify_cleartext(&inline).unwrap();
         assert_eq!(body, release);
         assert_eq!(key.expires(), None);

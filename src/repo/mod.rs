@@ -236,9 +236,17 @@ pub fn write_dists(
     let release_path = dist.join("Release");
     fs::write(&release_path, &release).map_err(io_err(&release_path))?;
     if !keys.is_empty() {
-        let detached = sign_detached(keys, release.as_bytes())?;
+        // At the Release's Date, or when the newest key was made if that is
+        // later (gpgv rejects a signature older than its key); either way a
+        // function of the inputs, so rebuilding gives the same bytes.
+        let dated = std::time::UNIX_EPOCH + std::time::Duration::from_secs(date.max(0) as u64);
+        let created = keys
+            .iter()
+            .map(SigningKey::created)
+            .fold(dated, std::cmp::max);
+        let detached = sign_detached(keys, release.as_bytes(), created)?;
         fs::write(dist.join("Release.gpg"), detached).map_err(io_err(&dist))?;
-        let inline = sign_cleartext(keys, release.as_bytes())?;
+        let inline = sign_cleartext(keys, release.as_bytes(), created)?;
         fs::write(dist.join("InRelease"), inline).map_err(io_err(&dist))?;
     }
     Ok(IndexReport {

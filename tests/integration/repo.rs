@@ -17,7 +17,10 @@ fn stanzas(text: &str) -> BTreeMap<String, BTreeMap<String, String>> {
         .unwrap()
         .paragraphs()
         .map(|p| {
-            let fields = p.fields().map(|f| (f.name().to_ascii_lowercase(), f.value().to_string())).collect();
+            let fields = p
+                .fields()
+                .map(|f| (f.name().to_ascii_lowercase(), f.value().to_string()))
+                .collect();
             (p.get("Filename").unwrap().to_string(), fields)
         })
         .collect()
@@ -25,7 +28,10 @@ fn stanzas(text: &str) -> BTreeMap<String, BTreeMap<String, String>> {
 
 fn pool(dir: &Path) {
     let work = dir.join("work");
-    for d in nvidia_debs("7.5.0.56-1+cuda10.1", "2.4.2-1+cuda10.1").iter().chain(nvidia_debs("7.6.5.32-1+cuda10.1", "2.4.8-1+cuda10.1").iter()) {
+    for d in nvidia_debs("7.5.0.56-1+cuda10.1", "2.4.2-1+cuda10.1")
+        .iter()
+        .chain(nvidia_debs("7.6.5.32-1+cuda10.1", "2.4.8-1+cuda10.1").iter())
+    {
         let sub = dir.join("pool/main").join(&d.name[..4]).join(d.name);
         build_deb(d, "amd64", &sub, &work);
     }
@@ -37,8 +43,16 @@ fn index_matches_apt_ftparchive_field_by_field() {
     let tmp = tempfile::tempdir().unwrap();
     pool(tmp.path());
     let cache = tmp.path().join("cache");
-    let ours = ok(debforge().arg("index").arg("pool").arg("--cache").arg(&cache).current_dir(tmp.path()));
-    let theirs = ok(Command::new("apt-ftparchive").arg("packages").arg("pool").current_dir(tmp.path()));
+    let ours = ok(debforge()
+        .arg("index")
+        .arg("pool")
+        .arg("--cache")
+        .arg(&cache)
+        .current_dir(tmp.path()));
+    let theirs = ok(Command::new("apt-ftparchive")
+        .arg("packages")
+        .arg("pool")
+        .current_dir(tmp.path()));
     let (a, b) = (stanzas(&ours), stanzas(&theirs));
     assert_eq!(a.len(), 10);
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
@@ -46,14 +60,23 @@ fn index_matches_apt_ftparchive_field_by_field() {
         assert_eq!(fields, &b[file], "{file}");
     }
     // dpkg-scanpackages: the same fields but SHA512, in the same order.
-    let scan = ok(Command::new("dpkg-scanpackages").args(["-m", "pool", "/dev/null"]).current_dir(tmp.path()));
+    let scan = ok(Command::new("dpkg-scanpackages")
+        .args(["-m", "pool", "/dev/null"])
+        .current_dir(tmp.path()));
     let doc = Document::parse(&scan).unwrap();
     let ours_doc = Document::parse(&ours).unwrap();
     for theirs in doc.paragraphs() {
         let file = theirs.get("Filename").unwrap();
-        let mine = ours_doc.paragraphs().find(|p| p.get("Filename") == Some(file)).unwrap();
+        let mine = ours_doc
+            .paragraphs()
+            .find(|p| p.get("Filename") == Some(file))
+            .unwrap();
         let their_names: Vec<&str> = theirs.fields().map(|f| f.name()).collect();
-        let my_names: Vec<&str> = mine.fields().map(|f| f.name()).filter(|n| *n != "SHA512").collect();
+        let my_names: Vec<&str> = mine
+            .fields()
+            .map(|f| f.name())
+            .filter(|n| *n != "SHA512")
+            .collect();
         assert_eq!(my_names, their_names, "{file}");
     }
 }
@@ -64,28 +87,47 @@ fn the_index_cache_rereads_changed_files_only() {
     pool(tmp.path());
     let cache = tmp.path().join("cache");
     let index = || {
-        let (code, out, err) = run(debforge().arg("index").arg("pool").arg("--cache").arg(&cache).current_dir(tmp.path()));
+        let (code, out, err) = run(debforge()
+            .arg("index")
+            .arg("pool")
+            .arg("--cache")
+            .arg(&cache)
+            .current_dir(tmp.path()));
         assert_eq!(code, 0, "{err}");
         (out, err)
     };
     let (cold, err) = index();
-    assert!(err.contains("indexed 10 packages (10 read, 0 from the cache)"), "{err}");
+    assert!(
+        err.contains("indexed 10 packages (10 read, 0 from the cache)"),
+        "{err}"
+    );
     let (warm, err) = index();
     assert!(err.contains("(0 read, 10 from the cache)"), "{err}");
     assert_eq!(cold, warm);
     // Change one byte in place, keep the size and put the old mtime back:
     // the change time still moves, so the file is re-read.
-    let deb = tmp.path().join("pool/main/libn/libnccl2/libnccl2_2.4.2-1+cuda10.1_amd64.deb");
+    let deb = tmp
+        .path()
+        .join("pool/main/libn/libnccl2/libnccl2_2.4.2-1+cuda10.1_amd64.deb");
     let mtime = fs::metadata(&deb).unwrap().modified().unwrap();
     let mut bytes = fs::read(&deb).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0x01;
     fs::write(&deb, &bytes).unwrap();
-    fs::File::options().write(true).open(&deb).unwrap().set_modified(mtime).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&deb)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
     let (changed, err) = index();
     assert!(err.contains("(1 read, 9 from the cache)"), "{err}");
     assert_ne!(changed, cold);
-    let fresh = ok(debforge().arg("index").arg("pool").arg("--no-cache").current_dir(tmp.path()));
+    let fresh = ok(debforge()
+        .arg("index")
+        .arg("pool")
+        .arg("--no-cache")
+        .current_dir(tmp.path()));
     assert_eq!(changed, fresh);
 }
 
@@ -93,34 +135,79 @@ fn the_index_cache_rereads_changed_files_only() {
 fn signing_keys_permissions_passphrases_and_rotation() {
     let lab = Lab::new();
     let keys = lab.keys();
-    let key_file = fs::read_dir(keys.join("signing")).unwrap().next().unwrap().unwrap().path();
-    assert_eq!(fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
+    let key_file = fs::read_dir(keys.join("signing"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(
+        fs::metadata(&key_file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     let out = lab.dir.path().join("out");
 
     // A secret key readable by others is refused, with the fix.
     fs::set_permissions(&key_file, fs::Permissions::from_mode(0o644)).unwrap();
     let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
     assert_eq!(code, 2);
-    assert!(err.contains("readable by group or others") && err.contains("chmod 600"), "{err}");
+    assert!(
+        err.contains("readable by group or others") && err.contains("chmod 600"),
+        "{err}"
+    );
     fs::set_permissions(&key_file, fs::Permissions::from_mode(0o600)).unwrap();
 
     // A second key, protected by a passphrase: both sign (rotation).
     let pass = lab.dir.path().join("pass");
     fs::write(&pass, "s3cret\n").unwrap();
-    ok(debforge().arg("keygen").arg("--keys").arg(&keys).args(["--algo", "ed25519", "--name", "next key", "--expire-days", "10"]).arg("--passphrase-file").arg(&pass));
+    ok(debforge()
+        .arg("keygen")
+        .arg("--keys")
+        .arg(&keys)
+        .args([
+            "--algo",
+            "ed25519",
+            "--name",
+            "next key",
+            "--expire-days",
+            "10",
+        ])
+        .arg("--passphrase-file")
+        .arg(&pass));
     let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
     assert_eq!(code, 2);
     assert!(err.contains("protected by a passphrase"), "{err}");
-    let (code, stdout, err) = run(lab.cmd("build").arg("--out").arg(&out).env("DEBFORGE_KEY_PASSPHRASE", "s3cret"));
+    let (code, stdout, err) = run(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .env("DEBFORGE_KEY_PASSPHRASE", "s3cret"));
     assert_eq!(code, 0, "{err}");
     assert!(stdout.contains("signed by 2 keys"), "{stdout}");
-    assert!(err.contains("expires in 9 days") || err.contains("expires in 10 days"), "{err}");
+    assert!(
+        err.contains("expires in 9 days") || err.contains("expires in 10 days"),
+        "{err}"
+    );
     // gpgv accepts both forms with the exported keyring; each key alone too.
     let ring = out.join("debforge-archive-keyring.gpg");
     let dist = out.join("dists/bionic");
-    ok(Command::new("gpgv").arg("--keyring").arg(&ring).arg(dist.join("Release.gpg")).arg(dist.join("Release")));
-    ok(Command::new("gpgv").arg("--keyring").arg(&ring).arg(dist.join("InRelease")));
-    let status = Command::new("gpgv").arg("--status-fd=1").arg("--keyring").arg(&ring).arg(dist.join("InRelease")).output().unwrap().stdout;
+    ok(Command::new("gpgv")
+        .arg("--keyring")
+        .arg(&ring)
+        .arg(dist.join("Release.gpg"))
+        .arg(dist.join("Release")));
+    ok(Command::new("gpgv")
+        .arg("--keyring")
+        .arg(&ring)
+        .arg(dist.join("InRelease")));
+    let status = Command::new("gpgv")
+        .arg("--status-fd=1")
+        .arg("--keyring")
+        .arg(&ring)
+        .arg(dist.join("InRelease"))
+        .output()
+        .unwrap()
+        .stdout;
     let status = String::from_utf8_lossy(&status);
     assert_eq!(status.matches("[GNUPG:] GOODSIG").count(), 2, "{status}");
     assert!(status.contains("VALIDSIG"), "{status}");
@@ -138,7 +225,10 @@ fn a_concurrent_build_is_refused_and_a_failed_one_keeps_the_previous_output() {
     let release = fs::read(out.join("dists/bionic/Release")).unwrap();
 
     // Hold the build lock as another build would.
-    let lock = fs::OpenOptions::new().write(true).open(lab.dir.path().join(".out.lock")).unwrap();
+    let lock = fs::OpenOptions::new()
+        .write(true)
+        .open(lab.dir.path().join(".out.lock"))
+        .unwrap();
     lock.lock().unwrap();
     let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
     assert_eq!(code, 2);
@@ -148,11 +238,65 @@ fn a_concurrent_build_is_refused_and_a_failed_one_keeps_the_previous_output() {
     // A build that fails half-way (a package vanishes from the cache and
     // the upstream) leaves the previous repository as it was, and valid.
     fs::remove_dir_all(&lab.cache).unwrap();
-    lab.server.fault("nvidia/libnccl-dev_2.4.2-1+cuda10.1_amd64.deb", crate::server::Fault::Status(404));
+    lab.server.fault(
+        "nvidia/libnccl-dev_2.4.2-1+cuda10.1_amd64.deb",
+        crate::server::Fault::Status(404),
+    );
     let (code, _, _) = run(lab.cmd("build").arg("--out").arg(&out));
     assert_eq!(code, 2);
     assert_eq!(fs::read(out.join("dists/bionic/Release")).unwrap(), release);
     ok(debforge().arg("verify").arg(&out));
-    let leftovers: Vec<_> = fs::read_dir(lab.dir.path()).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.contains("staging") || n.contains(".old-")).collect();
+    let leftovers: Vec<_> = fs::read_dir(lab.dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("staging") || n.contains(".old-"))
+        .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn the_same_inputs_give_the_same_repository_bytes() {
+    let lab = Lab::new();
+    let build = |name: &str| {
+        let out = lab.dir.path().join(name);
+        ok(lab
+            .cmd("build")
+            .arg("--out")
+            .arg(&out)
+            .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+        out
+    };
+    let (a, b) = (build("a"), build("b"));
+    let files = ok(Command::new("find")
+        .arg(".")
+        .arg("-type")
+        .arg("f")
+        .current_dir(&a));
+    let mut n = 0;
+    for f in files.lines() {
+        let (x, y) = (fs::read(a.join(f)).unwrap(), fs::read(b.join(f)).unwrap());
+        if f.ends_with("Release.gpg") {
+            // sequoia salts each v4 signature (a notation of random bytes, a
+            // defence against hash collisions): the one thing that differs.
+            continue;
+        }
+        if f.ends_with("InRelease") {
+            let body = |v: &[u8]| {
+                debforge::format::clearsign::split(&String::from_utf8_lossy(v))
+                    .unwrap()
+                    .body
+            };
+            assert_eq!(body(&x), body(&y), "{f} signed text differs");
+            continue;
+        }
+        assert_eq!(x, y, "{f} differs");
+        n += 1;
+    }
+    assert!(n > 20, "{files}");
+    // And gpgv accepts the signatures made at the key's creation time.
+    ok(Command::new("gpgv")
+        .arg("--keyring")
+        .arg(a.join("debforge-archive-keyring.gpg"))
+        .arg(a.join("dists/bionic/InRelease")));
 }
