@@ -122,6 +122,23 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show the version apt would pick for each package, given our repository, the pins and other indexes
+    #[command(
+        after_help = "Example:\n  debforge policy --with-index /var/lib/apt/lists/archive.ubuntu.com_ubuntu_dists_bionic_multiverse_binary-amd64_Packages libcudnn7\n\nThe same answer as `apt-cache policy` on a machine with our repository, its pins\n(debforge.pref) and the other repositories whose Packages files are given."
+    )]
+    Policy {
+        /// Packages to show [default: every package in our repository]
+        packages: Vec<String>,
+        /// Our repository
+        #[arg(long, default_value = "repo-out")]
+        out: PathBuf,
+        /// The preferences file [default: OUT/debforge.pref]
+        #[arg(long)]
+        preferences: Option<PathBuf>,
+        /// Another repository's Packages file (plain, .gz or .xz); repeatable
+        #[arg(long = "with-index", value_name = "PACKAGES_FILE")]
+        with_index: Vec<PathBuf>,
+    },
     /// Print the Packages stanzas of every .deb under DIR (like `apt-ftparchive packages DIR`)
     #[command(
         after_help = "Example:\n  debforge index repo-out/pool > Packages\n\nUnchanged files are not read again: their stanzas come from the index cache\n(--cache); a changed file (size, times, inode) is always re-read."
@@ -374,6 +391,12 @@ pub fn run() -> ExitCode {
             no_cache,
         } => run_index(&dir, cache, no_cache),
         Command::Verify { dir, keyring, json } => run_verify(&dir, keyring, json),
+        Command::Policy {
+            packages,
+            out,
+            preferences,
+            with_index,
+        } => run_policy(&packages, &out, preferences, &with_index),
         Command::Deb(DebCommand::Info { file, json }) => deb_info(&file, json),
         Command::Deb(DebCommand::Contents { file, json }) => deb_contents(&file, json),
         Command::Deb(DebCommand::Build(args)) => deb_build(args),
@@ -719,6 +742,104 @@ fn run_verify(dir: &std::path::Path, keyring: Option<PathBuf>, json: bool) -> Re
     } else {
         EXIT_FALSE
     })
+}
+
+fn run_policy(
+    packages: &[String],
+    out: &std::path::Path,
+    preferences: Option<PathBuf>,
+    with_index: &[PathBuf],
+) -> Result<u8, Failure> {
+    use debforge::format::preferences::{Offer, Preferences, candidate};
+    let pref_path = preferences.unwrap_or_else(|| out.join(pipeline::PREFERENCES_NAME));
+    let text = std::fs::read_to_string(&pref_path).map_err(|e| {
+        Failure::new(format!(
+            "{}: cannot read the preferences: {e}",
+            pref_path.display()
+        ))
+    })?;
+    let prefs = Preferences::parse(&text)
+        .map_err(|e| Failure::new(format!("{}: {e}", pref_path.display())))?;
+    let mut indexes: Vec<PathBuf> = Vec::new();
+    let dists = out.join("dists");
+    let mut stack = vec![dists.clone()];
+    while let Some(d) = stack.pop() {
+        let rd = std::fs::read_dir(&d).map_err(|e| {
+            Failure::new(format!("{}: {e}", d.display()))
+                .hint(Some("build the repository first, or pass --out"))
+        })?;
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() && p.file_name().is_some_and(|n| n != "by-hash") {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "Packages") {
+                indexes.push(p);
+            }
+        }
+    }
+    indexes.sort();
+    let ours = indexes.len();
+    indexes.extend(with_index.iter().cloned());
+    let mut offers: std::collections::BTreeMap<String, Vec<Offer>> =
+        std::collections::BTreeMap::new();
+    let mut our_names = Vec::new();
+    for (i, path) in indexes.iter().enumerate() {
+        let name = path.to_string_lossy();
+        let compression = if name.ends_with(".xz") {
+            Compression::Xz
+        } else if name.ends_with(".gz") {
+            Compression::Gzip
+        } else if name.ends_with(".lz4") {
+            return Err(Failure::new(format!(
+                "{name}: lz4 indexes are not read; decompress it with `lz4 -d`"
+            )));
+        } else {
+            Compression::None
+        };
+        let file = std::fs::File::open(path).map_err(|e| Failure::new(format!("{name}: {e}")))?;
+        let reader = compression
+            .decoder(std::io::BufReader::new(file))
+            .map_err(|e| Failure::new(format!("{name}: {e}")))?;
+        for p in debforge::format::deb822::ParagraphReader::new(std::io::BufReader::new(reader)) {
+            let p = p.map_err(|e| Failure::new(format!("{name}: {e}")))?;
+            let (Some(pkg), Some(ver)) = (p.get("Package"), p.get("Version")) else {
+                continue;
+            };
+            let Ok((version, _)) = Version::parse_lenient(ver) else {
+                continue;
+            };
+            if i < ours && !our_names.iter().any(|n| n == pkg) {
+                our_names.push(pkg.to_string());
+            }
+            offers.entry(pkg.to_string()).or_default().push(Offer {
+                version,
+                index_priority: 500,
+            });
+        }
+    }
+    let wanted: Vec<String> = if packages.is_empty() {
+        our_names
+    } else {
+        packages.to_vec()
+    };
+    let mut text = String::new();
+    for name in &wanted {
+        let (best, table) = candidate(
+            &prefs,
+            name,
+            offers.get(name).map(Vec::as_slice).unwrap_or(&[]),
+        );
+        text.push_str(&format!(
+            "{name}:\n  Candidate: {}\n  Version table:\n",
+            best.map(|v| v.to_string())
+                .unwrap_or_else(|| "(none)".into())
+        ));
+        for (v, p) in table {
+            text.push_str(&format!("     {v} {p}\n"));
+        }
+    }
+    output::plain(&text);
+    Ok(EXIT_OK)
 }
 
 fn default_cache_dir() -> Result<PathBuf, Failure> {

@@ -26,10 +26,187 @@ pub fn exact_pins<'a>(packages: impl IntoIterator<Item = (&'a str, &'a str)>) ->
     out
 }
 
+/// One record of a preferences file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinRecord {
+    /// Package names or globs (`*` is the general form).
+    pub packages: Vec<String>,
+    /// The version glob of `Pin: version …`.
+    pub version: String,
+    pub priority: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PreferencesError {
+    #[error("{0}")]
+    Syntax(#[from] super::deb822::ParseError),
+    #[error("record at line {line}: missing {field}")]
+    Missing { line: usize, field: &'static str },
+    #[error("record at line {line}: Pin-Priority {value:?} is not a number")]
+    BadPriority { line: usize, value: String },
+    #[error("record at line {line}: only 'Pin: version …' is supported here, not {pin:?}")]
+    Unsupported { line: usize, pin: String },
+}
+
+/// A parsed preferences file (version pins).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preferences {
+    pub records: Vec<PinRecord>,
+}
+
+impl Preferences {
+    pub fn parse(text: &str) -> Result<Preferences, PreferencesError> {
+        let doc = super::deb822::Document::parse(text)?;
+        let mut records = Vec::new();
+        for p in doc.paragraphs() {
+            let line = p.line();
+            let packages = p.get("Package").ok_or(PreferencesError::Missing {
+                line,
+                field: "Package",
+            })?;
+            let pin = p
+                .get("Pin")
+                .ok_or(PreferencesError::Missing { line, field: "Pin" })?;
+            let prio = p.get("Pin-Priority").ok_or(PreferencesError::Missing {
+                line,
+                field: "Pin-Priority",
+            })?;
+            let priority = prio.parse().map_err(|_| PreferencesError::BadPriority {
+                line,
+                value: prio.to_string(),
+            })?;
+            let Some(version) = pin.strip_prefix("version ") else {
+                return Err(PreferencesError::Unsupported {
+                    line,
+                    pin: pin.to_string(),
+                });
+            };
+            records.push(PinRecord {
+                packages: packages.split_whitespace().map(String::from).collect(),
+                version: version.trim().to_string(),
+                priority,
+            });
+        }
+        Ok(Preferences { records })
+    }
+
+    /// apt's rule: the first specific record (naming the package) whose
+    /// version glob matches decides; else the first general record (`*`).
+    pub fn priority(&self, package: &str, version: &str) -> Option<i32> {
+        let matching = |specific: bool| {
+            self.records.iter().find(|r| {
+                let names = r.packages.iter().any(|n| {
+                    if specific {
+                        n != "*" && glob(n, package)
+                    } else {
+                        n == "*"
+                    }
+                });
+                names && glob(&r.version, version)
+            })
+        };
+        matching(true)
+            .or_else(|| matching(false))
+            .map(|r| r.priority)
+    }
+}
+
+/// fnmatch-style `*` and `?` (apt matches version pins this way).
+fn glob(pattern: &str, text: &str) -> bool {
+    fn go(p: &[u8], t: &[u8]) -> bool {
+        match (p.first(), t.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => go(&p[1..], t) || (!t.is_empty() && go(p, &t[1..])),
+            (Some(b'?'), Some(_)) => go(&p[1..], &t[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &t[1..]),
+            _ => false,
+        }
+    }
+    go(pattern.as_bytes(), text.as_bytes())
+}
+
+/// One version on offer, with the priority of the index it comes from
+/// (500 for an ordinary repository).
+#[derive(Debug, Clone)]
+pub struct Offer {
+    pub version: super::version::Version,
+    pub index_priority: i32,
+}
+
+/// The candidate apt picks for `package` from `offers` (nothing installed):
+/// each version's priority is its pin's, or else the best of its indexes';
+/// the highest priority wins, then the highest version; a negative priority
+/// is never a candidate. Returns (candidate, every version with its priority,
+/// highest version first).
+pub fn candidate(
+    prefs: &Preferences,
+    package: &str,
+    offers: &[Offer],
+) -> (
+    Option<super::version::Version>,
+    Vec<(super::version::Version, i32)>,
+) {
+    let mut table: Vec<(super::version::Version, i32)> = Vec::new();
+    for o in offers {
+        let pinned = prefs.priority(package, &o.version.to_string());
+        let prio = pinned.unwrap_or(o.index_priority);
+        match table.iter_mut().find(|(v, _)| *v == o.version) {
+            Some((_, p)) if pinned.is_none() => *p = (*p).max(prio),
+            Some(_) => {}
+            None => table.push((o.version.clone(), prio)),
+        }
+    }
+    table.sort_by(|a, b| b.0.cmp(&a.0));
+    let best = table
+        .iter()
+        .filter(|(_, p)| *p >= 0)
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)))
+        .map(|(v, _)| v.clone());
+    (best, table)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::format::deb822::Document;
+
+    #[test]
+    fn pins_decide_the_candidate() {
+        let prefs =
+            Preferences::parse(&exact_pins([("libcudnn7", "7.5.0.56-1+cuda10.1")])).unwrap();
+        let v = |s: &str| crate::format::Version::parse(s).unwrap();
+        let offers = |vs: &[&str]| {
+            vs.iter()
+                .map(|s| Offer {
+                    version: v(s),
+                    index_priority: 500,
+                })
+                .collect::<Vec<_>>()
+        };
+        let (c, table) = candidate(
+            &prefs,
+            "libcudnn7",
+            &offers(&[
+                "7.6.5.32-1+cuda10.1",
+                "7.5.0.56-1+cuda10.1",
+                "7.0.5.15-1ubuntu1",
+            ]),
+        );
+        assert_eq!(c, Some(v("7.5.0.56-1+cuda10.1")));
+        assert_eq!(
+            table.iter().map(|(_, p)| *p).collect::<Vec<_>>(),
+            vec![-1, 1001, -1]
+        );
+        let (c, _) = candidate(
+            &prefs,
+            "libcudnn7",
+            &offers(&["7.6.5.32-1+cuda10.1", "7.0.5.15-1ubuntu1"]),
+        );
+        assert_eq!(c, None);
+        let (c, _) = candidate(&prefs, "other", &offers(&["1.0", "2.0"]));
+        assert_eq!(c, Some(v("2.0")));
+        assert!(glob("7.5*", "7.5.0.56-1+cuda10.1") && !glob("7.5", "7.5.0"));
+    }
 
     #[test]
     fn exact_version_first_then_the_catch_all() {

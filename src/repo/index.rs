@@ -104,9 +104,9 @@ impl IndexCache {
         };
         let meta = fs::metadata(file).map_err(io_err)?;
         let key = self.key_path(file, &meta);
-        if let Some(k) = &key {
-            if let Ok(text) = fs::read(k) {
-                if let Ok(e) = serde_json::from_slice::<CacheEntry>(&text) {
+        if let Some(k) = &key
+            && let Ok(text) = fs::read(k)
+                && let Ok(e) = serde_json::from_slice::<CacheEntry>(&text) {
                     let control = Paragraph::parse_single(&e.control).map_err(|source| {
                         IndexError::Cache {
                             path: k.clone(),
@@ -126,8 +126,6 @@ impl IndexCache {
                         },
                     });
                 }
-            }
-        }
         let deb = DebFile::open(file)?;
         let control = deb.control_files()?.control;
         let digests = digest_reader(fs::File::open(file).map_err(io_err)?).map_err(io_err)?;

@@ -70,14 +70,13 @@ fn verify_suite(
     if let (Some(ring), Some(msg)) = (ring, &inrelease) {
         match ring.verify_cleartext(msg) {
             Ok((body, _)) => {
-                if let Some(rel) = &release_bytes {
-                    if *rel != body {
+                if let Some(rel) = &release_bytes
+                    && *rel != body {
                         r.problems.push(format!(
                             "{}: its text differs from Release",
                             show(&suite.join("InRelease"))
                         ));
                     }
-                }
                 text = Some(body);
             }
             Err(e) => r
