@@ -720,6 +720,18 @@ pub fn write_output(
         }
         Err(fs::TryLockError::Error(e)) => return Err(io(&lock_path)(e)),
     }
+    // Holding the lock, no other build is running: what a killed build left
+    // behind (a staging or a moved-aside directory) can go.
+    if let Ok(rd) = fs::read_dir(parent) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&format!(".{base}.staging-"))
+                || name.starts_with(&format!(".{base}.old-"))
+            {
+                let _ = fs::remove_dir_all(e.path());
+            }
+        }
+    }
     let staging = tempfile::Builder::new()
         .prefix(&format!(".{base}.staging-"))
         .tempdir_in(parent)

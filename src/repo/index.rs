@@ -106,26 +106,26 @@ impl IndexCache {
         let key = self.key_path(file, &meta);
         if let Some(k) = &key
             && let Ok(text) = fs::read(k)
-                && let Ok(e) = serde_json::from_slice::<CacheEntry>(&text) {
-                    let control = Paragraph::parse_single(&e.control).map_err(|source| {
-                        IndexError::Cache {
-                            path: k.clone(),
-                            source,
-                        }
-                    })?;
-                    stats.cached += 1;
-                    return Ok(IndexedDeb {
-                        filename: filename.to_string(),
-                        control,
-                        digests: Digests {
-                            size: e.size,
-                            md5: e.md5,
-                            sha1: e.sha1,
-                            sha256: e.sha256,
-                            sha512: e.sha512,
-                        },
-                    });
-                }
+            && let Ok(e) = serde_json::from_slice::<CacheEntry>(&text)
+        {
+            let control =
+                Paragraph::parse_single(&e.control).map_err(|source| IndexError::Cache {
+                    path: k.clone(),
+                    source,
+                })?;
+            stats.cached += 1;
+            return Ok(IndexedDeb {
+                filename: filename.to_string(),
+                control,
+                digests: Digests {
+                    size: e.size,
+                    md5: e.md5,
+                    sha1: e.sha1,
+                    sha256: e.sha256,
+                    sha512: e.sha512,
+                },
+            });
+        }
         let deb = DebFile::open(file)?;
         let control = deb.control_files()?.control;
         let digests = digest_reader(fs::File::open(file).map_err(io_err)?).map_err(io_err)?;

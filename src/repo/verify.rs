@@ -71,12 +71,13 @@ fn verify_suite(
         match ring.verify_cleartext(msg) {
             Ok((body, _)) => {
                 if let Some(rel) = &release_bytes
-                    && *rel != body {
-                        r.problems.push(format!(
-                            "{}: its text differs from Release",
-                            show(&suite.join("InRelease"))
-                        ));
-                    }
+                    && *rel != body
+                {
+                    r.problems.push(format!(
+                        "{}: its text differs from Release",
+                        show(&suite.join("InRelease"))
+                    ));
+                }
                 text = Some(body);
             }
             Err(e) => r

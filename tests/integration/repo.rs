@@ -246,6 +246,30 @@ fn a_concurrent_build_is_refused_and_a_failed_one_keeps_the_previous_output() {
     assert_eq!(code, 2);
     assert_eq!(fs::read(out.join("dists/bionic/Release")).unwrap(), release);
     ok(debforge().arg("verify").arg(&out));
+    // A build killed mid-way (here: stuck on a stalled download) leaves the
+    // previous repository intact; what a kill during staging leaves behind is
+    // removed by the next build.
+    lab.server.fault(
+        "nvidia/libnccl-dev_2.4.2-1+cuda10.1_amd64.deb",
+        crate::server::Fault::Stall(10),
+    );
+    let mut child = lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .args(["--timeout", "30"])
+        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(fs::read(out.join("dists/bionic/Release")).unwrap(), release);
+    ok(debforge().arg("verify").arg(&out));
+    fs::create_dir_all(lab.dir.path().join(".out.staging-killed/pool")).unwrap();
+    lab.server.clear_faults();
+    ok(lab.cmd("build").arg("--out").arg(&out));
     let leftovers: Vec<_> = fs::read_dir(lab.dir.path())
         .unwrap()
         .filter_map(|e| e.ok())
@@ -299,4 +323,36 @@ fn the_same_inputs_give_the_same_repository_bytes() {
         .arg("--keyring")
         .arg(a.join("debforge-archive-keyring.gpg"))
         .arg(a.join("dists/bionic/InRelease")));
+}
+
+#[test]
+fn repository_settings_name_the_suite_and_valid_until() {
+    let lab = Lab::new();
+    fs::write(
+        lab.recipes.join("repository.toml"),
+        "[repository]\norigin = \"GPU lab\"\nlabel = \"gpu-lab\"\nsuite = \"lab-bionic\"\ncodename = \"bionic\"\ncomponent = \"main\"\narchitectures = [\"amd64\"]\ndescription = \"cuDNN 7.5 and NCCL 2.4 for CUDA 10.1\"\nvalid-for-days = 7\n",
+    )
+    .unwrap();
+    let out = lab.dir.path().join("out");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let release = fs::read_to_string(out.join("dists/lab-bionic/Release")).unwrap();
+    let r = debforge::format::release::Release::parse(&release).unwrap();
+    assert_eq!(r.paragraph().get("Origin"), Some("GPU lab"));
+    assert_eq!(
+        r.valid_until().unwrap().unwrap() - r.date().unwrap().unwrap(),
+        7 * 86_400
+    );
+    ok(debforge().arg("verify").arg(&out));
+    // An unknown setting is an error that names the file and the line.
+    fs::write(
+        lab.recipes.join("repository.toml"),
+        "[repository]\nsuite = \"x\"\nmirror = \"http://x\"\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("repository.toml:3: unknown field `mirror`"),
+        "{err}"
+    );
 }

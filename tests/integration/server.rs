@@ -76,6 +76,10 @@ impl Server {
             .insert(path.to_string(), (fault, 0));
     }
 
+    pub fn clear_faults(&self) {
+        self.faults.lock().unwrap().clear();
+    }
+
     pub fn requests(&self) -> Vec<Request> {
         self.log.lock().unwrap().clone()
     }
