@@ -124,7 +124,7 @@ impl StrongHasher {
 /// Size, SHA256 and SHA512 of everything `reader` yields.
 pub fn strong_digest_reader(mut reader: impl Read) -> io::Result<StrongDigests> {
     let mut hasher = StrongHasher::new();
-    let mut buf = vec![0u8; 256 * 1024];
+    let mut buf = vec![0u8; 64 * 1024];
     loop {
         match reader.read(&mut buf) {
             Ok(0) => return Ok(hasher.finish()),
@@ -167,7 +167,7 @@ impl<W: Write> Write for HashingWriter<W> {
 /// Reads `reader` to the end and returns its digests.
 pub fn digest_reader(mut reader: impl Read) -> io::Result<Digests> {
     let mut hasher = MultiHasher::new();
-    let mut buf = vec![0u8; 256 * 1024];
+    let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match reader.read(&mut buf) {
             Ok(0) => break,

@@ -687,7 +687,7 @@ fn run_keygen(
 }
 
 fn run_index(dir: &std::path::Path, cache: Option<PathBuf>, no_cache: bool) -> Result<u8, Failure> {
-    use debforge::repo::{IndexCache, IndexStats, walk_debs};
+    use debforge::repo::{IndexCache, IndexStats, index_tree};
     let cache_dir = if no_cache {
         None
     } else {
@@ -700,19 +700,28 @@ fn run_index(dir: &std::path::Path, cache: Option<PathBuf>, no_cache: bool) -> R
     let mut stats = IndexStats::default();
     let mut first = true;
     let start = dir.to_string_lossy().trim_end_matches('/').to_string();
-    walk_debs(std::path::Path::new(""), &start, &mut |path,
-                                                      rel|
-     -> Result<
-        (),
-        debforge::repo::IndexError,
-    > {
-        let deb = cache.get(path, rel, &mut stats)?;
-        let sep = if first { "" } else { "\n" };
-        first = false;
-        output::plain(&format!("{sep}{}", deb.stanza()));
-        Ok(())
-    })
+    // Stanzas are written in chunks: one write per megabyte, not per line.
+    let mut buf = String::new();
+    index_tree(
+        &cache,
+        std::path::Path::new(""),
+        &start,
+        &mut stats,
+        &mut |deb| -> Result<(), debforge::repo::IndexError> {
+            if !first {
+                buf.push('\n');
+            }
+            first = false;
+            buf.push_str(&deb.stanza);
+            if buf.len() > 1 << 20 {
+                output::plain(&buf);
+                buf.clear();
+            }
+            Ok(())
+        },
+    )
     .map_err(Failure::new)?;
+    output::plain(&buf);
     output::note(&format!(
         "indexed {} packages ({} read, {} from the cache)",
         stats.read + stats.cached,

@@ -552,7 +552,7 @@ fn write_data(
             h.set_size(m.len());
             let f = File::open(&e.path)?;
             let mut reader = Md5Reader {
-                inner: io::BufReader::with_capacity(256 * 1024, f.take(m.len())),
+                inner: io::BufReader::with_capacity(64 * 1024, f.take(m.len())),
                 md5: Md5::new(),
                 count: 0,
             };

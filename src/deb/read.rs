@@ -158,16 +158,28 @@ impl DebFile {
         }
     }
 
+    /// The whole file, read positionally from the open handle (for hashing
+    /// without opening it again).
+    pub fn raw_whole(&self) -> impl Read + '_ {
+        Region {
+            file: &self.file,
+            pos: 0,
+            end: self.len,
+        }
+    }
+
     /// The member's tar stream, decompressed on the fly.
     pub fn member_tar(&self, member: &Member) -> io::Result<Box<dyn Read + '_>> {
-        let raw = BufReader::with_capacity(256 * 1024, self.raw_member(member));
+        // Buffers sized to the member: a small package costs no large
+        // allocations (each one above 128 KiB is an mmap and page faults).
+        let raw = BufReader::with_capacity(buffer_for(member.size), self.raw_member(member));
         let decoder = member
             .compression
             .unwrap_or(Compression::None)
             .decoder(raw)?;
         // tar reads in 512-byte headers and 8 KiB chunks: buffer above the
         // decompressor so each call into it does real work.
-        Ok(Box::new(BufReader::with_capacity(256 * 1024, decoder)))
+        Ok(Box::new(BufReader::with_capacity(64 * 1024, decoder)))
     }
 
     /// Reads and checks the control member: plain files at its top level only
@@ -291,6 +303,11 @@ impl DebFile {
         }
         Ok(())
     }
+}
+
+/// A read buffer for `size` bytes: at least 8 KiB, at most 64 KiB.
+fn buffer_for(size: u64) -> usize {
+    size.clamp(8 * 1024, 64 * 1024) as usize
 }
 
 fn read_format_version(file: &File, m: &ArMember) -> Result<String, DebErrorKind> {

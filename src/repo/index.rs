@@ -1,15 +1,21 @@
 //! Indexing a pool: one `Packages` stanza per `.deb`, streamed in path order,
-//! with an on-disk cache so that an unchanged file is never read again and a
-//! changed one always is.
+//! with a cache so that an unchanged file is never read again and a changed
+//! one always is.
 //!
-//! The cache is a directory of small JSON files, one per package file, named
-//! by the SHA256 of the file's identity: its path, device, inode, size,
-//! modification and change times (nanoseconds). Any write to a file changes
-//! its ctime, which no user can set, so a changed file always misses. Memory
-//! stays flat in the number of packages: nothing is held but the current one.
+//! The cache of a tree is one file: the previous run's records, in the walk's
+//! order (depth first, names sorted per directory, which is `Path`'s
+//! component-wise order). Each record holds a file's identity (device,
+//! inode, size, modification and change times in nanoseconds) and its
+//! finished stanza. A run walks the tree and the old cache side by side (a
+//! merge, so memory stays flat in the number of packages), takes a record
+//! whose path and identity match, reads every other file, and writes the new
+//! cache next to the old one, renamed into place at the end. Any write to a
+//! file moves its change time, which no user can set: a changed file always
+//! misses.
 
-use std::fs;
-use std::io::{self, Write};
+use std::cmp::Ordering;
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -17,7 +23,6 @@ use sha2::{Digest, Sha256};
 
 use crate::deb::{DebError, DebFile};
 use crate::digest::{Digests, digest_reader};
-use crate::format::deb822::{Paragraph, ParseError};
 use crate::format::packages::stanza;
 
 #[derive(Debug, thiserror::Error)]
@@ -26,33 +31,17 @@ pub enum IndexError {
     Io { path: PathBuf, source: io::Error },
     #[error("{0}")]
     Deb(#[from] DebError),
-    #[error("{}: cached control paragraph is corrupt: {source}", path.display())]
-    Cache { path: PathBuf, source: ParseError },
 }
 
 /// One indexed package file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexedDeb {
     /// Relative to the repository root, e.g. `pool/main/libn/libnccl2/…deb`.
     pub filename: String,
-    pub control: Paragraph,
+    pub architecture: String,
+    /// The finished Packages stanza, ending with a newline.
+    pub stanza: String,
     pub digests: Digests,
-}
-
-impl IndexedDeb {
-    pub fn stanza(&self) -> Paragraph {
-        stanza(&self.control, &self.filename, &self.digests)
-    }
-}
-
-#[derive(serde::Serialize, serde::Deserialize)]
-struct CacheEntry {
-    control: String,
-    size: u64,
-    md5: String,
-    sha1: String,
-    sha256: String,
-    sha512: String,
 }
 
 /// Counts of what an indexing run did.
@@ -62,105 +51,97 @@ pub struct IndexStats {
     pub cached: usize,
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Record {
+    path: String,
+    id: [i64; 7],
+    arch: String,
+    stanza: String,
+    size: u64,
+    md5: String,
+    sha1: String,
+    sha256: String,
+    sha512: String,
+}
+
+impl Record {
+    fn into_deb(self) -> IndexedDeb {
+        IndexedDeb {
+            filename: self.path,
+            architecture: self.arch,
+            stanza: self.stanza,
+            digests: Digests {
+                size: self.size,
+                md5: self.md5,
+                sha1: self.sha1,
+                sha256: self.sha256,
+                sha512: self.sha512,
+            },
+        }
+    }
+
+    fn from_deb(d: &IndexedDeb, id: [i64; 7]) -> Record {
+        Record {
+            path: d.filename.clone(),
+            id,
+            arch: d.architecture.clone(),
+            stanza: d.stanza.clone(),
+            size: d.digests.size,
+            md5: d.digests.md5.clone(),
+            sha1: d.digests.sha1.clone(),
+            sha256: d.digests.sha256.clone(),
+            sha512: d.digests.sha512.clone(),
+        }
+    }
+}
+
+fn identity(meta: &fs::Metadata) -> [i64; 7] {
+    [
+        meta.dev() as i64,
+        meta.ino() as i64,
+        meta.size() as i64,
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    ]
+}
+
+/// Where index caches live; `None` disables caching.
 pub struct IndexCache {
     dir: Option<PathBuf>,
 }
 
 impl IndexCache {
-    /// A cache in `dir` (created when needed); `None` disables caching.
     pub fn new(dir: Option<PathBuf>) -> IndexCache {
         IndexCache { dir }
     }
 
-    fn key_path(&self, file: &Path, meta: &fs::Metadata) -> Option<PathBuf> {
+    fn file_for(&self, root: &Path, sub: &str) -> Option<PathBuf> {
         let dir = self.dir.as_ref()?;
-        let abs = fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-        let identity = format!(
-            "{}\0{}\0{}\0{}\0{}.{}\0{}.{}",
-            abs.display(),
-            meta.dev(),
-            meta.ino(),
-            meta.size(),
-            meta.mtime(),
-            meta.mtime_nsec(),
-            meta.ctime(),
-            meta.ctime_nsec()
-        );
-        let h = hex::encode(Sha256::digest(identity.as_bytes()));
-        Some(dir.join(&h[..2]).join(&h))
-    }
-
-    /// The control paragraph and digests of `file`, from the cache when its
-    /// identity is unchanged, else read (and cached).
-    pub fn get(
-        &self,
-        file: &Path,
-        filename: &str,
-        stats: &mut IndexStats,
-    ) -> Result<IndexedDeb, IndexError> {
-        let io_err = |e| IndexError::Io {
-            path: file.to_path_buf(),
-            source: e,
-        };
-        let meta = fs::metadata(file).map_err(io_err)?;
-        let key = self.key_path(file, &meta);
-        if let Some(k) = &key
-            && let Ok(text) = fs::read(k)
-            && let Ok(e) = serde_json::from_slice::<CacheEntry>(&text)
-        {
-            let control =
-                Paragraph::parse_single(&e.control).map_err(|source| IndexError::Cache {
-                    path: k.clone(),
-                    source,
-                })?;
-            stats.cached += 1;
-            return Ok(IndexedDeb {
-                filename: filename.to_string(),
-                control,
-                digests: Digests {
-                    size: e.size,
-                    md5: e.md5,
-                    sha1: e.sha1,
-                    sha256: e.sha256,
-                    sha512: e.sha512,
-                },
-            });
-        }
-        let deb = DebFile::open(file)?;
-        let control = deb.control_files()?.control;
-        let digests = digest_reader(fs::File::open(file).map_err(io_err)?).map_err(io_err)?;
-        stats.read += 1;
-        if let Some(k) = key {
-            let entry = CacheEntry {
-                control: control.to_string(),
-                size: digests.size,
-                md5: digests.md5.clone(),
-                sha1: digests.sha1.clone(),
-                sha256: digests.sha256.clone(),
-                sha512: digests.sha512.clone(),
-            };
-            // A cache that cannot be written only costs speed next time.
-            let _ = write_entry(&k, &serde_json::to_vec(&entry).expect("serializes"));
-        }
-        Ok(IndexedDeb {
-            filename: filename.to_string(),
-            control,
-            digests,
-        })
+        let abs = std::path::absolute(root.join(sub)).unwrap_or_else(|_| root.join(sub));
+        let h = hex::encode(Sha256::digest(abs.as_os_str().as_encoded_bytes()));
+        Some(dir.join(format!("{}.jsonl", &h[..32])))
     }
 }
 
-fn write_entry(path: &Path, data: &[u8]) -> io::Result<()> {
-    let dir = path.parent().expect("cache entries are in a directory");
-    fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(data)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+/// Reads a package file: its control paragraph and digests, into a stanza.
+pub fn read_deb(file: &Path, filename: &str) -> Result<IndexedDeb, IndexError> {
+    let deb = DebFile::open(file)?;
+    let control = deb.control_files()?.control;
+    let digests = digest_reader(deb.raw_whole()).map_err(|source| IndexError::Io {
+        path: file.to_path_buf(),
+        source,
+    })?;
+    Ok(IndexedDeb {
+        filename: filename.to_string(),
+        architecture: control.get("Architecture").unwrap_or_default().to_string(),
+        stanza: stanza(&control, filename, &digests).to_string(),
+        digests,
+    })
 }
 
-/// Every `.deb` under `root/sub`, as paths relative to `root`, sorted per
-/// directory (deterministic, and only one directory listing in memory).
+/// Every `.deb` under `root/sub`, as paths relative to `root`, in walk order.
 pub fn walk_debs<E: From<IndexError>>(
     root: &Path,
     sub: &str,
@@ -214,4 +195,164 @@ pub fn walk_debs<E: From<IndexError>>(
         root.join(sub)
     };
     walk(&start, sub.trim_end_matches('/'), visit)
+}
+
+/// The previous run's records, read one at a time.
+struct OldCache {
+    lines: Option<io::Lines<BufReader<File>>>,
+    next: Option<Record>,
+}
+
+impl OldCache {
+    fn open(path: Option<&Path>) -> OldCache {
+        let lines = path
+            .and_then(|p| File::open(p).ok())
+            .map(|f| BufReader::new(f).lines());
+        let mut c = OldCache { lines, next: None };
+        c.advance();
+        c
+    }
+
+    fn advance(&mut self) {
+        self.next = None;
+        let Some(lines) = &mut self.lines else { return };
+        for line in lines.by_ref() {
+            // A torn or foreign line is skipped: its file is simply re-read.
+            if let Ok(r) = line
+                .map_err(|_| ())
+                .and_then(|l| serde_json::from_str::<Record>(&l).map_err(|_| ()))
+            {
+                self.next = Some(r);
+                return;
+            }
+        }
+    }
+
+    /// The record for `rel` if it is still valid for `id`.
+    fn take(&mut self, rel: &str, id: [i64; 7]) -> Option<IndexedDeb> {
+        loop {
+            let order = Path::new(&self.next.as_ref()?.path).cmp(Path::new(rel));
+            match order {
+                Ordering::Less => self.advance(),
+                Ordering::Greater => return None,
+                Ordering::Equal => {
+                    let r = self.next.take().expect("peeked");
+                    self.advance();
+                    return (r.id == id).then(|| r.into_deb());
+                }
+            }
+        }
+    }
+}
+
+/// Indexes every `.deb` under `root/sub` and hands the results to `emit` in
+/// path order. Files the cache does not vouch for are read a batch at a time
+/// on all cores; a batch is all that is held in memory.
+pub fn index_tree<E: From<IndexError>>(
+    cache: &IndexCache,
+    root: &Path,
+    sub: &str,
+    stats: &mut IndexStats,
+    emit: &mut dyn FnMut(&IndexedDeb) -> Result<(), E>,
+) -> Result<(), E> {
+    const BATCH: usize = 64;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    let cache_file = cache.file_for(root, sub);
+    let mut old = OldCache::open(cache_file.as_deref());
+    // The new cache is written beside the old and renamed at the end.
+    let mut new = match &cache_file {
+        Some(f) => {
+            let dir = f.parent().expect("cache file in a directory");
+            fs::create_dir_all(dir)
+                .ok()
+                .and_then(|_| tempfile::NamedTempFile::new_in(dir).ok())
+                .map(|t| (BufWriter::new(t), f.clone()))
+        }
+        None => None,
+    };
+
+    struct Item {
+        path: PathBuf,
+        rel: String,
+        id: [i64; 7],
+        hit: Option<IndexedDeb>,
+    }
+    let mut batch: Vec<Item> = Vec::with_capacity(BATCH);
+    let mut flush = |batch: &mut Vec<Item>,
+                     stats: &mut IndexStats,
+                     new: &mut Option<(BufWriter<tempfile::NamedTempFile>, PathBuf)>|
+     -> Result<(), E> {
+        let misses: Vec<usize> = (0..batch.len())
+            .filter(|&i| batch[i].hit.is_none())
+            .collect();
+        let workers = threads.min(misses.len()).max(1);
+        let items = &*batch;
+        let misses_ref = &misses;
+        let read: Vec<Vec<(usize, Result<IndexedDeb, IndexError>)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..workers)
+                .map(|t| {
+                    scope.spawn(move || {
+                        misses_ref
+                            .iter()
+                            .skip(t)
+                            .step_by(workers)
+                            .map(|&i| (i, read_deb(&items[i].path, &items[i].rel)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("index worker"))
+                .collect()
+        });
+        for (i, r) in read.into_iter().flatten() {
+            batch[i].hit = Some(r?);
+            stats.read += 1;
+        }
+        stats.cached += batch.len() - misses.len();
+        for item in batch.drain(..) {
+            let deb = item.hit.expect("every item indexed");
+            if let Some((w, _)) = new.as_mut() {
+                let line = serde_json::to_string(&Record::from_deb(&deb, item.id))
+                    .expect("record serializes");
+                if w.write_all(line.as_bytes())
+                    .and_then(|_| w.write_all(b"\n"))
+                    .is_err()
+                {
+                    // A cache that cannot be written only costs time next run.
+                    *new = None;
+                }
+            }
+            emit(&deb)?;
+        }
+        Ok(())
+    };
+    walk_debs(root, sub, &mut |path, rel| -> Result<(), E> {
+        let meta = fs::metadata(path).map_err(|source| IndexError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let id = identity(&meta);
+        let hit = old.take(rel, id);
+        batch.push(Item {
+            path: path.to_path_buf(),
+            rel: rel.to_string(),
+            id,
+            hit,
+        });
+        if batch.len() == BATCH {
+            flush(&mut batch, stats, &mut new)?;
+        }
+        Ok(())
+    })?;
+    flush(&mut batch, stats, &mut new)?;
+    if let Some((w, target)) = new {
+        if let Ok(tmp) = w.into_inner() {
+            let _ = tmp.persist(&target);
+        }
+    }
+    Ok(())
 }

@@ -19,7 +19,7 @@ use crate::digest::Digests;
 use crate::format::release::{ReleaseFields, render};
 use crate::openpgp::sign::{SignError, SigningKey, sign_cleartext, sign_detached};
 
-pub use index::{IndexCache, IndexError, IndexStats, IndexedDeb, walk_debs};
+pub use index::{IndexCache, IndexError, IndexStats, IndexedDeb, index_tree, read_deb, walk_debs};
 
 /// What the repository is called and what it holds.
 #[derive(Debug, Clone)]
@@ -165,28 +165,23 @@ pub fn write_dists(
     }
     let mut stats = IndexStats::default();
     let mut count = 0;
-    walk_debs(
+    index_tree(
+        cache,
         root,
         &format!("pool/{}", config.component),
-        &mut |path, rel| -> Result<(), RepoError> {
-            let deb = cache.get(path, rel, &mut stats)?;
-            let arch = deb
-                .control
-                .get("Architecture")
-                .unwrap_or_default()
-                .to_string();
-            let text = deb.stanza().to_string();
+        &mut stats,
+        &mut |deb| -> Result<(), RepoError> {
             let mut placed = false;
             for (a, w) in &mut writers {
-                if arch == "all" || *a == arch {
-                    w.write_stanza(&text)?;
+                if deb.architecture == "all" || *a == deb.architecture {
+                    w.write_stanza(&deb.stanza)?;
                     placed = true;
                 }
             }
             if !placed {
                 return Err(RepoError::ForeignArch {
-                    filename: rel.to_string(),
-                    arch,
+                    filename: deb.filename.clone(),
+                    arch: deb.architecture.clone(),
                     archs: config.architectures.join(" "),
                 });
             }
