@@ -349,10 +349,10 @@ pub fn index_tree<E: From<IndexError>>(
         Ok(())
     })?;
     flush(&mut batch, stats, &mut new)?;
-    if let Some((w, target)) = new {
-        if let Ok(tmp) = w.into_inner() {
-            let _ = tmp.persist(&target);
-        }
+    if let Some((w, target)) = new
+        && let Ok(tmp) = w.into_inner()
+    {
+        let _ = tmp.persist(&target);
     }
     Ok(())
 }

@@ -356,3 +356,51 @@ fn repository_settings_name_the_suite_and_valid_until() {
         "{err}"
     );
 }
+
+#[test]
+fn rsa4096_keys_sign_what_gpgv_accepts() {
+    let lab = Lab::new();
+    let keys = lab.dir.path().join("rsa-keys");
+    let fpr = ok(debforge().arg("keygen").arg("--keys").arg(&keys).args([
+        "--algo",
+        "rsa4096",
+        "--name",
+        "rsa lab key",
+        "--email",
+        "lab@example.org",
+    ]));
+    assert_eq!(fpr.trim().len(), 40, "{fpr}");
+    let out = lab.dir.path().join("out");
+    ok(debforge()
+        .arg("build")
+        .arg("--recipes")
+        .arg(&lab.recipes)
+        .arg("--cache")
+        .arg(&lab.cache)
+        .arg("--keys")
+        .arg(&keys)
+        .arg("--out")
+        .arg(&out));
+    let ring = out.join("debforge-archive-keyring.gpg");
+    let listing = ok(Command::new("gpg")
+        .args(["--show-keys", "--with-colons"])
+        .arg(&ring));
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.starts_with("pub:") && l.split(':').nth(2) == Some("4096")),
+        "{listing}"
+    );
+    let status = Command::new("gpgv")
+        .arg("--status-fd=1")
+        .arg("--keyring")
+        .arg(&ring)
+        .arg(out.join("dists/bionic/InRelease"))
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("GOODSIG"), "{status}");
+    // VALIDSIG's 8th field is the hash algorithm: 10 is SHA512.
+    let validsig = status.lines().find(|l| l.contains("VALIDSIG")).unwrap();
+    assert_eq!(validsig.split_whitespace().nth(9), Some("10"), "{validsig}");
+}
