@@ -13,7 +13,7 @@ use crate::fetch::{Expected, FetchError, Http, HttpOptions, Observer};
 use crate::openpgp::sign::SigningKey;
 use crate::recipe::lock::{Lock, LockError, LockedPackage};
 use crate::recipe::{Origin, PackageRecipe, RecipeError, RecipeSet};
-use crate::repo::{IndexCache, IndexReport, RepoConfig};
+use crate::repo::{IndexReport, RepoConfig};
 use crate::upstream::{self, DirTransport, HttpTransport, OpenSource, Transport, UpstreamError};
 
 /// Where and how to work.
@@ -666,8 +666,6 @@ pub fn pool_path(component: &str, source: &str, file: &str) -> String {
 pub struct RepoParams<'k> {
     pub config: RepoConfig,
     pub keys: &'k [SigningKey],
-    /// The index cache directory (survives the output's replacement).
-    pub index_cache: PathBuf,
     /// `Date` of the Release (SOURCE_DATE_EPOCH or now).
     pub date: i64,
 }
@@ -737,29 +735,73 @@ pub fn write_output(
         .tempdir_in(parent)
         .map_err(io(parent))?;
     let root = staging.path();
-    let mut pool = Vec::new();
+    // Each package is read once more: its control paragraph, then one pass
+    // that copies it into the pool and computes all four digests (the SHA256
+    // checked against the lock again). A copy, not a hard link: a file
+    // changed in the output must never change the cache.
+    let mut entries = Vec::with_capacity(fetched.len());
     for f in fetched {
-        let deb = DebFile::open(&f.file).map_err(|source| PipelineError::Deb {
+        let deb_err = |source| PipelineError::Deb {
             path: f.file.clone(),
             source,
-        })?;
-        let control = deb.control_files().map_err(|source| PipelineError::Deb {
-            path: f.file.clone(),
-            source,
-        })?;
+        };
+        let deb = DebFile::open(&f.file).map_err(deb_err)?;
+        let control = deb.control_files().map_err(deb_err)?.control;
         let source = control
-            .control
             .get("Source")
             .and_then(|s| s.split_whitespace().next())
             .unwrap_or(&f.resolved.locked.name)
             .to_string();
         let rel = pool_path(&params.config.component, &source, f.resolved.file_name());
-        copy_checked(&f.file, &f.resolved.locked, &root.join(&rel))?;
-        pool.push(rel);
+        let dest = root.join(&rel);
+        fs::create_dir_all(dest.parent().expect("pool path has a directory")).map_err(io(&dest))?;
+        let digests = {
+            let out = fs::File::create(&dest).map_err(io(&dest))?;
+            let mut w = crate::digest::HashingWriter::new(std::io::BufWriter::with_capacity(
+                64 * 1024,
+                out,
+            ));
+            std::io::copy(&mut deb.raw_whole(), &mut w).map_err(io(&dest))?;
+            let (buffered, digests) = w.finish();
+            buffered
+                .into_inner()
+                .map_err(|e| io(&dest)(e.into_error()))?;
+            digests
+        };
+        if digests.sha256 != f.resolved.locked.sha256 || digests.size != f.resolved.locked.size {
+            return Err(PipelineError::Fetch {
+                package: f.resolved.locked.name.clone(),
+                source: FetchError {
+                    url: f.file.display().to_string(),
+                    kind: crate::fetch::FetchErrorKind::Sha256 {
+                        expected: f.resolved.locked.sha256.clone(),
+                        found: digests.sha256,
+                    },
+                },
+            });
+        }
+        entries.push(crate::repo::IndexedDeb {
+            architecture: control.get("Architecture").unwrap_or_default().to_string(),
+            stanza: crate::format::packages::stanza(&control, &rel, &digests).to_string(),
+            filename: rel,
+            digests,
+        });
     }
-    let cache = IndexCache::new(Some(params.index_cache.clone()));
-    let index = crate::repo::write_dists(root, &params.config, &cache, params.date, params.keys)
-        .map_err(|e| PipelineError::Repo(Box::new(e)))?;
+    // Pool order, as a walk of the pool would give.
+    entries.sort_by(|a, b| Path::new(&a.filename).cmp(Path::new(&b.filename)));
+    let repo_err = |e| PipelineError::Repo(Box::new(e));
+    let mut dists = crate::repo::DistsWriter::new(root, &params.config).map_err(repo_err)?;
+    for e in &entries {
+        dists.add(e).map_err(repo_err)?;
+    }
+    let stats = crate::repo::IndexStats {
+        read: entries.len(),
+        cached: 0,
+    };
+    let index = dists
+        .finish(params.date, params.keys, stats)
+        .map_err(repo_err)?;
+    let pool: Vec<String> = entries.into_iter().map(|e| e.filename).collect();
     let (binary, armored) = crate::openpgp::sign::export_public(params.keys);
     write_atomic(&root.join(format!("{KEYRING_NAME}.gpg")), &binary)?;
     write_atomic(&root.join(format!("{KEYRING_NAME}.asc")), &armored)?;

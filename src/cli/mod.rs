@@ -638,7 +638,6 @@ fn run_build(
     let params = pipeline::RepoParams {
         config,
         keys: &signing,
-        index_cache: session.settings.cache.join("index"),
         date,
     };
     let report = pipeline::write_output(out, &fetched, &params)?;

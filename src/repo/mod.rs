@@ -143,10 +143,133 @@ pub struct IndexReport {
     pub files: Vec<String>,
 }
 
-/// Writes `dists/<suite>/` for the debs under `root/pool/<component>/`:
-/// Packages (plain, gz, xz) per architecture (`all` packages in each), their
-/// by-hash copies, Release with Date `date`, and, when `keys` are given,
-/// Release.gpg and InRelease signed by all of them.
+/// Writes `dists/<suite>/` from package entries handed to it one at a time:
+/// Packages (plain, gz, xz) per architecture (`all` packages in each), then
+/// on `finish` their by-hash copies, Release, and the signatures.
+pub struct DistsWriter<'c> {
+    dist: PathBuf,
+    config: &'c RepoConfig,
+    writers: Vec<(String, PackagesWriter)>,
+    count: usize,
+}
+
+impl<'c> DistsWriter<'c> {
+    pub fn new(root: &Path, config: &'c RepoConfig) -> Result<DistsWriter<'c>, RepoError> {
+        let dist = root.join("dists").join(&config.suite);
+        let _ = fs::remove_dir_all(&dist);
+        let mut writers = Vec::new();
+        for arch in &config.architectures {
+            writers.push((
+                arch.clone(),
+                PackagesWriter::create(&dist, &format!("{}/binary-{arch}/", config.component))?,
+            ));
+        }
+        Ok(DistsWriter {
+            dist,
+            config,
+            writers,
+            count: 0,
+        })
+    }
+
+    /// Adds one package (entries come in pool order).
+    pub fn add(&mut self, deb: &IndexedDeb) -> Result<(), RepoError> {
+        let mut placed = false;
+        for (a, w) in &mut self.writers {
+            if deb.architecture == "all" || *a == deb.architecture {
+                w.write_stanza(&deb.stanza)?;
+                placed = true;
+            }
+        }
+        if !placed {
+            return Err(RepoError::ForeignArch {
+                filename: deb.filename.clone(),
+                arch: deb.architecture.clone(),
+                archs: self.config.architectures.join(" "),
+            });
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Finishes the indexes and writes the Release (dated `date`) and, with
+    /// `keys`, Release.gpg and InRelease signed by all of them.
+    pub fn finish(
+        self,
+        date: i64,
+        keys: &[SigningKey],
+        stats: IndexStats,
+    ) -> Result<IndexReport, RepoError> {
+        let DistsWriter {
+            dist,
+            config,
+            writers,
+            count,
+        } = self;
+        let mut listed: Vec<(String, Digests)> = Vec::new();
+        for (_, w) in writers {
+            for (rel, path) in w.finish()? {
+                let d = crate::digest::digest_reader(File::open(&path).map_err(io_err(&path))?)
+                    .map_err(io_err(&path))?;
+                // by-hash copies: apt fetches an index by its hash, so a client
+                // never sees a Release and indexes of different generations.
+                let dir = path.parent().expect("index in a directory").join("by-hash");
+                for (field, hash) in [
+                    ("MD5Sum", &d.md5),
+                    ("SHA1", &d.sha1),
+                    ("SHA256", &d.sha256),
+                    ("SHA512", &d.sha512),
+                ] {
+                    let target = dir.join(field).join(hash);
+                    fs::create_dir_all(target.parent().expect("by-hash dir"))
+                        .map_err(io_err(&target))?;
+                    if fs::hard_link(&path, &target).is_err() {
+                        fs::copy(&path, &target).map_err(io_err(&target))?;
+                    }
+                }
+                listed.push((rel, d));
+            }
+        }
+
+        let fields = ReleaseFields {
+            origin: config.origin.clone(),
+            label: config.label.clone(),
+            suite: config.suite.clone(),
+            codename: config.codename.clone(),
+            date,
+            valid_until: config.valid_for.map(|v| date + v),
+            architectures: config.architectures.clone(),
+            components: vec![config.component.clone()],
+            description: config.description.clone(),
+            acquire_by_hash: true,
+        };
+        let release = render(&fields, &listed);
+        let release_path = dist.join("Release");
+        fs::write(&release_path, &release).map_err(io_err(&release_path))?;
+        if !keys.is_empty() {
+            // At the Release's Date, or when the newest key was made if that is
+            // later (gpgv rejects a signature older than its key); either way a
+            // function of the inputs, so rebuilding gives the same bytes.
+            let dated = std::time::UNIX_EPOCH + std::time::Duration::from_secs(date.max(0) as u64);
+            let created = keys
+                .iter()
+                .map(SigningKey::created)
+                .fold(dated, std::cmp::max);
+            let detached = sign_detached(keys, release.as_bytes(), created)?;
+            fs::write(dist.join("Release.gpg"), detached).map_err(io_err(&dist))?;
+            let inline = sign_cleartext(keys, release.as_bytes(), created)?;
+            fs::write(dist.join("InRelease"), inline).map_err(io_err(&dist))?;
+        }
+        Ok(IndexReport {
+            packages: count,
+            stats,
+            files: listed.into_iter().map(|(r, _)| r).collect(),
+        })
+    }
+}
+
+/// Writes `dists/<suite>/` for the debs under `root/pool/<component>/`,
+/// indexed through `cache`.
 pub fn write_dists(
     root: &Path,
     config: &RepoConfig,
@@ -154,99 +277,14 @@ pub fn write_dists(
     date: i64,
     keys: &[SigningKey],
 ) -> Result<IndexReport, RepoError> {
-    let dist = root.join("dists").join(&config.suite);
-    let _ = fs::remove_dir_all(&dist);
-    let mut writers = Vec::new();
-    for arch in &config.architectures {
-        writers.push((
-            arch.clone(),
-            PackagesWriter::create(&dist, &format!("{}/binary-{arch}/", config.component))?,
-        ));
-    }
+    let mut writer = DistsWriter::new(root, config)?;
     let mut stats = IndexStats::default();
-    let mut count = 0;
     index_tree(
         cache,
         root,
         &format!("pool/{}", config.component),
         &mut stats,
-        &mut |deb| -> Result<(), RepoError> {
-            let mut placed = false;
-            for (a, w) in &mut writers {
-                if deb.architecture == "all" || *a == deb.architecture {
-                    w.write_stanza(&deb.stanza)?;
-                    placed = true;
-                }
-            }
-            if !placed {
-                return Err(RepoError::ForeignArch {
-                    filename: deb.filename.clone(),
-                    arch: deb.architecture.clone(),
-                    archs: config.architectures.join(" "),
-                });
-            }
-            count += 1;
-            Ok(())
-        },
+        &mut |deb| writer.add(deb),
     )?;
-
-    let mut listed: Vec<(String, Digests)> = Vec::new();
-    for (_, w) in writers {
-        for (rel, path) in w.finish()? {
-            let d = crate::digest::digest_reader(File::open(&path).map_err(io_err(&path))?)
-                .map_err(io_err(&path))?;
-            // by-hash copies: apt fetches an index by its hash, so a client
-            // never sees a Release and indexes of different generations.
-            let dir = path.parent().expect("index in a directory").join("by-hash");
-            for (field, hash) in [
-                ("MD5Sum", &d.md5),
-                ("SHA1", &d.sha1),
-                ("SHA256", &d.sha256),
-                ("SHA512", &d.sha512),
-            ] {
-                let target = dir.join(field).join(hash);
-                fs::create_dir_all(target.parent().expect("by-hash dir"))
-                    .map_err(io_err(&target))?;
-                if fs::hard_link(&path, &target).is_err() {
-                    fs::copy(&path, &target).map_err(io_err(&target))?;
-                }
-            }
-            listed.push((rel, d));
-        }
-    }
-
-    let fields = ReleaseFields {
-        origin: config.origin.clone(),
-        label: config.label.clone(),
-        suite: config.suite.clone(),
-        codename: config.codename.clone(),
-        date,
-        valid_until: config.valid_for.map(|v| date + v),
-        architectures: config.architectures.clone(),
-        components: vec![config.component.clone()],
-        description: config.description.clone(),
-        acquire_by_hash: true,
-    };
-    let release = render(&fields, &listed);
-    let release_path = dist.join("Release");
-    fs::write(&release_path, &release).map_err(io_err(&release_path))?;
-    if !keys.is_empty() {
-        // At the Release's Date, or when the newest key was made if that is
-        // later (gpgv rejects a signature older than its key); either way a
-        // function of the inputs, so rebuilding gives the same bytes.
-        let dated = std::time::UNIX_EPOCH + std::time::Duration::from_secs(date.max(0) as u64);
-        let created = keys
-            .iter()
-            .map(SigningKey::created)
-            .fold(dated, std::cmp::max);
-        let detached = sign_detached(keys, release.as_bytes(), created)?;
-        fs::write(dist.join("Release.gpg"), detached).map_err(io_err(&dist))?;
-        let inline = sign_cleartext(keys, release.as_bytes(), created)?;
-        fs::write(dist.join("InRelease"), inline).map_err(io_err(&dist))?;
-    }
-    Ok(IndexReport {
-        packages: count,
-        stats,
-        files: listed.into_iter().map(|(r, _)| r).collect(),
-    })
+    writer.finish(date, keys, stats)
 }
