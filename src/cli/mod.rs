@@ -185,11 +185,46 @@ enum DebCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Rewrite a package's control member (fields, merged maintainer scripts); the data member is copied verbatim
+    #[command(
+        after_help = "Example:\n  debforge deb repack libnccl2_2.4.2-1+cuda10.1_amd64.deb -o out/ --postinst links.postinst\n\nUpstream maintainer scripts are kept: the merged script runs upstream's first (same\narguments, its own interpreter; its failure fails the script), then ours. The\nversion stays upstream's unless --version-suffix is given."
+    )]
+    Repack(RepackArgs),
     /// Build a .deb from a tree holding DEBIAN/control (like `dpkg-deb --build --root-owner-group`)
     #[command(
         after_help = "Example:\n  SOURCE_DATE_EPOCH=1556000000 debforge deb build pkgroot -o out/\n\nThe output is the same bytes for the same tree: entries sorted, owner root:root,\ntimes clamped to SOURCE_DATE_EPOCH when it is set. md5sums and Installed-Size are\nadded when DEBIAN/ does not have them. Nothing is written at the output path\nunless the whole package was built."
     )]
     Build(BuildArgs),
+}
+
+#[derive(Args)]
+struct RepackArgs {
+    /// The package to repack
+    input: PathBuf,
+    /// Output file, or a directory (created when given with a trailing '/')
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Our preinst, run after upstream's
+    #[arg(long, value_name = "FILE")]
+    preinst: Option<PathBuf>,
+    /// Our postinst, run after upstream's
+    #[arg(long, value_name = "FILE")]
+    postinst: Option<PathBuf>,
+    /// Our prerm, run after upstream's
+    #[arg(long, value_name = "FILE")]
+    prerm: Option<PathBuf>,
+    /// Our postrm, run after upstream's
+    #[arg(long, value_name = "FILE")]
+    postrm: Option<PathBuf>,
+    /// Set a control field (repeatable)
+    #[arg(long = "set", value_name = "FIELD=VALUE")]
+    set: Vec<String>,
+    /// Append to the version to mark a local rebuild (e.g. +lab1)
+    #[arg(long)]
+    version_suffix: Option<String>,
+    /// Print a JSON report
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -400,6 +435,7 @@ pub fn run() -> ExitCode {
         Command::Deb(DebCommand::Info { file, json }) => deb_info(&file, json),
         Command::Deb(DebCommand::Contents { file, json }) => deb_contents(&file, json),
         Command::Deb(DebCommand::Build(args)) => deb_build(args),
+        Command::Deb(DebCommand::Repack(args)) => deb_repack(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -455,6 +491,62 @@ fn deb_info(file: &std::path::Path, json: bool) -> Result<u8, Failure> {
 fn deb_contents(file: &std::path::Path, json: bool) -> Result<u8, Failure> {
     let deb = deb::DebFile::open(file)?;
     output::deb_contents(&deb, json)?;
+    Ok(EXIT_OK)
+}
+
+fn deb_repack(args: RepackArgs) -> Result<u8, Failure> {
+    let mut scripts = Vec::new();
+    for (name, file) in [
+        ("preinst", &args.preinst),
+        ("postinst", &args.postinst),
+        ("prerm", &args.prerm),
+        ("postrm", &args.postrm),
+    ] {
+        if let Some(f) = file {
+            let data = std::fs::read(f)
+                .map_err(|e| Failure::new(format!("{}: cannot read --{name}: {e}", f.display())))?;
+            scripts.push((name.to_string(), data));
+        }
+    }
+    let mut set = Vec::new();
+    for s in &args.set {
+        let Some((k, v)) = s.split_once('=') else {
+            return Err(Failure::new(format!("--set {s:?}: expected Field=Value")));
+        };
+        set.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    let mtime = source_date_epoch()?.unwrap_or_else(|| {
+        std::fs::metadata(&args.input)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs())
+    });
+    let opts = debforge::deb::repack::RepackOptions {
+        scripts,
+        set,
+        version_suffix: args.version_suffix.clone(),
+        mtime,
+    };
+    let mut output = args.output.clone();
+    if output.as_os_str().as_encoded_bytes().ends_with(b"/") || output.is_dir() {
+        std::fs::create_dir_all(&output).map_err(|e| {
+            Failure::new(format!(
+                "{}: cannot create the output directory: {e}",
+                output.display()
+            ))
+        })?;
+        output = output.join(args.input.file_name().unwrap_or_default());
+    }
+    if std::fs::canonicalize(&output).ok() == std::fs::canonicalize(&args.input).ok()
+        && output.exists()
+    {
+        return Err(Failure::new("the output would overwrite the input")
+            .hint(Some("write the repacked package elsewhere with -o DIR/")));
+    }
+    let report =
+        debforge::deb::repack::repack(&args.input, &output, &opts).map_err(Failure::new)?;
+    output::repack_report(&report, args.json);
     Ok(EXIT_OK)
 }
 

@@ -160,6 +160,31 @@ pub fn deb_contents(deb: &DebFile, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
+pub fn repack_report(r: &debforge::deb::repack::RepackReport, json: bool) {
+    if json {
+        json_out(&serde_json::to_value(r).expect("report serializes"));
+        return;
+    }
+    let mut s = format!(
+        "repacked {} ({} {}): {} bytes, sha256 {}\n",
+        r.output.display(),
+        r.package,
+        r.version,
+        r.size,
+        r.sha256
+    );
+    if !r.merged.is_empty() {
+        s.push_str(&format!(
+            "  merged after upstream's: {}\n",
+            r.merged.join(", ")
+        ));
+    }
+    if !r.added.is_empty() {
+        s.push_str(&format!("  added: {}\n", r.added.join(", ")));
+    }
+    out(&s);
+}
+
 pub fn build_report(r: &BuildReport, json: bool) {
     if json {
         json_out(&serde_json::to_value(r).expect("report serializes"));

@@ -614,6 +614,27 @@ impl<R: Read> Read for Md5Reader<R> {
     }
 }
 
+/// A control member from (name, mode, bytes), every entry dated `mtime`,
+/// at the compressor's default level.
+pub(crate) fn control_tar(
+    files: &[(String, u32, Vec<u8>)],
+    mtime: u64,
+    compression: Compression,
+) -> io::Result<Vec<u8>> {
+    let files: Vec<(String, u32, i64, Vec<u8>)> = files
+        .iter()
+        .map(|(n, m, d)| (n.clone(), *m, mtime as i64, d.clone()))
+        .collect();
+    write_control_tar(
+        &files,
+        mtime,
+        &|t| t.max(0) as u64,
+        compression,
+        compression.default_level(),
+        1,
+    )
+}
+
 fn write_control_tar(
     files: &[(String, u32, i64, Vec<u8>)],
     dir_mtime: u64,

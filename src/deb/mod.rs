@@ -12,6 +12,7 @@ pub mod build;
 pub mod compression;
 pub mod listing;
 pub mod read;
+pub mod repack;
 
 use std::io;
 use std::path::PathBuf;

@@ -10,6 +10,7 @@ pub mod packages;
 pub mod preferences;
 pub mod relation;
 pub mod release;
+pub mod scripts;
 pub mod version;
 
 pub use deb822::{ControlParagraph, Document, Paragraph};

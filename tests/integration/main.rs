@@ -11,6 +11,7 @@ mod deb_build;
 mod deb_read;
 mod fetch;
 mod hostile;
+mod repack;
 mod repo;
 mod signatures;
 mod vercmp;
