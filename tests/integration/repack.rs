@@ -51,7 +51,7 @@ fn ours(dir: &Path, name: &str) -> PathBuf {
     let p = dir.join(format!("ours.{name}"));
     fs::write(
         &p,
-        format!("#!/bin/sh\nset -e\necho \"ours $*\" >> \"$LOG\"\n"),
+        "#!/bin/sh\nset -e\necho \"ours $*\" >> \"$LOG\"\n".to_string(),
     )
     .unwrap();
     p
