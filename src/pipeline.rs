@@ -15,6 +15,7 @@ use crate::recipe::lock::{Lock, LockError, LockedPackage};
 use crate::recipe::{Origin, PackageRecipe, RecipeError, RecipeSet};
 use crate::repo::{IndexReport, RepoConfig};
 use crate::upstream::{self, DirTransport, HttpTransport, OpenSource, Transport, UpstreamError};
+use sha2::{Digest, Sha256};
 
 /// Where and how to work.
 #[derive(Debug, Clone)]
@@ -77,6 +78,13 @@ pub enum PipelineError {
     },
     #[error("{0}")]
     Repo(Box<crate::repo::RepoError>),
+    #[error("{}: {message}", path.display())]
+    Script { path: PathBuf, message: String },
+    #[error("{package}: {source}")]
+    Repack {
+        package: String,
+        source: crate::deb::repack::RepackError,
+    },
     #[error("another debforge build is writing {} (it holds {}); wait for it to finish", out.display(), lock.display())]
     Busy { out: PathBuf, lock: PathBuf },
 }
@@ -135,6 +143,9 @@ impl Resolved {
 pub struct Fetched {
     pub resolved: Resolved,
     pub file: PathBuf,
+    /// What goes into the pool: the fetched file itself, or its repack.
+    pub publish: PathBuf,
+    pub publish_sha256: String,
 }
 
 /// The state of one run: recipes, transports, opened sources.
@@ -544,11 +555,146 @@ impl<'a> Session<'a> {
                 }
             };
         }
+        let publish_sha256 = resolved.locked.sha256.clone();
         Ok(Fetched {
             resolved,
+            publish: dest.clone(),
             file: dest,
+            publish_sha256,
         })
     }
+}
+
+impl Session<'_> {
+    /// Applies `action = "repack"` recipes: each such package is repacked
+    /// (once: the result is cached under a key of its inputs) and published
+    /// instead of the upstream file. `mtime` dates the new control member
+    /// (SOURCE_DATE_EPOCH, else the upstream's own ar date).
+    pub fn repack(
+        &self,
+        fetched: Vec<Fetched>,
+        source_date_epoch: Option<u64>,
+    ) -> Result<Vec<Fetched>, PipelineError> {
+        let mut out = Vec::with_capacity(fetched.len());
+        for mut f in fetched {
+            let Some(r) = f.resolved.recipe.repack.clone() else {
+                out.push(f);
+                continue;
+            };
+            let locked = &f.resolved.locked;
+            let mut scripts = Vec::new();
+            let mut key = Sha256::new();
+            key.update(b"debforge-repack-1\0");
+            key.update(locked.sha256.as_bytes());
+            for (name, rel) in &r.scripts {
+                let path = self.recipes.dir.join(rel);
+                let script = load_script(&path, &r.vars, &locked.name, &locked.version)?;
+                key.update(name.as_bytes());
+                key.update(b"\0");
+                key.update(&script);
+                key.update(b"\0");
+                scripts.push((name.clone(), script));
+            }
+            let set: Vec<(String, String)> =
+                r.set.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            for (k, v) in &set {
+                key.update(format!("set {k}={v}\0").as_bytes());
+            }
+            if let Some(sfx) = &r.version_suffix {
+                key.update(format!("suffix {sfx}\0").as_bytes());
+            }
+            let mtime = match source_date_epoch {
+                Some(t) => t,
+                None => {
+                    DebFile::open(&f.file)
+                        .map_err(|source| PipelineError::Deb {
+                            path: f.file.clone(),
+                            source,
+                        })?
+                        .data_member()
+                        .mtime
+                }
+            };
+            key.update(format!("mtime {mtime}").as_bytes());
+            let key = hex::encode(key.finalize());
+            let dir = self.settings.cache.join("repacked").join(&key[..32]);
+            let dest = dir.join(f.resolved.file_name());
+            let sidecar = dir.join("sha256");
+            let cached = fs::read_to_string(&sidecar).ok().filter(|_| dest.exists());
+            let sha256 = match cached {
+                Some(s) => s.trim().to_string(),
+                None => {
+                    fs::create_dir_all(&dir).map_err(io(&dir))?;
+                    let opts = crate::deb::repack::RepackOptions {
+                        scripts,
+                        set,
+                        version_suffix: r.version_suffix.clone(),
+                        mtime,
+                    };
+                    let report =
+                        crate::deb::repack::repack(&f.file, &dest, &opts).map_err(|source| {
+                            PipelineError::Repack {
+                                package: locked.name.clone(),
+                                source,
+                            }
+                        })?;
+                    write_atomic(&sidecar, report.sha256.as_bytes())?;
+                    report.sha256
+                }
+            };
+            f.publish = dest;
+            f.publish_sha256 = sha256;
+            out.push(f);
+        }
+        Ok(out)
+    }
+}
+
+/// Reads one of our maintainer scripts and fills in `@NAME@` placeholders.
+fn load_script(
+    path: &Path,
+    vars: &BTreeMap<String, String>,
+    package: &str,
+    version: &str,
+) -> Result<Vec<u8>, PipelineError> {
+    let fail = |message: String| PipelineError::Script {
+        path: path.to_path_buf(),
+        message,
+    };
+    let bytes =
+        fs::read(path).map_err(|e| fail(format!("cannot read the maintainer script: {e}")))?;
+    let mut text =
+        String::from_utf8(bytes).map_err(|_| fail("is not a text file (not UTF-8)".into()))?;
+    if text.contains('\0') {
+        return Err(fail("is not a text file (NUL bytes)".into()));
+    }
+    if !text.starts_with("#!") {
+        return Err(fail(
+            "has no #! line; a maintainer script names its interpreter".into(),
+        ));
+    }
+    for (k, v) in vars.iter().chain([
+        (&"PACKAGE".to_string(), &package.to_string()),
+        (&"VERSION".to_string(), &version.to_string()),
+    ]) {
+        text = text.replace(&format!("@{k}@"), v);
+    }
+    if let Some(start) = text.find('@') {
+        let rest = &text[start + 1..];
+        if let Some(end) = rest.find('@') {
+            let name = &rest[..end];
+            if !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b == b'_' || b.is_ascii_digit())
+            {
+                return Err(fail(format!(
+                    "uses @{name}@, which the recipe's [repack.vars] does not set"
+                )));
+            }
+        }
+    }
+    Ok(text.into_bytes())
 }
 
 /// The lock entry of a file that no index vouches for (a direct URL with the
@@ -745,7 +891,7 @@ pub fn write_output(
             path: f.file.clone(),
             source,
         };
-        let deb = DebFile::open(&f.file).map_err(deb_err)?;
+        let deb = DebFile::open(&f.publish).map_err(deb_err)?;
         let control = deb.control_files().map_err(deb_err)?.control;
         let source = control
             .get("Source")
@@ -768,13 +914,13 @@ pub fn write_output(
                 .map_err(|e| io(&dest)(e.into_error()))?;
             digests
         };
-        if digests.sha256 != f.resolved.locked.sha256 || digests.size != f.resolved.locked.size {
+        if digests.sha256 != f.publish_sha256 {
             return Err(PipelineError::Fetch {
                 package: f.resolved.locked.name.clone(),
                 source: FetchError {
-                    url: f.file.display().to_string(),
+                    url: f.publish.display().to_string(),
                     kind: crate::fetch::FetchErrorKind::Sha256 {
-                        expected: f.resolved.locked.sha256.clone(),
+                        expected: f.publish_sha256.clone(),
                         found: digests.sha256,
                     },
                 },

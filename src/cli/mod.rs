@@ -722,7 +722,9 @@ fn run_build(
     let progress = progress::Progress::new();
     let session = open_session(project, &progress)?;
     let (fetched, _, _) = resolve_and_fetch(&session, &progress, locked)?;
-    let date = match source_date_epoch()? {
+    let sde = source_date_epoch()?;
+    let fetched = session.repack(fetched, sde)?;
+    let date = match sde {
         Some(t) => t as i64,
         None => session.settings.now,
     };

@@ -33,6 +33,8 @@ pub struct Member {
     pub role: MemberRole,
     /// For the control and data members.
     pub compression: Option<Compression>,
+    /// The ar header's date.
+    pub mtime: u64,
 }
 
 /// An open `.deb` whose container has been checked; members are read lazily.
@@ -73,6 +75,7 @@ impl DebFile {
             offset: first.data_offset,
             role: MemberRole::DebianBinary,
             compression: None,
+            mtime: first.mtime,
         }];
 
         for (prefix, role, expected) in [
@@ -88,6 +91,7 @@ impl DebFile {
                         offset: m.data_offset,
                         role: MemberRole::Ignored,
                         compression: None,
+                        mtime: m.mtime,
                     });
                     continue;
                 }
@@ -105,6 +109,7 @@ impl DebFile {
                     offset: m.data_offset,
                     role,
                     compression: Some(compression),
+                    mtime: m.mtime,
                 });
                 break;
             }

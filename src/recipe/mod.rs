@@ -165,6 +165,35 @@ pub enum Origin {
 pub enum Action {
     /// Publish the upstream file as it is.
     Keep,
+    /// Rewrite its control member: merged maintainer scripts, fields
+    /// (`[repack]`); the data is copied verbatim.
+    Repack,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawRepack {
+    preinst: Option<String>,
+    postinst: Option<String>,
+    prerm: Option<String>,
+    postrm: Option<String>,
+    #[serde(default)]
+    vars: BTreeMap<String, String>,
+    #[serde(default)]
+    set: BTreeMap<String, String>,
+    version_suffix: Option<String>,
+}
+
+/// What `action = "repack"` does to the upstream file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RepackRecipe {
+    /// Our maintainer scripts (name, file relative to the recipes
+    /// directory), merged after upstream's. `@NAME@` in them is replaced by
+    /// `vars` (and `@PACKAGE@`, `@VERSION@`).
+    pub scripts: Vec<(String, PathBuf)>,
+    pub vars: BTreeMap<String, String>,
+    pub set: BTreeMap<String, String>,
+    pub version_suffix: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -186,6 +215,7 @@ struct RawPackage {
     from: Spanned<RawFrom>,
     #[serde(default = "default_action")]
     action: Action,
+    repack: Option<Spanned<RawRepack>>,
 }
 
 fn default_action() -> Action {
@@ -200,6 +230,8 @@ pub struct PackageRecipe {
     pub architecture: String,
     pub origin: Origin,
     pub action: Action,
+    /// For `action = "repack"`.
+    pub repack: Option<RepackRecipe>,
     /// The recipe file, for messages.
     pub file: PathBuf,
 }
@@ -397,12 +429,70 @@ pub fn parse_package(
             path: PathBuf::from(from.path.unwrap_or_default()),
         }
     };
+    let repack = match (raw.action, raw.repack) {
+        (Action::Keep, None) => None,
+        (Action::Keep, Some(r)) => {
+            return Err(at(
+                r.span(),
+                "a [repack] table needs action = \"repack\"".into(),
+            ));
+        }
+        (Action::Repack, None) => {
+            return Err(error_at(
+                file,
+                text,
+                None,
+                "action = \"repack\" needs a [repack] table (scripts, vars, set, version-suffix)",
+            ));
+        }
+        (Action::Repack, Some(r)) => {
+            let span = r.span();
+            let r = r.into_inner();
+            for (k, v) in r.set.iter().chain(r.vars.iter()) {
+                if v.contains('\n') {
+                    return Err(at(
+                        span.clone(),
+                        format!("value of {k:?} has a newline; use one line"),
+                    ));
+                }
+            }
+            for k in r.set.keys() {
+                if k.is_empty()
+                    || k.starts_with('-')
+                    || !k.bytes().all(|b| b.is_ascii_graphic() && b != b':')
+                {
+                    return Err(at(
+                        span.clone(),
+                        format!("repack.set: {k:?} is not a field name"),
+                    ));
+                }
+            }
+            let mut scripts = Vec::new();
+            for (name, path) in [
+                ("preinst", r.preinst),
+                ("postinst", r.postinst),
+                ("prerm", r.prerm),
+                ("postrm", r.postrm),
+            ] {
+                if let Some(p) = path {
+                    scripts.push((name.to_string(), PathBuf::from(p)));
+                }
+            }
+            Some(RepackRecipe {
+                scripts,
+                vars: r.vars,
+                set: r.set,
+                version_suffix: r.version_suffix,
+            })
+        }
+    };
     Ok(PackageRecipe {
         name: raw.name.into_inner(),
         version: raw.version.into_inner(),
         architecture: raw.architecture.into_inner(),
         origin,
         action: raw.action,
+        repack,
         file: file.to_path_buf(),
     })
 }

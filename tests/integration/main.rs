@@ -2,6 +2,7 @@
 //! Debian tools (dpkg, dpkg-deb) of this machine against what debforge writes.
 
 mod apt;
+mod chroot;
 mod common;
 mod server;
 mod standin;
