@@ -22,4 +22,5 @@ pub mod openpgp;
 pub mod pipeline;
 pub mod recipe;
 pub mod repo;
+pub mod scratch;
 pub mod upstream;

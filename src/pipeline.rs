@@ -80,6 +80,8 @@ pub enum PipelineError {
     Repo(Box<crate::repo::RepoError>),
     #[error("{}: {message}", path.display())]
     Script { path: PathBuf, message: String },
+    #[error("{package}: {message}")]
+    Scratch { package: String, message: String },
     #[error("{package}: {source}")]
     Repack {
         package: String,
@@ -269,6 +271,8 @@ impl<'a> Session<'a> {
                     out.push(self.resolve_url(p, url, sha256, *size, lock)?)
                 }
                 Origin::Path { path } => out.push(self.resolve_path(p, path)?),
+                // Made by the build, after fetching: nothing to resolve.
+                Origin::Built => {}
             }
         }
         let root = self.recipes.root();
@@ -645,6 +649,34 @@ impl Session<'_> {
             f.publish = dest;
             f.publish_sha256 = sha256;
             out.push(f);
+        }
+        Ok(out)
+    }
+}
+
+impl Session<'_> {
+    /// Builds the `action = "build"` recipes (the metapackage, the
+    /// repo-config package) into the cache, dated `date`; the repo-config
+    /// package gets `keyring` and the pins of every recipe.
+    pub fn build_from_recipes(&self, config: &RepoConfig, keyring: &[u8], date: i64) -> Result<Vec<Fetched>, PipelineError> {
+        let pins = crate::scratch::recipe_pins(&self.recipes);
+        let input = crate::scratch::RepoConfigInput { config, keyring, preferences: &pins };
+        let mut out = Vec::new();
+        for p in &self.recipes.packages {
+            let Some(b) = &p.build else { continue };
+            let dir = self.settings.cache.join("built").join(&p.name);
+            let _ = fs::remove_dir_all(&dir);
+            let deb = crate::scratch::build_package(&self.recipes, p, b, Some(&input), date, &dir)
+                .map_err(|e| PipelineError::Scratch { package: p.name.clone(), message: e.to_string() })?;
+            let d = strong_digest_reader(fs::File::open(&deb).map_err(io(&deb))?).map_err(io(&deb))?;
+            let file_name = deb.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let locked = direct_entry(p, "built", file_name, String::new(), d.size, d.sha256.clone(), d.sha512);
+            out.push(Fetched {
+                resolved: Resolved { recipe: p.clone(), locked, from: FetchFrom::Local(deb.clone()) },
+                file: deb.clone(),
+                publish: deb,
+                publish_sha256: d.sha256,
+            });
         }
         Ok(out)
     }

@@ -729,6 +729,9 @@ fn run_build(
         None => session.settings.now,
     };
     let signing: Vec<_> = loaded.into_iter().map(|k| k.key).collect();
+    let (keyring, _) = debforge::openpgp::sign::export_public(&signing);
+    let mut fetched = fetched;
+    fetched.extend(session.build_from_recipes(&config, &keyring, date)?);
     let params = pipeline::RepoParams {
         config,
         keys: &signing,

@@ -157,6 +157,8 @@ pub enum Origin {
     },
     /// A file on disk, relative to the recipes directory.
     Path { path: PathBuf },
+    /// Nothing to fetch: `action = "build"` makes the package.
+    Built,
 }
 
 /// What to do with the file.
@@ -168,6 +170,80 @@ pub enum Action {
     /// Rewrite its control member: merged maintainer scripts, fields
     /// (`[repack]`); the data is copied verbatim.
     Repack,
+    /// Build the package from the recipe alone (`[build]`): a metapackage,
+    /// a script, the repository's own configuration.
+    Build,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    path: String,
+    source: String,
+    #[serde(default = "default_mode")]
+    mode: String,
+}
+
+fn default_mode() -> String {
+    "644".into()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawRepoConfig {
+    /// Names the installed files: /etc/apt/sources.list.d/<name>.sources, …
+    name: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawBuild {
+    maintainer: String,
+    section: Option<String>,
+    priority: Option<String>,
+    homepage: Option<String>,
+    summary: String,
+    description: String,
+    #[serde(default)]
+    depends_exact: Vec<String>,
+    #[serde(default)]
+    depends: Vec<String>,
+    #[serde(default)]
+    files: Vec<RawFile>,
+    copyright: String,
+    repo_config: Option<RawRepoConfig>,
+}
+
+/// A file a built package installs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildFile {
+    /// Absolute path on the target system.
+    pub path: String,
+    /// The file in the recipes directory; `@VERSION_OF:<package>@` in a text
+    /// file is replaced by that recipe's version.
+    pub source: PathBuf,
+    pub mode: u32,
+}
+
+/// What `action = "build"` makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildRecipe {
+    pub maintainer: String,
+    pub section: Option<String>,
+    pub priority: Option<String>,
+    pub homepage: Option<String>,
+    pub summary: String,
+    pub description: String,
+    /// Packages depended on at exactly their recipes' versions.
+    pub depends_exact: Vec<String>,
+    /// Further relations, as written (`libc-ares-dev`, `a (>= 1) | b`).
+    pub depends: Vec<String>,
+    pub files: Vec<BuildFile>,
+    /// The copyright file, relative to the recipes directory.
+    pub copyright: PathBuf,
+    /// Also install the repository's apt source, keyring and pins (the
+    /// lab's repo-config package), files named after this.
+    pub repo_config: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -212,10 +288,11 @@ struct RawPackage {
     name: Spanned<String>,
     version: Spanned<String>,
     architecture: Spanned<String>,
-    from: Spanned<RawFrom>,
+    from: Option<Spanned<RawFrom>>,
     #[serde(default = "default_action")]
     action: Action,
     repack: Option<Spanned<RawRepack>>,
+    build: Option<Spanned<RawBuild>>,
 }
 
 fn default_action() -> Action {
@@ -232,6 +309,8 @@ pub struct PackageRecipe {
     pub action: Action,
     /// For `action = "repack"`.
     pub repack: Option<RepackRecipe>,
+    /// For `action = "build"`.
+    pub build: Option<BuildRecipe>,
     /// The recipe file, for messages.
     pub file: PathBuf,
 }
@@ -371,66 +450,27 @@ pub fn parse_package(
             format!("field 'architecture' {arch:?} is not an architecture name"),
         ));
     }
-    let from_span = raw.from.span();
-    let from = raw.from.into_inner();
-    let given = [
-        from.source.is_some(),
-        from.url.is_some(),
-        from.path.is_some(),
-    ]
-    .iter()
-    .filter(|&&b| b)
-    .count();
-    if given != 1 {
-        return Err(at(
-            from_span,
-            "table 'from' needs exactly one of 'source' (an upstream in sources.toml), 'url' (with sha256 and size) or 'path'".into(),
-        ));
-    }
-    let origin = if let Some(source) = from.source {
-        if !sources.contains_key(&source) {
-            let known: Vec<&str> = sources.keys().map(String::as_str).collect();
-            return Err(at(
-                from_span,
-                format!(
-                    "from.source {source:?} is not in sources.toml (known: {})",
-                    known.join(", ")
-                ),
-            ));
+    let build = match (raw.action, raw.build) {
+        (Action::Build, Some(b)) => Some(parse_build(file, text, b)?),
+        (Action::Build, None) => {
+            return Err(error_at(file, text, None, "action = \"build\" needs a [build] table"));
         }
-        if from.sha256.is_some() || from.size.is_some() {
-            return Err(at(
-                from_span,
-                "from.sha256 and from.size go with 'url'; a source's signed index gives them"
-                    .into(),
-            ));
+        (_, Some(b)) => return Err(at(b.span(), "a [build] table needs action = \"build\"".into())),
+        (_, None) => None,
+    };
+    let origin = match (raw.action, raw.from) {
+        (Action::Build, None) => Origin::Built,
+        (Action::Build, Some(f)) => {
+            return Err(at(f.span(), "action = \"build\" makes the package: it takes no 'from'".into()));
         }
-        Origin::Upstream { source }
-    } else if let Some(url) = from.url {
-        let (Some(sha256), Some(size)) = (from.sha256, from.size) else {
-            return Err(at(from_span, "from.url needs from.sha256 and from.size: a direct download is trusted through them".into()));
-        };
-        let sha256 = sha256.to_ascii_lowercase();
-        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(at(
-                from_span,
-                format!("from.sha256 {sha256:?} is not 64 hex digits"),
-            ));
-        }
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(at(
-                from_span,
-                format!("from.url {url:?} must start with http:// or https://"),
-            ));
-        }
-        Origin::Url { url, sha256, size }
-    } else {
-        Origin::Path {
-            path: PathBuf::from(from.path.unwrap_or_default()),
-        }
+        (_, None) => return Err(error_at(file, text, None, "missing table 'from' (where the package file comes from)")),
+        (_, Some(from)) => parse_from(file, text, from, sources)?,
     };
     let repack = match (raw.action, raw.repack) {
-        (Action::Keep, None) => None,
+        (Action::Keep | Action::Build, None) => None,
+        (Action::Build, Some(r)) => {
+            return Err(at(r.span(), "a [repack] table needs action = \"repack\"".into()));
+        }
         (Action::Keep, Some(r)) => {
             return Err(at(
                 r.span(),
@@ -493,6 +533,7 @@ pub fn parse_package(
         origin,
         action: raw.action,
         repack,
+        build,
         file: file.to_path_buf(),
     })
 }
@@ -508,6 +549,7 @@ struct RawRepository {
     architectures: Option<Vec<String>>,
     description: Option<String>,
     valid_for_days: Option<u32>,
+    mirror: Option<String>,
 }
 
 /// Parses `repository.toml`: what the built repository is called (defaults:
@@ -565,7 +607,126 @@ pub fn parse_repository(file: &Path, text: &str) -> Result<crate::repo::RepoConf
         c.architectures = a;
     }
     c.valid_for = raw.valid_for_days.map(|d| i64::from(d) * 86_400);
+    if let Some(m) = raw.mirror {
+        if !(m.starts_with("http://") || m.starts_with("https://") || m.starts_with("file:/")) {
+            return Err(error_at(file, text, Some(span), format!("repository.mirror {m:?} must be an http://, https:// or file:/ URL")));
+        }
+        c.mirror = Some(if m.ends_with('/') { m } else { format!("{m}/") });
+    }
     Ok(c)
+}
+
+
+fn parse_from(
+    file: &Path,
+    text: &str,
+    from: Spanned<RawFrom>,
+    sources: &BTreeMap<String, Source>,
+) -> Result<Origin, RecipeError> {
+    let at = |span: Range<usize>, msg: String| error_at(file, text, Some(span), msg);
+    let from_span = from.span();
+    let from = from.into_inner();
+    let given = [
+        from.source.is_some(),
+        from.url.is_some(),
+        from.path.is_some(),
+    ]
+    .iter()
+    .filter(|&&b| b)
+    .count();
+    if given != 1 {
+        return Err(at(
+            from_span,
+            "table 'from' needs exactly one of 'source' (an upstream in sources.toml), 'url' (with sha256 and size) or 'path'".into(),
+        ));
+    }
+    let origin = if let Some(source) = from.source {
+        if !sources.contains_key(&source) {
+            let known: Vec<&str> = sources.keys().map(String::as_str).collect();
+            return Err(at(
+                from_span,
+                format!(
+                    "from.source {source:?} is not in sources.toml (known: {})",
+                    known.join(", ")
+                ),
+            ));
+        }
+        if from.sha256.is_some() || from.size.is_some() {
+            return Err(at(
+                from_span,
+                "from.sha256 and from.size go with 'url'; a source's signed index gives them"
+                    .into(),
+            ));
+        }
+        Origin::Upstream { source }
+    } else if let Some(url) = from.url {
+        let (Some(sha256), Some(size)) = (from.sha256, from.size) else {
+            return Err(at(from_span, "from.url needs from.sha256 and from.size: a direct download is trusted through them".into()));
+        };
+        let sha256 = sha256.to_ascii_lowercase();
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(at(
+                from_span,
+                format!("from.sha256 {sha256:?} is not 64 hex digits"),
+            ));
+        }
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(at(
+                from_span,
+                format!("from.url {url:?} must start with http:// or https://"),
+            ));
+        }
+        Origin::Url { url, sha256, size }
+    } else {
+        Origin::Path {
+            path: PathBuf::from(from.path.unwrap_or_default()),
+        }
+    };
+    Ok(origin)
+}
+
+fn parse_build(file: &Path, text: &str, b: Spanned<RawBuild>) -> Result<BuildRecipe, RecipeError> {
+    let span = b.span();
+    let b = b.into_inner();
+    let at = |msg: String| error_at(file, text, Some(span.clone()), msg);
+    for d in &b.depends {
+        crate::format::Relations::parse(d).map_err(|e| at(format!("build.depends: {e}")))?;
+    }
+    for n in &b.depends_exact {
+        crate::format::control::check_package_name(n).map_err(|e| at(format!("build.depends-exact: {e}")))?;
+    }
+    if b.summary.contains('\n') || b.summary.trim().is_empty() {
+        return Err(at("build.summary is one non-empty line".into()));
+    }
+    let mut files = Vec::new();
+    for f in b.files {
+        if !f.path.starts_with('/') || f.path.split('/').any(|c| c == "..") || f.path.ends_with('/') {
+            return Err(at(format!("build.files: path {:?} must be an absolute file path", f.path)));
+        }
+        let mode = u32::from_str_radix(&f.mode, 8)
+            .ok()
+            .filter(|m| *m <= 0o7777)
+            .ok_or_else(|| at(format!("build.files: mode {:?} is not octal like \"755\"", f.mode)))?;
+        files.push(BuildFile { path: f.path, source: PathBuf::from(f.source), mode });
+    }
+    if let Some(rc) = &b.repo_config {
+        if !rc.name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-') || rc.name.is_empty() {
+            return Err(at(format!("build.repo-config.name {:?}: letters, digits and '-'", rc.name)));
+        }
+    }
+    Ok(BuildRecipe {
+        maintainer: b.maintainer,
+        section: b.section,
+        priority: b.priority,
+        homepage: b.homepage,
+        summary: b.summary,
+        description: b.description,
+        depends_exact: b.depends_exact,
+        depends: b.depends,
+        files,
+        copyright: PathBuf::from(b.copyright),
+        repo_config: b.repo_config.map(|r| r.name),
+    })
 }
 
 /// Reads `dir/repository.toml` when present, else the defaults.

@@ -33,6 +33,9 @@ pub struct RepoConfig {
     pub description: String,
     /// Seconds after `Date` for `Valid-Until`, when wanted.
     pub valid_for: Option<i64>,
+    /// Where lab machines reach the published repository (for the
+    /// repo-config package's apt source).
+    pub mirror: Option<String>,
 }
 
 impl Default for RepoConfig {
@@ -46,6 +49,7 @@ impl Default for RepoConfig {
             architectures: vec!["amd64".into()],
             description: "Packages built by debforge".into(),
             valid_for: None,
+            mirror: None,
         }
     }
 }

@@ -346,13 +346,13 @@ fn repository_settings_name_the_suite_and_valid_until() {
     // An unknown setting is an error that names the file and the line.
     fs::write(
         lab.recipes.join("repository.toml"),
-        "[repository]\nsuite = \"x\"\nmirror = \"http://x\"\n",
+        "[repository]\nsuite = \"x\"\nmirrors = \"http://x\"\n",
     )
     .unwrap();
     let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
     assert_eq!(code, 2);
     assert!(
-        err.contains("repository.toml:3: unknown field `mirror`"),
+        err.contains("repository.toml:3: unknown field `mirrors`"),
         "{err}"
     );
 }

@@ -127,6 +127,28 @@ pub struct FakeDeb {
     pub depends: &'static str,
     pub files: Vec<(String, Vec<u8>)>,
     pub links: Vec<(String, String)>,
+    /// Maintainer scripts (name, text).
+    pub scripts: Vec<(&'static str, String)>,
+}
+
+/// A real, tiny shared library with `soname` (so ldconfig lists it), built
+/// once per test run with the C compiler.
+pub fn shared_lib(soname: &str) -> Vec<u8> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static LIBS: OnceLock<Mutex<HashMap<String, Vec<u8>>>> = OnceLock::new();
+    let libs = LIBS.get_or_init(Default::default);
+    if let Some(b) = libs.lock().unwrap().get(soname) {
+        return b.clone();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("stub.c");
+    fs::write(&src, format!("int debforge_stub_{}(void) {{ return 0; }}\n", soname.replace(['.', '-'], "_"))).unwrap();
+    let out = dir.path().join("lib.so");
+    ok(Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&out).arg(format!("-Wl,-soname,{soname}")).arg(&src));
+    let bytes = fs::read(out).unwrap();
+    libs.lock().unwrap().insert(soname.to_string(), bytes.clone());
+    bytes
 }
 
 pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
@@ -135,16 +157,26 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
     let nccl_short: String = nccl.split('-').next().unwrap().to_string();
     let lib = "usr/lib/x86_64-linux-gnu";
     let fake = |what: &str| format!("\x7fELF fake {what}\n").into_bytes();
+    let mut parts = cudnn_short.split('.');
+    let (major, minor, patch) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+    let header = format!("#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR {minor}\n#define CUDNN_PATCHLEVEL {patch}\n");
+    // As NVIDIA's libcudnn7-dev does: the header and the development link
+    // through the alternatives system.
+    let alternatives_postinst = format!(
+        "#!/bin/sh\nset -e\nupdate-alternatives --install /usr/include/cudnn.h libcudnn /usr/include/x86_64-linux-gnu/cudnn_v7.h 110 --slave /usr/{lib}/libcudnn.so libcudnn_so /usr/{lib}/libcudnn.so.7 --slave /usr/{lib}/libcudnn_static.a libcudnn_stlib /usr/{lib}/libcudnn_static_v7.a\n"
+    );
+    let alternatives_prerm = "#!/bin/sh\nset -e\nif [ \"$1\" = remove ]; then update-alternatives --remove libcudnn /usr/include/x86_64-linux-gnu/cudnn_v7.h; fi\n".to_string();
     vec![
         FakeDeb {
             name: "libcudnn7",
             version: cudnn,
             depends: "",
-            files: vec![(format!("{lib}/libcudnn.so.{cudnn_so}"), fake("libcudnn"))],
+            files: vec![(format!("{lib}/libcudnn.so.{cudnn_so}"), shared_lib("libcudnn.so.7"))],
             links: vec![(
                 format!("{lib}/libcudnn.so.7"),
                 format!("libcudnn.so.{cudnn_so}"),
             )],
+            scripts: vec![],
         },
         FakeDeb {
             name: "libcudnn7-dev",
@@ -153,11 +185,12 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
             files: vec![
                 (
                     "usr/include/x86_64-linux-gnu/cudnn_v7.h".into(),
-                    b"#define CUDNN_MAJOR 7\n".to_vec(),
+                    header.into_bytes(),
                 ),
                 (format!("{lib}/libcudnn_static_v7.a"), fake("static")),
             ],
             links: vec![],
+            scripts: vec![("postinst", alternatives_postinst), ("prerm", alternatives_prerm)],
         },
         FakeDeb {
             name: "libcudnn7-doc",
@@ -168,16 +201,18 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
                 b"all:\n".to_vec(),
             )],
             links: vec![],
+            scripts: vec![],
         },
         FakeDeb {
             name: "libnccl2",
             version: nccl,
             depends: "libc6 (>= 2.3.4), libgcc1 (>= 1:3.0), libstdc++6 (>= 4.1.1)",
-            files: vec![(format!("{lib}/libnccl.so.{nccl_short}"), fake("libnccl"))],
+            files: vec![(format!("{lib}/libnccl.so.{nccl_short}"), shared_lib("libnccl.so.2"))],
             links: vec![(
                 format!("{lib}/libnccl.so.2"),
                 format!("libnccl.so.{nccl_short}"),
             )],
+            scripts: vec![],
         },
         FakeDeb {
             name: "libnccl-dev",
@@ -188,6 +223,7 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
                 b"#define NCCL_MAJOR 2\n".to_vec(),
             )],
             links: vec![(format!("{lib}/libnccl.so"), "libnccl.so.2".into())],
+            scripts: vec![],
         },
     ]
 }
@@ -211,6 +247,11 @@ pub fn build_deb(deb: &FakeDeb, arch: &str, dir: &Path, work: &Path) -> String {
         let p = tree.join(path);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, data).unwrap();
+    }
+    for (name, text) in &deb.scripts {
+        let p = tree.join("DEBIAN").join(name);
+        fs::write(&p, text).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
     }
     for (path, target) in &deb.links {
         let p = tree.join(path);
@@ -313,6 +354,7 @@ pub fn dists_repo(root: &Path, work: &Path, key: &TestKey, valid_until: Option<&
             depends: "",
             files,
             links: vec![],
+            scripts: vec![],
         };
         build_deb(&deb, "amd64", &pool, work);
     }
