@@ -658,21 +658,49 @@ impl Session<'_> {
     /// Builds the `action = "build"` recipes (the metapackage, the
     /// repo-config package) into the cache, dated `date`; the repo-config
     /// package gets `keyring` and the pins of every recipe.
-    pub fn build_from_recipes(&self, config: &RepoConfig, keyring: &[u8], date: i64) -> Result<Vec<Fetched>, PipelineError> {
+    pub fn build_from_recipes(
+        &self,
+        config: &RepoConfig,
+        keyring: &[u8],
+        date: i64,
+    ) -> Result<Vec<Fetched>, PipelineError> {
         let pins = crate::scratch::recipe_pins(&self.recipes);
-        let input = crate::scratch::RepoConfigInput { config, keyring, preferences: &pins };
+        let input = crate::scratch::RepoConfigInput {
+            config,
+            keyring,
+            preferences: &pins,
+        };
         let mut out = Vec::new();
         for p in &self.recipes.packages {
             let Some(b) = &p.build else { continue };
             let dir = self.settings.cache.join("built").join(&p.name);
             let _ = fs::remove_dir_all(&dir);
             let deb = crate::scratch::build_package(&self.recipes, p, b, Some(&input), date, &dir)
-                .map_err(|e| PipelineError::Scratch { package: p.name.clone(), message: e.to_string() })?;
-            let d = strong_digest_reader(fs::File::open(&deb).map_err(io(&deb))?).map_err(io(&deb))?;
-            let file_name = deb.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            let locked = direct_entry(p, "built", file_name, String::new(), d.size, d.sha256.clone(), d.sha512);
+                .map_err(|e| PipelineError::Scratch {
+                    package: p.name.clone(),
+                    message: e.to_string(),
+                })?;
+            let d =
+                strong_digest_reader(fs::File::open(&deb).map_err(io(&deb))?).map_err(io(&deb))?;
+            let file_name = deb
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let locked = direct_entry(
+                p,
+                "built",
+                file_name,
+                String::new(),
+                d.size,
+                d.sha256.clone(),
+                d.sha512,
+            );
             out.push(Fetched {
-                resolved: Resolved { recipe: p.clone(), locked, from: FetchFrom::Local(deb.clone()) },
+                resolved: Resolved {
+                    recipe: p.clone(),
+                    locked,
+                    from: FetchFrom::Local(deb.clone()),
+                },
                 file: deb.clone(),
                 publish: deb,
                 publish_sha256: d.sha256,

@@ -20,7 +20,10 @@ pub enum ScratchError {
     #[error("{}: {message}", file.display())]
     Recipe { file: PathBuf, message: String },
     #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Build(#[from] crate::deb::build::BuildError),
 }
@@ -46,10 +49,14 @@ fn fill_versions(text: &str, recipes: &RecipeSet, file: &Path) -> Result<String,
             message: "an @VERSION_OF:<package>@ placeholder is not closed".into(),
         })?;
         let name = &after[..end];
-        let p = recipes.packages.iter().find(|p| p.name == name).ok_or_else(|| ScratchError::Recipe {
-            file: file.to_path_buf(),
-            message: format!("@VERSION_OF:{name}@ names a package no recipe provides"),
-        })?;
+        let p = recipes
+            .packages
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| ScratchError::Recipe {
+                file: file.to_path_buf(),
+                message: format!("@VERSION_OF:{name}@ names a package no recipe provides"),
+            })?;
         out.push_str(&p.version);
         rest = &after[end + 1..];
     }
@@ -59,7 +66,10 @@ fn fill_versions(text: &str, recipes: &RecipeSet, file: &Path) -> Result<String,
 
 fn write(root: &Path, path: &str, data: &[u8], mode: u32) -> Result<(), ScratchError> {
     let p = root.join(path.trim_start_matches('/'));
-    let io = |source| ScratchError::Io { path: p.clone(), source };
+    let io = |source| ScratchError::Io {
+        path: p.clone(),
+        source,
+    };
     fs::create_dir_all(p.parent().expect("absolute path has a parent")).map_err(io)?;
     fs::write(&p, data).map_err(io)?;
     fs::set_permissions(&p, fs::Permissions::from_mode(mode)).map_err(io)?;
@@ -68,7 +78,9 @@ fn write(root: &Path, path: &str, data: &[u8], mode: u32) -> Result<(), ScratchE
 
 fn gzip_n(data: &[u8]) -> Vec<u8> {
     // gzip -9n: no name, no time, so the bytes depend on the text alone.
-    let mut e = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::best());
+    let mut e = flate2::GzBuilder::new()
+        .mtime(0)
+        .write(Vec::new(), flate2::Compression::best());
     e.write_all(data).expect("to memory");
     e.finish().expect("to memory")
 }
@@ -82,14 +94,28 @@ pub fn build_package(
     date: i64,
     out_dir: &Path,
 ) -> Result<PathBuf, ScratchError> {
-    let fail = |message: String| ScratchError::Recipe { file: recipe.file.clone(), message };
-    let tmp = tempfile::tempdir().map_err(|source| ScratchError::Io { path: std::env::temp_dir(), source })?;
+    let fail = |message: String| ScratchError::Recipe {
+        file: recipe.file.clone(),
+        message,
+    };
+    let tmp = tempfile::tempdir().map_err(|source| ScratchError::Io {
+        path: std::env::temp_dir(),
+        source,
+    })?;
     let root = tmp.path().join("tree");
     let name = &recipe.name;
 
     let mut depends: Vec<String> = Vec::new();
     for n in &build.depends_exact {
-        let p = recipes.packages.iter().find(|p| p.name == *n).ok_or_else(|| fail(format!("build.depends-exact names {n}, which no recipe provides")))?;
+        let p = recipes
+            .packages
+            .iter()
+            .find(|p| p.name == *n)
+            .ok_or_else(|| {
+                fail(format!(
+                    "build.depends-exact names {n}, which no recipe provides"
+                ))
+            })?;
         depends.push(format!("{n} (= {})", p.version));
     }
     depends.extend(build.depends.iter().cloned());
@@ -111,13 +137,22 @@ pub fn build_package(
     if let Some(h) = &build.homepage {
         control.set("Homepage", h);
     }
-    control.set("Description", &format!("{}\n{}", build.summary.trim(), build.description.trim_end()));
-    write(&root, "/DEBIAN/control", control.to_string().as_bytes(), 0o644)?;
+    control.set(
+        "Description",
+        &format!("{}\n{}", build.summary.trim(), build.description.trim_end()),
+    );
+    write(
+        &root,
+        "/DEBIAN/control",
+        control.to_string().as_bytes(),
+        0o644,
+    )?;
 
     let mut conffiles = Vec::new();
     for f in &build.files {
         let src = recipes.dir.join(&f.source);
-        let bytes = fs::read(&src).map_err(|e| fail(format!("build.files: {}: {e}", src.display())))?;
+        let bytes =
+            fs::read(&src).map_err(|e| fail(format!("build.files: {}: {e}", src.display())))?;
         let bytes = match String::from_utf8(bytes) {
             Ok(text) => fill_versions(&text, recipes, &src)?.into_bytes(),
             Err(e) => e.into_bytes(),
@@ -144,40 +179,97 @@ pub fn build_package(
         write(&root, &sources_path, sources.as_bytes(), 0o644)?;
         write(&root, &keyring, input.keyring, 0o644)?;
         write(&root, &pref_path, input.preferences.as_bytes(), 0o644)?;
+        // Debian's own archive forbids packages that configure apt; this
+        // package exists to do exactly that, and says so to lintian.
+        let overrides = format!(
+            "# {name} is the lab's repository configuration: installing an apt source\n\
+             # and pins is its purpose.\n\
+             {name}: package-installs-apt-sources [{}]\n\
+             {name}: package-installs-apt-preferences [{}]\n",
+            sources_path.trim_start_matches('/'),
+            pref_path.trim_start_matches('/')
+        );
+        write(
+            &root,
+            &format!("/usr/share/lintian/overrides/{name}"),
+            overrides.as_bytes(),
+            0o644,
+        )?;
         conffiles.push(sources_path);
         conffiles.push(pref_path);
     } else if build.repo_config.is_some() {
-        return Err(fail("a repo-config package is built by `debforge build`, which has the keys and pins".into()));
+        return Err(fail(
+            "a repo-config package is built by `debforge build`, which has the keys and pins"
+                .into(),
+        ));
     }
 
     // What Debian Policy asks of every package: its copyright and changelog.
     let copyright_src = recipes.dir.join(&build.copyright);
-    let copyright = fs::read(&copyright_src).map_err(|e| fail(format!("build.copyright: {}: {e}", copyright_src.display())))?;
-    write(&root, &format!("/usr/share/doc/{name}/copyright"), &copyright, 0o644)?;
-    let recipe_rel = recipe.file.strip_prefix(&recipes.dir).unwrap_or(&recipe.file).display().to_string();
+    let copyright = fs::read(&copyright_src)
+        .map_err(|e| fail(format!("build.copyright: {}: {e}", copyright_src.display())))?;
+    write(
+        &root,
+        &format!("/usr/share/doc/{name}/copyright"),
+        &copyright,
+        0o644,
+    )?;
+    let recipe_rel = recipe
+        .file
+        .strip_prefix(&recipes.dir)
+        .unwrap_or(&recipe.file)
+        .display()
+        .to_string();
     let changelog = format!(
         "{name} ({}) unstable; urgency=medium\n\n  * Built by debforge from {recipe_rel}.\n\n -- {}  {}\n",
         recipe.version,
         build.maintainer,
         format_rfc2822(date).replace(" UTC", " +0000")
     );
-    write(&root, &format!("/usr/share/doc/{name}/changelog.Debian.gz"), &gzip_n(changelog.as_bytes()), 0o644)?;
+    write(
+        &root,
+        &format!("/usr/share/doc/{name}/changelog.Debian.gz"),
+        &gzip_n(changelog.as_bytes()),
+        0o644,
+    )?;
     if !conffiles.is_empty() {
         conffiles.sort();
-        write(&root, "/DEBIAN/conffiles", format!("{}\n", conffiles.join("\n")).as_bytes(), 0o644)?;
+        write(
+            &root,
+            "/DEBIAN/conffiles",
+            format!("{}\n", conffiles.join("\n")).as_bytes(),
+            0o644,
+        )?;
     }
     // Directories as a packager's umask would leave them, whatever ours is.
     set_dir_modes(&root)?;
 
-    fs::create_dir_all(out_dir).map_err(|source| ScratchError::Io { path: out_dir.to_path_buf(), source })?;
-    let opts = BuildOptions { source_date_epoch: Some(date.max(0) as u64), ..BuildOptions::default() };
+    fs::create_dir_all(out_dir).map_err(|source| ScratchError::Io {
+        path: out_dir.to_path_buf(),
+        source,
+    })?;
+    let opts = BuildOptions {
+        source_date_epoch: Some(date.max(0) as u64),
+        ..BuildOptions::default()
+    };
     let report = build_from_dir(&root, out_dir, &opts)?;
     Ok(report.output)
 }
 
 fn set_dir_modes(dir: &Path) -> Result<(), ScratchError> {
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).map_err(|source| ScratchError::Io { path: dir.to_path_buf(), source })?;
-    for e in fs::read_dir(dir).map_err(|source| ScratchError::Io { path: dir.to_path_buf(), source })?.flatten() {
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).map_err(|source| {
+        ScratchError::Io {
+            path: dir.to_path_buf(),
+            source,
+        }
+    })?;
+    for e in fs::read_dir(dir)
+        .map_err(|source| ScratchError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?
+        .flatten()
+    {
         if e.file_type().is_ok_and(|t| t.is_dir()) {
             set_dir_modes(&e.path())?;
         }

@@ -453,23 +453,46 @@ pub fn parse_package(
     let build = match (raw.action, raw.build) {
         (Action::Build, Some(b)) => Some(parse_build(file, text, b)?),
         (Action::Build, None) => {
-            return Err(error_at(file, text, None, "action = \"build\" needs a [build] table"));
+            return Err(error_at(
+                file,
+                text,
+                None,
+                "action = \"build\" needs a [build] table",
+            ));
         }
-        (_, Some(b)) => return Err(at(b.span(), "a [build] table needs action = \"build\"".into())),
+        (_, Some(b)) => {
+            return Err(at(
+                b.span(),
+                "a [build] table needs action = \"build\"".into(),
+            ));
+        }
         (_, None) => None,
     };
     let origin = match (raw.action, raw.from) {
         (Action::Build, None) => Origin::Built,
         (Action::Build, Some(f)) => {
-            return Err(at(f.span(), "action = \"build\" makes the package: it takes no 'from'".into()));
+            return Err(at(
+                f.span(),
+                "action = \"build\" makes the package: it takes no 'from'".into(),
+            ));
         }
-        (_, None) => return Err(error_at(file, text, None, "missing table 'from' (where the package file comes from)")),
+        (_, None) => {
+            return Err(error_at(
+                file,
+                text,
+                None,
+                "missing table 'from' (where the package file comes from)",
+            ));
+        }
         (_, Some(from)) => parse_from(file, text, from, sources)?,
     };
     let repack = match (raw.action, raw.repack) {
         (Action::Keep | Action::Build, None) => None,
         (Action::Build, Some(r)) => {
-            return Err(at(r.span(), "a [repack] table needs action = \"repack\"".into()));
+            return Err(at(
+                r.span(),
+                "a [repack] table needs action = \"repack\"".into(),
+            ));
         }
         (Action::Keep, Some(r)) => {
             return Err(at(
@@ -609,13 +632,17 @@ pub fn parse_repository(file: &Path, text: &str) -> Result<crate::repo::RepoConf
     c.valid_for = raw.valid_for_days.map(|d| i64::from(d) * 86_400);
     if let Some(m) = raw.mirror {
         if !(m.starts_with("http://") || m.starts_with("https://") || m.starts_with("file:/")) {
-            return Err(error_at(file, text, Some(span), format!("repository.mirror {m:?} must be an http://, https:// or file:/ URL")));
+            return Err(error_at(
+                file,
+                text,
+                Some(span),
+                format!("repository.mirror {m:?} must be an http://, https:// or file:/ URL"),
+            ));
         }
         c.mirror = Some(if m.ends_with('/') { m } else { format!("{m}/") });
     }
     Ok(c)
 }
-
 
 fn parse_from(
     file: &Path,
@@ -693,25 +720,47 @@ fn parse_build(file: &Path, text: &str, b: Spanned<RawBuild>) -> Result<BuildRec
         crate::format::Relations::parse(d).map_err(|e| at(format!("build.depends: {e}")))?;
     }
     for n in &b.depends_exact {
-        crate::format::control::check_package_name(n).map_err(|e| at(format!("build.depends-exact: {e}")))?;
+        crate::format::control::check_package_name(n)
+            .map_err(|e| at(format!("build.depends-exact: {e}")))?;
     }
     if b.summary.contains('\n') || b.summary.trim().is_empty() {
         return Err(at("build.summary is one non-empty line".into()));
     }
     let mut files = Vec::new();
     for f in b.files {
-        if !f.path.starts_with('/') || f.path.split('/').any(|c| c == "..") || f.path.ends_with('/') {
-            return Err(at(format!("build.files: path {:?} must be an absolute file path", f.path)));
+        if !f.path.starts_with('/') || f.path.split('/').any(|c| c == "..") || f.path.ends_with('/')
+        {
+            return Err(at(format!(
+                "build.files: path {:?} must be an absolute file path",
+                f.path
+            )));
         }
         let mode = u32::from_str_radix(&f.mode, 8)
             .ok()
             .filter(|m| *m <= 0o7777)
-            .ok_or_else(|| at(format!("build.files: mode {:?} is not octal like \"755\"", f.mode)))?;
-        files.push(BuildFile { path: f.path, source: PathBuf::from(f.source), mode });
+            .ok_or_else(|| {
+                at(format!(
+                    "build.files: mode {:?} is not octal like \"755\"",
+                    f.mode
+                ))
+            })?;
+        files.push(BuildFile {
+            path: f.path,
+            source: PathBuf::from(f.source),
+            mode,
+        });
     }
     if let Some(rc) = &b.repo_config {
-        if !rc.name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-') || rc.name.is_empty() {
-            return Err(at(format!("build.repo-config.name {:?}: letters, digits and '-'", rc.name)));
+        if !rc
+            .name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-')
+            || rc.name.is_empty()
+        {
+            return Err(at(format!(
+                "build.repo-config.name {:?}: letters, digits and '-'",
+                rc.name
+            )));
         }
     }
     Ok(BuildRecipe {

@@ -15,4 +15,5 @@ mod hostile;
 mod repack;
 mod repo;
 mod signatures;
+mod stack;
 mod vercmp;

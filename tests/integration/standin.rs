@@ -143,11 +143,24 @@ pub fn shared_lib(soname: &str) -> Vec<u8> {
     }
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("stub.c");
-    fs::write(&src, format!("int debforge_stub_{}(void) {{ return 0; }}\n", soname.replace(['.', '-'], "_"))).unwrap();
+    fs::write(
+        &src,
+        format!(
+            "int debforge_stub_{}(void) {{ return 0; }}\n",
+            soname.replace(['.', '-'], "_")
+        ),
+    )
+    .unwrap();
     let out = dir.path().join("lib.so");
-    ok(Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&out).arg(format!("-Wl,-soname,{soname}")).arg(&src));
+    ok(Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&out)
+        .arg(format!("-Wl,-soname,{soname}"))
+        .arg(&src));
     let bytes = fs::read(out).unwrap();
-    libs.lock().unwrap().insert(soname.to_string(), bytes.clone());
+    libs.lock()
+        .unwrap()
+        .insert(soname.to_string(), bytes.clone());
     bytes
 }
 
@@ -158,12 +171,18 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
     let lib = "usr/lib/x86_64-linux-gnu";
     let fake = |what: &str| format!("\x7fELF fake {what}\n").into_bytes();
     let mut parts = cudnn_short.split('.');
-    let (major, minor, patch) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
-    let header = format!("#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR {minor}\n#define CUDNN_PATCHLEVEL {patch}\n");
+    let (major, minor, patch) = (
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+    );
+    let header = format!(
+        "#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR {minor}\n#define CUDNN_PATCHLEVEL {patch}\n"
+    );
     // As NVIDIA's libcudnn7-dev does: the header and the development link
     // through the alternatives system.
     let alternatives_postinst = format!(
-        "#!/bin/sh\nset -e\nupdate-alternatives --install /usr/include/cudnn.h libcudnn /usr/include/x86_64-linux-gnu/cudnn_v7.h 110 --slave /usr/{lib}/libcudnn.so libcudnn_so /usr/{lib}/libcudnn.so.7 --slave /usr/{lib}/libcudnn_static.a libcudnn_stlib /usr/{lib}/libcudnn_static_v7.a\n"
+        "#!/bin/sh\nset -e\nupdate-alternatives --install /usr/include/cudnn.h libcudnn /usr/include/x86_64-linux-gnu/cudnn_v7.h 110 --slave /{lib}/libcudnn.so libcudnn_so /{lib}/libcudnn.so.7 --slave /{lib}/libcudnn_static.a libcudnn_stlib /{lib}/libcudnn_static_v7.a\n"
     );
     let alternatives_prerm = "#!/bin/sh\nset -e\nif [ \"$1\" = remove ]; then update-alternatives --remove libcudnn /usr/include/x86_64-linux-gnu/cudnn_v7.h; fi\n".to_string();
     vec![
@@ -171,7 +190,10 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
             name: "libcudnn7",
             version: cudnn,
             depends: "",
-            files: vec![(format!("{lib}/libcudnn.so.{cudnn_so}"), shared_lib("libcudnn.so.7"))],
+            files: vec![(
+                format!("{lib}/libcudnn.so.{cudnn_so}"),
+                shared_lib("libcudnn.so.7"),
+            )],
             links: vec![(
                 format!("{lib}/libcudnn.so.7"),
                 format!("libcudnn.so.{cudnn_so}"),
@@ -190,7 +212,10 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
                 (format!("{lib}/libcudnn_static_v7.a"), fake("static")),
             ],
             links: vec![],
-            scripts: vec![("postinst", alternatives_postinst), ("prerm", alternatives_prerm)],
+            scripts: vec![
+                ("postinst", alternatives_postinst),
+                ("prerm", alternatives_prerm),
+            ],
         },
         FakeDeb {
             name: "libcudnn7-doc",
@@ -207,7 +232,10 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
             name: "libnccl2",
             version: nccl,
             depends: "libc6 (>= 2.3.4), libgcc1 (>= 1:3.0), libstdc++6 (>= 4.1.1)",
-            files: vec![(format!("{lib}/libnccl.so.{nccl_short}"), shared_lib("libnccl.so.2"))],
+            files: vec![(
+                format!("{lib}/libnccl.so.{nccl_short}"),
+                shared_lib("libnccl.so.2"),
+            )],
             links: vec![(
                 format!("{lib}/libnccl.so.2"),
                 format!("libnccl.so.{nccl_short}"),
