@@ -51,6 +51,12 @@ pub enum RepackError {
     BadScriptName { name: String },
     #[error("--set {0:?}: expected Field=Value")]
     BadSet(String),
+    #[error("--set {field}: the value has a newline; control fields set this way are one line")]
+    SetNewline { field: String },
+    #[error("--{name}: not a text file (a maintainer script is a text file starting with #!)")]
+    ScriptNotText { name: String },
+    #[error("--{name}: no #! line; the script must name its interpreter")]
+    ScriptNoInterpreter { name: String },
     #[error("the repacked control paragraph is invalid: {0}")]
     Control(String),
 }
@@ -65,10 +71,21 @@ pub fn repack(
     let control = deb.control_files()?;
     let mut paragraph = control.control.clone();
     for (k, v) in &opts.set {
-        if k.is_empty() || k.contains(char::is_whitespace) || k.contains(':') {
+        if k.is_empty() || k.contains(char::is_whitespace) || k.contains(':') || k.starts_with('-') {
             return Err(RepackError::BadSet(format!("{k}={v}")));
         }
+        if v.contains(['\n', '\r']) {
+            return Err(RepackError::SetNewline { field: k.clone() });
+        }
         paragraph.set(k, v);
+    }
+    for (name, script) in &opts.scripts {
+        if std::str::from_utf8(script).is_err() || script.contains(&0) {
+            return Err(RepackError::ScriptNotText { name: name.clone() });
+        }
+        if !script.starts_with(b"#!") {
+            return Err(RepackError::ScriptNoInterpreter { name: name.clone() });
+        }
     }
     if let Some(suffix) = &opts.version_suffix {
         let v = format!("{}{suffix}", paragraph.get("Version").unwrap_or_default());

@@ -750,19 +750,18 @@ fn parse_build(file: &Path, text: &str, b: Spanned<RawBuild>) -> Result<BuildRec
             mode,
         });
     }
-    if let Some(rc) = &b.repo_config {
-        if !rc
+    if let Some(rc) = &b.repo_config
+        && (!rc
             .name
             .bytes()
             .all(|c| c.is_ascii_alphanumeric() || c == b'-')
-            || rc.name.is_empty()
+            || rc.name.is_empty())
         {
             return Err(at(format!(
                 "build.repo-config.name {:?}: letters, digits and '-'",
                 rc.name
             )));
         }
-    }
     Ok(BuildRecipe {
         maintainer: b.maintainer,
         section: b.section,

@@ -51,7 +51,7 @@ fn ours(dir: &Path, name: &str) -> PathBuf {
     let p = dir.join(format!("ours.{name}"));
     fs::write(
         &p,
-        "#!/bin/sh\nset -e\necho \"ours $*\" >> \"$LOG\"\n".to_string(),
+        "#!/bin/sh\nset -e\necho \"ours $*\" >> \"$LOG\"\n",
     )
     .unwrap();
     p
@@ -211,4 +211,27 @@ fn fields_version_suffix_and_errors() {
     assert_eq!(code, 2);
     assert!(err.contains("truncated"), "{err}");
     assert!(!tmp.path().join("x.deb").exists());
+}
+
+#[test]
+fn bad_scripts_and_values_are_refused_with_nothing_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = upstream(tmp.path(), 0);
+    let binary = tmp.path().join("binary");
+    fs::write(&binary, [0x7f, b'E', b'L', b'F', 0, 0xff, 0xfe]).unwrap();
+    let no_shebang = tmp.path().join("plain");
+    fs::write(&no_shebang, "echo hi\n").unwrap();
+    let o = tmp.path().join("o.deb");
+    let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
+        (vec!["--postinst".into(), tmp.path().join("missing.sh").into()], "cannot read --postinst"),
+        (vec!["--postinst".into(), binary.clone().into()], "not a text file"),
+        (vec!["--prerm".into(), no_shebang.clone().into()], "no #! line"),
+        (vec!["--set".into(), "Description=one\ntwo".into()], "has a newline"),
+    ];
+    for (args, needle) in cases {
+        let (code, _, err) = run(debforge().args(["deb", "repack"]).arg(&input).arg("-o").arg(&o).args(&args));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!o.exists(), "{args:?}: output written");
+    }
 }

@@ -183,3 +183,34 @@ fn installed_in_a_chroot_gpu_stack_check_passes_and_names_what_breaks() {
     assert!(!c.path("/etc/apt/sources.list.d/gpu-lab.sources").exists());
     assert!(!c.path("/var/lib/debforge").exists());
 }
+
+#[test]
+fn recipe_mistakes_are_named_before_anything_is_written() {
+    let lab = Lab::new();
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes");
+    copy_dir(&shipped.join("files"), &lab.recipes.join("files"));
+    copy_dir(&shipped.join("scripts"), &lab.recipes.join("scripts"));
+    let meta = fs::read_to_string(shipped.join("packages/gpu-stack-cu101.toml")).unwrap();
+    let out = lab.dir.path().join("out");
+    let fails = |needle: &str| {
+        let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(needle), "missing {needle:?}:\n{err}");
+        assert!(!out.exists(), "output written");
+    };
+    // A metapackage that names a package no recipe provides.
+    fs::write(lab.recipes.join("packages/gpu-stack-cu101.toml"), meta.replace("\"libnccl-dev\"]", "\"libnccl-dev\", \"libcudnn8\"]")).unwrap();
+    fails("gpu-stack-cu101.toml: build.depends-exact names libcudnn8, which no recipe provides");
+    fs::remove_file(lab.recipes.join("packages/gpu-stack-cu101.toml")).unwrap();
+
+    // A repack whose script is missing, or uses a placeholder nobody sets.
+    let nccl = fs::read_to_string(shipped.join("packages/libnccl2.toml")).unwrap();
+    fs::write(lab.recipes.join("packages/libnccl2.toml"), nccl.replace("scripts/cuda-links.postrm", "scripts/missing.postrm")).unwrap();
+    fails("scripts/missing.postrm: cannot read the maintainer script");
+    fs::write(lab.recipes.join("packages/libnccl2.toml"), nccl.replace("vars = { LINKS", "vars = { OTHER")).unwrap();
+    fails("uses @LINKS@, which the recipe's [repack.vars] does not set");
+    // A repo-config package without a mirror to point at.
+    fs::write(lab.recipes.join("packages/libnccl2.toml"), &nccl).unwrap();
+    fs::copy(shipped.join("packages/gpu-lab-repo.toml"), lab.recipes.join("packages/gpu-lab-repo.toml")).unwrap();
+    fails("needs the mirror URL: set `mirror` in recipes/repository.toml");
+}
