@@ -126,6 +126,31 @@ fn link_scripts_install_reconfigure_upgrade_remove_and_purge() {
         "each created directory listed once: {dirs}"
     );
 
+    // A real upgrade, 2.4.2 -> 2.4.8 (repacked the same way): the link stays ours.
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes/scripts");
+    let work = _lab.dir.path().join("upgrade");
+    fs::create_dir_all(&work).unwrap();
+    let links = "/usr/local/cuda/nccl/lib/libnccl.so.2=/usr/lib/x86_64-linux-gnu/libnccl.so.2";
+    for s in ["postinst", "postrm"] {
+        let text = fs::read_to_string(scripts.join(format!("cuda-links.{s}"))).unwrap().replace("@LINKS@", links);
+        fs::write(work.join(s), text).unwrap();
+    }
+    let newer = work.join("libnccl2_2.4.8-1+cuda10.1_amd64.deb");
+    ok(crate::common::debforge()
+        .args(["deb", "repack"])
+        .arg(_lab.www().join("nvidia/libnccl2_2.4.8-1+cuda10.1_amd64.deb"))
+        .arg("-o")
+        .arg(&newer)
+        .arg("--postinst")
+        .arg(work.join("postinst"))
+        .arg("--postrm")
+        .arg(work.join("postrm")));
+    let n = c.put(&newer);
+    c.ok(&format!("dpkg -i {n}"));
+    assert_eq!(fs::read_link(c.path(link)).unwrap(), Path::new("/usr/lib/x86_64-linux-gnu/libnccl.so.2"));
+    assert_eq!(fs::read_link(c.path("/usr/lib/x86_64-linux-gnu/libnccl.so.2")).unwrap(), Path::new("libnccl.so.2.4.8"));
+    c.ok("dpkg -i /tmp/libnccl2_2.4.2-1+cuda10.1_amd64.deb");
+
     // Removing one keeps what the other still uses; removing both leaves nothing of ours.
     c.ok("dpkg -r libnccl-dev");
     c.ok(&format!("test -e {link}"));
