@@ -11,13 +11,13 @@
 #   apt-get $o update && (cd /tmp/nf && apt-get $o download libcublaslt11)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-deb=${DEB:-$(ls /tmp/nf/libcublaslt11_*.deb /tmp/nf/dl/libcublaslt11_*.deb 2>/dev/null | head -1)}
+deb=${DEB:-$(ls /tmp/nf/libcublaslt11_*.deb /tmp/nf/dl/libcublaslt11_*.deb 2>/dev/null | head -1 || true)}
 [ -f "$deb" ] || { echo "set DEB to a large .deb (see the comment at the top)" >&2; exit 2; }
 cargo build --release -q
 bin=$PWD/target/release/debforge
 work=$(mktemp -d /tmp/debforge-repack-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-printf '#!/bin/sh\nset -e\nldconfig\n' > "$work/postinst"
+printf '#!/bin/sh\nset -e\nldconfig\n' > "$work/postinst"; chmod 755 "$work/postinst"
 measure() { /usr/bin/time -f "%e %M" -o "$work/t" "$@" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }; cat "$work/t"; }
 best() { local b=999999 m=0 t mm; for _ in 1 2 3; do read -r t mm < <(measure "$@"); if awk -v a="$t" -v b="$b" 'BEGIN{exit !(a<b)}'; then b=$t; m=$mm; fi; rm -f "$work"/out*.deb; done; echo "$b $m"; }
 read -r t_ours m_ours < <(best "$bin" deb repack "$deb" -o "$work/out.deb" --postinst "$work/postinst")

@@ -71,7 +71,8 @@ pub fn repack(
     let control = deb.control_files()?;
     let mut paragraph = control.control.clone();
     for (k, v) in &opts.set {
-        if k.is_empty() || k.contains(char::is_whitespace) || k.contains(':') || k.starts_with('-') {
+        if k.is_empty() || k.contains(char::is_whitespace) || k.contains(':') || k.starts_with('-')
+        {
             return Err(RepackError::BadSet(format!("{k}={v}")));
         }
         if v.contains(['\n', '\r']) {
@@ -153,7 +154,7 @@ pub fn repack(
     let data = deb.data_member().clone();
     let digests = {
         let writer =
-            crate::digest::HashingWriter::new(BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
+            crate::digest::Sha256Writer::new(BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
         let mut ar = ar::Builder::new(writer);
         let result = (|| -> io::Result<()> {
             ar.append(
@@ -176,9 +177,9 @@ pub fn repack(
             Ok(())
         })();
         result.map_err(io_err(output))?;
-        let (mut buffered, digests) = ar.into_inner().map_err(io_err(output))?.finish();
+        let (mut buffered, size, sha256) = ar.into_inner().map_err(io_err(output))?.finish();
         buffered.flush().map_err(io_err(output))?;
-        digests
+        (size, sha256)
     };
     tmp.as_file()
         .set_permissions(fs::Permissions::from_mode(0o644))
@@ -200,7 +201,7 @@ pub fn repack(
         version: paragraph.get("Version").unwrap_or_default().to_string(),
         merged,
         added,
-        size: digests.size,
-        sha256: digests.sha256,
+        size: digests.0,
+        sha256: digests.1,
     })
 }

@@ -756,12 +756,12 @@ fn parse_build(file: &Path, text: &str, b: Spanned<RawBuild>) -> Result<BuildRec
             .bytes()
             .all(|c| c.is_ascii_alphanumeric() || c == b'-')
             || rc.name.is_empty())
-        {
-            return Err(at(format!(
-                "build.repo-config.name {:?}: letters, digits and '-'",
-                rc.name
-            )));
-        }
+    {
+        return Err(at(format!(
+            "build.repo-config.name {:?}: letters, digits and '-'",
+            rc.name
+        )));
+    }
     Ok(BuildRecipe {
         maintainer: b.maintainer,
         section: b.section,

@@ -132,13 +132,18 @@ fn link_scripts_install_reconfigure_upgrade_remove_and_purge() {
     fs::create_dir_all(&work).unwrap();
     let links = "/usr/local/cuda/nccl/lib/libnccl.so.2=/usr/lib/x86_64-linux-gnu/libnccl.so.2";
     for s in ["postinst", "postrm"] {
-        let text = fs::read_to_string(scripts.join(format!("cuda-links.{s}"))).unwrap().replace("@LINKS@", links);
+        let text = fs::read_to_string(scripts.join(format!("cuda-links.{s}")))
+            .unwrap()
+            .replace("@LINKS@", links);
         fs::write(work.join(s), text).unwrap();
     }
     let newer = work.join("libnccl2_2.4.8-1+cuda10.1_amd64.deb");
     ok(crate::common::debforge()
         .args(["deb", "repack"])
-        .arg(_lab.www().join("nvidia/libnccl2_2.4.8-1+cuda10.1_amd64.deb"))
+        .arg(
+            _lab.www()
+                .join("nvidia/libnccl2_2.4.8-1+cuda10.1_amd64.deb"),
+        )
         .arg("-o")
         .arg(&newer)
         .arg("--postinst")
@@ -147,8 +152,14 @@ fn link_scripts_install_reconfigure_upgrade_remove_and_purge() {
         .arg(work.join("postrm")));
     let n = c.put(&newer);
     c.ok(&format!("dpkg -i {n}"));
-    assert_eq!(fs::read_link(c.path(link)).unwrap(), Path::new("/usr/lib/x86_64-linux-gnu/libnccl.so.2"));
-    assert_eq!(fs::read_link(c.path("/usr/lib/x86_64-linux-gnu/libnccl.so.2")).unwrap(), Path::new("libnccl.so.2.4.8"));
+    assert_eq!(
+        fs::read_link(c.path(link)).unwrap(),
+        Path::new("/usr/lib/x86_64-linux-gnu/libnccl.so.2")
+    );
+    assert_eq!(
+        fs::read_link(c.path("/usr/lib/x86_64-linux-gnu/libnccl.so.2")).unwrap(),
+        Path::new("libnccl.so.2.4.8")
+    );
     c.ok("dpkg -i /tmp/libnccl2_2.4.2-1+cuda10.1_amd64.deb");
 
     // Removing one keeps what the other still uses; removing both leaves nothing of ours.
@@ -214,6 +225,23 @@ fn link_scripts_never_replace_what_is_not_theirs_and_follow_a_cuda_symlink() {
         c.path("/usr/local/cuda-10.1").is_dir(),
         "the CUDA install itself stays"
     );
+
+    // A failed configure (here: /usr/local/cuda is a file, so no directory
+    // can be made under it) leaves the package half-configured; once the
+    // cause is gone, `dpkg --configure -a` completes it cleanly.
+    c.ok("dpkg -P libnccl2 && rm /usr/local/cuda && echo not-a-dir > /usr/local/cuda");
+    let (code, out) = c.run(&format!("dpkg -i {a}"));
+    assert_ne!(code, 0, "{out}");
+    let status = c.ok("dpkg-query -W -f='${db:Status-Abbrev}' libnccl2");
+    assert!(status.starts_with("iF"), "half-configured: {status:?}");
+    c.ok("rm /usr/local/cuda && ln -s cuda-10.1 /usr/local/cuda && dpkg --configure -a");
+    assert!(
+        fs::symlink_metadata(c.path("/usr/local/cuda-10.1/nccl/lib/libnccl.so.2"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    c.ok("dpkg -r libnccl2");
 
     // A link that points elsewhere is left alone too.
     c.ok("mkdir -p /usr/local/cuda/nccl/lib && ln -s /opt/other/libnccl.so.2 /usr/local/cuda/nccl/lib/libnccl.so.2");

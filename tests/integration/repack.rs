@@ -49,11 +49,7 @@ fn upstream(dir: &Path, postinst_exit: i32) -> PathBuf {
 
 fn ours(dir: &Path, name: &str) -> PathBuf {
     let p = dir.join(format!("ours.{name}"));
-    fs::write(
-        &p,
-        "#!/bin/sh\nset -e\necho \"ours $*\" >> \"$LOG\"\n",
-    )
-    .unwrap();
+    fs::write(&p, "#!/bin/sh\nset -e\necho \"ours $*\" >> \"$LOG\"\n").unwrap();
     p
 }
 
@@ -223,13 +219,30 @@ fn bad_scripts_and_values_are_refused_with_nothing_written() {
     fs::write(&no_shebang, "echo hi\n").unwrap();
     let o = tmp.path().join("o.deb");
     let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
-        (vec!["--postinst".into(), tmp.path().join("missing.sh").into()], "cannot read --postinst"),
-        (vec!["--postinst".into(), binary.clone().into()], "not a text file"),
-        (vec!["--prerm".into(), no_shebang.clone().into()], "no #! line"),
-        (vec!["--set".into(), "Description=one\ntwo".into()], "has a newline"),
+        (
+            vec!["--postinst".into(), tmp.path().join("missing.sh").into()],
+            "cannot read --postinst",
+        ),
+        (
+            vec!["--postinst".into(), binary.clone().into()],
+            "not a text file",
+        ),
+        (
+            vec!["--prerm".into(), no_shebang.clone().into()],
+            "no #! line",
+        ),
+        (
+            vec!["--set".into(), "Description=one\ntwo".into()],
+            "has a newline",
+        ),
     ];
     for (args, needle) in cases {
-        let (code, _, err) = run(debforge().args(["deb", "repack"]).arg(&input).arg("-o").arg(&o).args(&args));
+        let (code, _, err) = run(debforge()
+            .args(["deb", "repack"])
+            .arg(&input)
+            .arg("-o")
+            .arg(&o)
+            .args(&args));
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!o.exists(), "{args:?}: output written");

@@ -199,18 +199,34 @@ fn recipe_mistakes_are_named_before_anything_is_written() {
         assert!(!out.exists(), "output written");
     };
     // A metapackage that names a package no recipe provides.
-    fs::write(lab.recipes.join("packages/gpu-stack-cu101.toml"), meta.replace("\"libnccl-dev\"]", "\"libnccl-dev\", \"libcudnn8\"]")).unwrap();
+    fs::write(
+        lab.recipes.join("packages/gpu-stack-cu101.toml"),
+        meta.replace("\"libnccl-dev\"]", "\"libnccl-dev\", \"libcudnn8\"]"),
+    )
+    .unwrap();
     fails("gpu-stack-cu101.toml: build.depends-exact names libcudnn8, which no recipe provides");
     fs::remove_file(lab.recipes.join("packages/gpu-stack-cu101.toml")).unwrap();
 
     // A repack whose script is missing, or uses a placeholder nobody sets.
     let nccl = fs::read_to_string(shipped.join("packages/libnccl2.toml")).unwrap();
-    fs::write(lab.recipes.join("packages/libnccl2.toml"), nccl.replace("scripts/cuda-links.postrm", "scripts/missing.postrm")).unwrap();
+    fs::write(
+        lab.recipes.join("packages/libnccl2.toml"),
+        nccl.replace("scripts/cuda-links.postrm", "scripts/missing.postrm"),
+    )
+    .unwrap();
     fails("scripts/missing.postrm: cannot read the maintainer script");
-    fs::write(lab.recipes.join("packages/libnccl2.toml"), nccl.replace("vars = { LINKS", "vars = { OTHER")).unwrap();
+    fs::write(
+        lab.recipes.join("packages/libnccl2.toml"),
+        nccl.replace("vars = { LINKS", "vars = { OTHER"),
+    )
+    .unwrap();
     fails("uses @LINKS@, which the recipe's [repack.vars] does not set");
     // A repo-config package without a mirror to point at.
     fs::write(lab.recipes.join("packages/libnccl2.toml"), &nccl).unwrap();
-    fs::copy(shipped.join("packages/gpu-lab-repo.toml"), lab.recipes.join("packages/gpu-lab-repo.toml")).unwrap();
+    fs::copy(
+        shipped.join("packages/gpu-lab-repo.toml"),
+        lab.recipes.join("packages/gpu-lab-repo.toml"),
+    )
+    .unwrap();
     fails("needs the mirror URL: set `mirror` in recipes/repository.toml");
 }
