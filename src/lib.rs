@@ -20,6 +20,7 @@ pub mod format;
 pub mod keys;
 pub mod openpgp;
 pub mod pipeline;
+pub mod publish;
 pub mod recipe;
 pub mod repo;
 pub mod scratch;

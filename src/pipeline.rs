@@ -969,9 +969,14 @@ pub fn write_output(
             ));
             std::io::copy(&mut deb.raw_whole(), &mut w).map_err(io(&dest))?;
             let (buffered, digests) = w.finish();
-            buffered
+            let file = buffered
                 .into_inner()
                 .map_err(|e| io(&dest)(e.into_error()))?;
+            // The pool file keeps the cached file's time: unchanged packages
+            // look unchanged to `publish` and rsync across rebuilds.
+            if let Ok(t) = fs::metadata(&f.publish).and_then(|m| m.modified()) {
+                file.set_modified(t).map_err(io(&dest))?;
+            }
             digests
         };
         if digests.sha256 != f.publish_sha256 {

@@ -83,6 +83,24 @@ enum Command {
         #[arg(long, default_value = "repo-out")]
         out: PathBuf,
     },
+    /// Publish a built repository to a directory (a web server's docroot, an NFS mount), safely and incrementally
+    #[command(
+        after_help = "Example:\n  debforge publish --to /var/www/html/gpu-lab --out repo-out\n\nOrder: pool files, by-hash indexes, plain indexes, Release, Release.gpg, InRelease\nlast; every file goes in under a temporary name. Pool files the previous Release\nreferences are kept until the next publish. Unchanged files are not rewritten."
+    )]
+    Publish {
+        /// The target directory
+        #[arg(long)]
+        to: PathBuf,
+        /// The built repository
+        #[arg(long, default_value = "repo-out")]
+        out: PathBuf,
+        /// List what would change, change nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// Print a JSON report
+        #[arg(long)]
+        json: bool,
+    },
     /// Generate an OpenPGP v4 signing key for the repository into KEYS/signing/ (mode 0600)
     #[command(
         after_help = "Example:\n  debforge keygen --name \"GPU lab repository\" --email lab@example.org\n\nThe key signs Release.gpg and InRelease on every build; its public part is\nexported into the output as debforge-archive-keyring.gpg (for Signed-By) and .asc.\nSeveral keys in KEYS/signing/ all sign (rotation)."
@@ -426,6 +444,12 @@ pub fn run() -> ExitCode {
             no_cache,
         } => run_index(&dir, cache, no_cache),
         Command::Verify { dir, keyring, json } => run_verify(&dir, keyring, json),
+        Command::Publish {
+            to,
+            out,
+            dry_run,
+            json,
+        } => run_publish(&to, &out, dry_run, json),
         Command::Policy {
             packages,
             out,
@@ -944,6 +968,28 @@ fn run_policy(
         }
     }
     output::plain(&text);
+    Ok(EXIT_OK)
+}
+
+fn run_publish(
+    to: &std::path::Path,
+    out: &std::path::Path,
+    dry_run: bool,
+    json: bool,
+) -> Result<u8, Failure> {
+    let text = to.to_string_lossy();
+    if text.contains("://")
+        || text.contains(':') && !text.starts_with('/') && !text.starts_with('.')
+    {
+        return Err(Failure::new(format!(
+            "--to {text}: this version publishes to directories only"
+        ))
+        .hint(Some(
+            "publish to a local directory (an NFS mount works too), then sync it",
+        )));
+    }
+    let report = debforge::publish::publish_dir(out, to, dry_run).map_err(Failure::new)?;
+    output::publish_report(&report, to, dry_run, json);
     Ok(EXIT_OK)
 }
 

@@ -61,6 +61,54 @@ pub fn verify_report(r: &debforge::repo::verify::VerifyReport, dir: &std::path::
     out(&s);
 }
 
+pub fn publish_report(
+    r: &debforge::publish::PublishReport,
+    to: &std::path::Path,
+    dry_run: bool,
+    json: bool,
+) {
+    use debforge::publish::Step;
+    if json {
+        json_out(&serde_json::to_value(r).expect("report serializes"));
+        return;
+    }
+    let mut s = String::new();
+    for (step, rel) in &r.steps {
+        match step {
+            Step::Copy => s.push_str(&format!(
+                "{} {rel}\n",
+                if dry_run {
+                    "would copy "
+                } else {
+                    "copied     "
+                }
+            )),
+            Step::Delete => s.push_str(&format!(
+                "{} {rel}\n",
+                if dry_run {
+                    "would remove"
+                } else {
+                    "removed    "
+                }
+            )),
+            Step::Keep => {}
+        }
+    }
+    s.push_str(&format!(
+        "{}{}: {} copied, {} unchanged, {} removed\n",
+        if dry_run {
+            "dry run, nothing changed: "
+        } else {
+            ""
+        },
+        to.display(),
+        r.count(Step::Copy),
+        r.count(Step::Keep),
+        r.count(Step::Delete)
+    ));
+    out(&s);
+}
+
 pub fn warning(message: &str) {
     let _ = writeln!(io::stderr().lock(), "debforge: warning: {message}");
 }

@@ -12,6 +12,7 @@ mod deb_build;
 mod deb_read;
 mod fetch;
 mod hostile;
+mod publish;
 mod repack;
 mod repo;
 mod signatures;
