@@ -24,4 +24,5 @@ pub mod publish;
 pub mod recipe;
 pub mod repo;
 pub mod scratch;
+pub mod serve;
 pub mod upstream;

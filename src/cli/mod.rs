@@ -101,6 +101,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve a built or published repository over HTTP, read-only (a quick LAN mirror)
+    #[command(
+        after_help = "Examples:\n  debforge serve                          # http://127.0.0.1:8080/, repo-out/\n  debforge serve --listen 0.0.0.0:8080    # open it to the LAN\n\nGET and HEAD, Range, If-Modified-Since, ETag; paths never leave the directory.\nOne log line per request on stderr."
+    )]
+    Serve {
+        /// Address to listen on (loopback unless you say otherwise)
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: String,
+        /// The directory to serve
+        #[arg(long, default_value = "repo-out")]
+        out: PathBuf,
+    },
     /// Generate an OpenPGP v4 signing key for the repository into KEYS/signing/ (mode 0600)
     #[command(
         after_help = "Example:\n  debforge keygen --name \"GPU lab repository\" --email lab@example.org\n\nThe key signs Release.gpg and InRelease on every build; its public part is\nexported into the output as debforge-archive-keyring.gpg (for Signed-By) and .asc.\nSeveral keys in KEYS/signing/ all sign (rotation)."
@@ -444,6 +456,7 @@ pub fn run() -> ExitCode {
             no_cache,
         } => run_index(&dir, cache, no_cache),
         Command::Verify { dir, keyring, json } => run_verify(&dir, keyring, json),
+        Command::Serve { listen, out } => run_serve(&listen, &out),
         Command::Publish {
             to,
             out,
@@ -990,6 +1003,31 @@ fn run_publish(
     }
     let report = debforge::publish::publish_dir(out, to, dry_run).map_err(Failure::new)?;
     output::publish_report(&report, to, dry_run, json);
+    Ok(EXIT_OK)
+}
+
+fn run_serve(listen: &str, out: &std::path::Path) -> Result<u8, Failure> {
+    if !out.is_dir() {
+        return Err(
+            Failure::new(format!("{}: no such directory", out.display()))
+                .hint(Some("build the repository first, or pass --out DIR")),
+        );
+    }
+    let listener = std::net::TcpListener::bind(listen).map_err(|e| {
+        Failure::new(format!("cannot listen on {listen}: {e}")).hint(Some(
+            "is another server on that port? try --listen 127.0.0.1:0",
+        ))
+    })?;
+    let addr = listener.local_addr().map_err(Failure::new)?;
+    output::plain(&format!("serving {} on http://{addr}/\n", out.display()));
+    let log: debforge::serve::Logger = std::sync::Arc::new(|r: debforge::serve::RequestLog| {
+        output::request(&format!(
+            "{} {} {} {} {}",
+            r.peer, r.method, r.path, r.status, r.bytes
+        ));
+    });
+    debforge::serve::serve(listener, out, log)
+        .map_err(|e| Failure::new(format!("{}: {e}", out.display())))?;
     Ok(EXIT_OK)
 }
 

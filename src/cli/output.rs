@@ -109,6 +109,11 @@ pub fn publish_report(
     out(&s);
 }
 
+/// One request log line (stderr).
+pub fn request(line: &str) {
+    let _ = writeln!(io::stderr().lock(), "{line}");
+}
+
 pub fn warning(message: &str) {
     let _ = writeln!(io::stderr().lock(), "debforge: warning: {message}");
 }
@@ -127,9 +132,10 @@ fn out(text: &str) {
     }
 }
 
-/// Text for stdout, as it is.
+/// Text for stdout, as it is (flushed: a script may be waiting for it).
 pub fn plain(text: &str) {
     out(text);
+    let _ = io::stdout().lock().flush();
 }
 
 fn json_out(value: &Value) {

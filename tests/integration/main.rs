@@ -15,6 +15,7 @@ mod hostile;
 mod publish;
 mod repack;
 mod repo;
+mod serve;
 mod signatures;
 mod stack;
 mod vercmp;
