@@ -13,6 +13,7 @@
 //! The library never prints; the binary (`src/main.rs`, `src/cli/`) decides
 //! what the user sees.
 
+pub mod bundle;
 pub mod deb;
 pub mod digest;
 pub mod fetch;

@@ -113,6 +113,21 @@ enum Command {
         #[arg(long, default_value = "repo-out")]
         out: PathBuf,
     },
+    /// Write an air-gapped bundle (one tar: repository, keyring, pins, SHA256SUMS, install.sh), or verify one
+    #[command(
+        args_conflicts_with_subcommands = true,
+        after_help = "Examples:\n  debforge bundle -o lab.tar                 # online: after debforge build\n  debforge bundle verify lab.tar             # on the way in\n  tar -xf lab.tar && sudo sh debforge-bundle/install.sh   # on the offline machine\n\nThe same repository gives the same bundle bytes (entries sorted, dated by the\nRelease's Date or SOURCE_DATE_EPOCH)."
+    )]
+    Bundle {
+        #[command(subcommand)]
+        verify: Option<BundleCommand>,
+        /// The bundle to write
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// The built repository
+        #[arg(long, default_value = "repo-out")]
+        out: PathBuf,
+    },
     /// Generate an OpenPGP v4 signing key for the repository into KEYS/signing/ (mode 0600)
     #[command(
         after_help = "Example:\n  debforge keygen --name \"GPU lab repository\" --email lab@example.org\n\nThe key signs Release.gpg and InRelease on every build; its public part is\nexported into the output as debforge-archive-keyring.gpg (for Signed-By) and .asc.\nSeveral keys in KEYS/signing/ all sign (rotation)."
@@ -189,6 +204,15 @@ enum Command {
         after_help = "Examples:\n  debforge deb info pkg.deb\n  debforge deb contents pkg.deb\n  debforge deb build pkgroot -o out/"
     )]
     Deb(DebCommand),
+}
+
+#[derive(Subcommand)]
+enum BundleCommand {
+    /// Check a bundle against its SHA256SUMS (every file, nothing missing or extra)
+    Verify {
+        /// The bundle
+        bundle: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -456,6 +480,15 @@ pub fn run() -> ExitCode {
             no_cache,
         } => run_index(&dir, cache, no_cache),
         Command::Verify { dir, keyring, json } => run_verify(&dir, keyring, json),
+        Command::Bundle {
+            verify: Some(BundleCommand::Verify { bundle }),
+            ..
+        } => run_bundle_verify(&bundle),
+        Command::Bundle {
+            verify: None,
+            output,
+            out,
+        } => run_bundle(output, &out),
         Command::Serve { listen, out } => run_serve(&listen, &out),
         Command::Publish {
             to,
@@ -1029,6 +1062,44 @@ fn run_serve(listen: &str, out: &std::path::Path) -> Result<u8, Failure> {
     debforge::serve::serve(listener, out, log)
         .map_err(|e| Failure::new(format!("{}: {e}", out.display())))?;
     Ok(EXIT_OK)
+}
+
+fn run_bundle(output: Option<PathBuf>, out: &std::path::Path) -> Result<u8, Failure> {
+    let output = output.ok_or_else(|| {
+        Failure::new("bundle: say where to write it with -o FILE")
+            .hint(Some("debforge bundle -o lab.tar"))
+    })?;
+    let n =
+        debforge::bundle::write_bundle(out, &output, source_date_epoch()?).map_err(Failure::new)?;
+    output::plain(&format!(
+        "wrote {} ({n} files); on the offline machine: tar -xf {} && sudo sh debforge-bundle/install.sh\n",
+        output.display(),
+        output.display()
+    ));
+    Ok(EXIT_OK)
+}
+
+fn run_bundle_verify(bundle: &std::path::Path) -> Result<u8, Failure> {
+    let problems = debforge::bundle::verify_bundle(bundle).map_err(Failure::new)?;
+    let mut text = String::new();
+    for p in &problems {
+        text.push_str(&format!("problem: {p}\n"));
+    }
+    text.push_str(&format!(
+        "{}: {}\n",
+        bundle.display(),
+        if problems.is_empty() {
+            "all files match SHA256SUMS".to_string()
+        } else {
+            format!("{} problem(s); do not install it", problems.len())
+        }
+    ));
+    output::plain(&text);
+    Ok(if problems.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_FALSE
+    })
 }
 
 fn default_cache_dir() -> Result<PathBuf, Failure> {

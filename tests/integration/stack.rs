@@ -22,6 +22,13 @@ fn copy_dir(from: &Path, to: &Path) {
 /// metapackage and the repo-config package; built. Returns the output.
 fn shipped_build() -> (Lab, PathBuf) {
     let lab = Lab::new();
+    let mirror = lab.server.url("repo/");
+    let out = shipped_build_in(&lab, &mirror);
+    (lab, out)
+}
+
+/// The same, with `mirror` as the repo-config package's URL.
+fn shipped_build_in(lab: &Lab, mirror: &str) -> PathBuf {
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes");
     copy_dir(&shipped.join("scripts"), &lab.recipes.join("scripts"));
     copy_dir(&shipped.join("files"), &lab.recipes.join("files"));
@@ -40,10 +47,7 @@ fn shipped_build() -> (Lab, PathBuf) {
         .unwrap();
     }
     let settings = fs::read_to_string(shipped.join("repository.toml")).unwrap();
-    let settings = settings.replace(
-        "http://mirror.gpu-lab.example/debforge/",
-        &lab.server.url("repo/"),
-    );
+    let settings = settings.replace("http://mirror.gpu-lab.example/debforge/", mirror);
     fs::write(lab.recipes.join("repository.toml"), settings).unwrap();
     let out = lab.dir.path().join("repo-out");
     ok(lab
@@ -51,7 +55,7 @@ fn shipped_build() -> (Lab, PathBuf) {
         .arg("--out")
         .arg(&out)
         .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
-    (lab, out)
+    out
 }
 
 fn pool(out: &Path, dir: &str, file: &str) -> PathBuf {
@@ -229,4 +233,163 @@ fn recipe_mistakes_are_named_before_anything_is_written() {
     )
     .unwrap();
     fails("needs the mirror URL: set `mirror` in recipes/repository.toml");
+}
+
+#[test]
+fn air_gapped_install_from_a_bundle_with_no_server() {
+    let (lab, out) = shipped_build();
+    let tar = lab.dir.path().join("lab.tar");
+    let again = lab.dir.path().join("lab2.tar");
+    for t in [&tar, &again] {
+        ok(crate::common::debforge()
+            .args(["bundle", "-o"])
+            .arg(t)
+            .arg("--out")
+            .arg(&out));
+    }
+    assert_eq!(
+        fs::read(&tar).unwrap(),
+        fs::read(&again).unwrap(),
+        "deterministic bundle"
+    );
+    let v = ok(crate::common::debforge()
+        .args(["bundle", "verify"])
+        .arg(&tar));
+    assert!(v.contains("all files match SHA256SUMS"), "{v}");
+
+    // One flipped byte: verify and install.sh both refuse.
+    let mut bytes = fs::read(&tar).unwrap();
+    let at = bytes.windows(8).position(|w| w == b"Package:").unwrap();
+    bytes[at] ^= 0x20;
+    let bad = lab.dir.path().join("bad.tar");
+    fs::write(&bad, &bytes).unwrap();
+    let (code, out_text, _) = run(crate::common::debforge()
+        .args(["bundle", "verify"])
+        .arg(&bad));
+    assert_eq!(code, 1, "{out_text}");
+    assert!(
+        out_text.contains("SHA256 is") && out_text.contains("do not install it"),
+        "{out_text}"
+    );
+
+    // The offline machine: no network source, no server running.
+    drop(lab.server);
+    let c = Chroot::new();
+    c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
+    let b = c.put(&bad);
+    let (code, msg) = c.run(&format!(
+        "cd /tmp && mkdir bad && tar -xf {b} -C bad && sh bad/debforge-bundle/install.sh"
+    ));
+    assert_ne!(code, 0, "{msg}");
+    assert!(msg.contains("the bundle is corrupted"), "{msg}");
+    assert!(
+        !c.path("/etc/apt/sources.list.d/debforge-bundle.sources")
+            .exists()
+    );
+
+    let g = c.put(&tar);
+    c.ok(&format!(
+        "cd /tmp && tar -xf {g} && sh debforge-bundle/install.sh"
+    ));
+    let update = c.ok("apt-get update 2>&1");
+    assert!(
+        !update
+            .lines()
+            .any(|l| l.starts_with("W:") || l.starts_with("E:")),
+        "{update}"
+    );
+    let policy = c.ok("apt-cache policy libcudnn7");
+    assert!(
+        policy.contains("Candidate: 7.5.0.56-1+cuda10.1"),
+        "{policy}"
+    );
+    c.ok("DEBIAN_FRONTEND=noninteractive apt-get install -y gpu-stack-cu101 2>&1");
+    let report = c.ok("gpu-stack-check");
+    assert!(report.contains("all checks passed"), "{report}");
+    assert!(fs::symlink_metadata(c.path("/usr/local/cuda/nccl/lib/libnccl.so.2")).is_ok());
+}
+
+#[test]
+fn apt_install_gpu_stack_from_debforge_serve_in_a_chroot() {
+    let lab = Lab::new();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mirror = format!("http://127.0.0.1:{port}/");
+    let out = shipped_build_in(&lab, &mirror);
+    let mut server = crate::common::debforge()
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.contains(&mirror), "{line}");
+
+    let c = Chroot::new();
+    c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
+    // The repo-config package sets everything up: source, key, pins.
+    let cfg = c.put(&pool(&out, "g/gpu-lab-repo", "gpu-lab-repo_1.0-1_all.deb"));
+    c.ok(&format!("dpkg -i {cfg}"));
+    let update = c.ok("apt-get update 2>&1");
+    assert!(
+        !update
+            .lines()
+            .any(|l| l.starts_with("W:") || l.starts_with("E:")),
+        "{update}"
+    );
+    c.ok("DEBIAN_FRONTEND=noninteractive apt-get install -y gpu-stack-cu101 2>&1");
+    assert!(c.ok("gpu-stack-check").contains("all checks passed"));
+    assert!(
+        c.ok("apt-cache policy libcudnn7")
+            .contains("Candidate: 7.5.0.56-1+cuda10.1")
+    );
+    c.ok("test -e /usr/local/cuda/nccl/lib/libnccl.so.2 && test -e /usr/local/cuda/lib64/libcudnn.so.7");
+
+    // A second repository offering 7.0.5 and 7.6.5 changes nothing.
+    let other = lab.dir.path().join("other");
+    let mut debs = crate::standin::nvidia_debs("7.6.5.32-1+cuda10.1", "2.4.8-1+cuda10.1");
+    debs.truncate(1);
+    debs.extend(
+        crate::standin::nvidia_debs("7.0.5.15-1ubuntu1", "2.1.4-1")
+            .into_iter()
+            .take(1),
+    );
+    for d in &debs {
+        crate::standin::build_deb(d, "amd64", &other, &lab.dir.path().join("other-work"));
+    }
+    crate::standin::write_packages(&other, ".", &other.join("Packages"), false);
+    let other_server = crate::server::Server::start(other.clone());
+    fs::write(
+        c.path("/etc/apt/sources.list.d/other.sources"),
+        format!(
+            "Types: deb\nURIs: {}\nSuites: ./\nTrusted: yes\n",
+            other_server.url("")
+        ),
+    )
+    .unwrap();
+    c.ok("apt-get update 2>&1");
+    let policy = c.ok("apt-cache policy libcudnn7");
+    assert!(
+        policy.contains("Candidate: 7.5.0.56-1+cuda10.1") && policy.contains("7.6.5.32-1+cuda10.1"),
+        "{policy}"
+    );
+    let upgrade = c.ok("apt-get -s dist-upgrade 2>&1");
+    assert!(upgrade.contains("0 upgraded"), "{upgrade}");
+
+    // Remove and purge: the links go, nothing of ours stays.
+    c.ok("DEBIAN_FRONTEND=noninteractive apt-get purge -y --autoremove gpu-stack-cu101 libcudnn7 libcudnn7-dev libnccl2 libnccl-dev gpu-lab-repo 2>&1");
+    assert!(!c.path("/usr/local/cuda").exists());
+    assert!(!c.path("/var/lib/debforge").exists());
+    assert!(!c.path("/etc/apt/sources.list.d/gpu-lab.sources").exists());
+    assert!(!c.path("/etc/apt/preferences.d/gpu-lab.pref").exists());
+    let _ = server.kill();
+    let _ = server.wait();
 }

@@ -1,0 +1,279 @@
+//! Air-gapped bundles: one deterministic tar holding the repository, its
+//! keyring and pins, a `SHA256SUMS` of everything, and an `install.sh` that
+//! checks the bundle and sets up a `file:` apt source with `Signed-By` and
+//! the pins. `SHA256SUMS` is the tar's first entry, so `verify` checks a
+//! bundle in one streaming pass.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{}: not a built repository (no dists/<suite>/Release); run `debforge build` first", path.display())]
+    NotARepository { path: PathBuf },
+}
+
+fn io_err(path: &Path) -> impl Fn(io::Error) -> BundleError + '_ {
+    move |source| BundleError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+const TOP: &str = "debforge-bundle";
+
+fn install_script(suite: &str, component: &str) -> String {
+    format!(
+        r#"#!/bin/sh
+# install.sh: set up this debforge bundle as an apt source on an offline
+# machine. Checks every file against SHA256SUMS first; changes nothing if a
+# single byte is wrong. Run as root from the unpacked bundle:
+#   tar -xf lab.tar && sh debforge-bundle/install.sh
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here"
+if ! sha256sum --check --quiet --strict SHA256SUMS; then
+    echo "install.sh: the bundle is corrupted (SHA256SUMS does not match); copy it again" >&2
+    exit 1
+fi
+dest=${{DEBFORGE_BUNDLE_DIR:-/var/lib/debforge-bundle}}
+mkdir -p "$dest"
+cp -R repo/. "$dest/"
+chmod -R a+rX "$dest"
+install -d /usr/share/keyrings /etc/apt/sources.list.d /etc/apt/preferences.d
+install -m 644 repo/debforge-archive-keyring.gpg /usr/share/keyrings/debforge-bundle-archive-keyring.gpg
+cat > /etc/apt/sources.list.d/debforge-bundle.sources <<EOF
+Types: deb
+URIs: file:$dest/
+Suites: {suite}
+Components: {component}
+Signed-By: /usr/share/keyrings/debforge-bundle-archive-keyring.gpg
+EOF
+install -m 644 repo/debforge.pref /etc/apt/preferences.d/debforge-bundle.pref
+echo "install.sh: apt source set up from $dest; now run: apt-get update && apt-get install gpu-stack-cu101"
+"#
+    )
+}
+
+/// Every file under `root`, relative, sorted (dot files left out).
+fn files(root: &Path) -> Result<Vec<String>, BundleError> {
+    fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<(), BundleError> {
+        let mut entries: Vec<_> = fs::read_dir(dir).map_err(io_err(dir))?.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let child = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            if e.file_type().map_err(io_err(dir))?.is_dir() {
+                walk(&e.path(), &child, out)?;
+            } else {
+                out.push(child);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(root, "", &mut out)?;
+    Ok(out)
+}
+
+fn header(size: u64, mode: u32, mtime: u64) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    h.set_size(size);
+    h.set_mode(mode);
+    h.set_mtime(mtime);
+    h.set_uid(0);
+    h.set_gid(0);
+    let _ = h.set_username("root");
+    let _ = h.set_groupname("root");
+    h.set_entry_type(tar::EntryType::Regular);
+    h
+}
+
+fn sha256_file(path: &Path) -> Result<String, BundleError> {
+    let mut f = BufReader::with_capacity(1 << 20, File::open(path).map_err(io_err(path))?);
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(io_err(path))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// Writes the bundle of the repository `out` to `output` (temporary name,
+/// then rename). Entries are sorted and dated `mtime`, or else the Release's
+/// Date, so the same repository gives the same bundle bytes.
+pub fn write_bundle(out: &Path, output: &Path, mtime: Option<u64>) -> Result<usize, BundleError> {
+    let suites: Vec<String> = fs::read_dir(out.join("dists"))
+        .map_err(|_| BundleError::NotARepository {
+            path: out.to_path_buf(),
+        })?
+        .flatten()
+        .filter(|e| e.path().join("Release").exists())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let Some(suite) = suites.first() else {
+        return Err(BundleError::NotARepository {
+            path: out.to_path_buf(),
+        });
+    };
+    let release =
+        fs::read_to_string(out.join("dists").join(suite).join("Release")).map_err(io_err(out))?;
+    let mtime = mtime.unwrap_or_else(|| {
+        crate::format::release::Release::parse(&release)
+            .ok()
+            .and_then(|r| r.date().ok().flatten())
+            .map_or(0, |d| d.max(0) as u64)
+    });
+    let component = release
+        .lines()
+        .find_map(|l| l.strip_prefix("Components: "))
+        .and_then(|c| c.split_whitespace().next())
+        .unwrap_or("main")
+        .to_string();
+    let repo_files = files(out)?;
+    let script = install_script(suite, &component);
+    let mut sums = String::new();
+    for f in &repo_files {
+        sums.push_str(&format!("{}  repo/{f}\n", sha256_file(&out.join(f))?));
+    }
+    sums.push_str(&format!(
+        "{}  install.sh\n",
+        hex::encode(Sha256::digest(script.as_bytes()))
+    ));
+
+    let dir = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".debforge-bundle-")
+        .tempfile_in(dir)
+        .map_err(io_err(dir))?;
+    {
+        let mut tar = tar::Builder::new(BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
+        let mut add = |path: &str, data: &mut dyn Read, size: u64, mode: u32| -> io::Result<()> {
+            let mut h = header(size, mode, mtime);
+            tar.append_data(&mut h, format!("{TOP}/{path}"), data)
+        };
+        add("SHA256SUMS", &mut sums.as_bytes(), sums.len() as u64, 0o644)
+            .map_err(io_err(output))?;
+        add(
+            "install.sh",
+            &mut script.as_bytes(),
+            script.len() as u64,
+            0o755,
+        )
+        .map_err(io_err(output))?;
+        for f in &repo_files {
+            let p = out.join(f);
+            let size = fs::metadata(&p).map_err(io_err(&p))?.len();
+            let mut file = File::open(&p).map_err(io_err(&p))?;
+            add(&format!("repo/{f}"), &mut file, size, 0o644).map_err(io_err(&p))?;
+        }
+        let mut w = tar.into_inner().map_err(io_err(output))?;
+        w.flush().map_err(io_err(output))?;
+    }
+    tmp.as_file().sync_all().map_err(io_err(output))?;
+    tmp.persist(output).map_err(|e| BundleError::Io {
+        path: output.to_path_buf(),
+        source: e.error,
+    })?;
+    Ok(repo_files.len() + 2)
+}
+
+/// Checks a bundle in one pass: every file against `SHA256SUMS`, nothing
+/// missing, nothing extra. Returns the problems (empty: the bundle is good).
+pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
+    let file = File::open(path).map_err(io_err(path))?;
+    let mut archive = tar::Archive::new(BufReader::with_capacity(1 << 20, file));
+    let mut expected: Option<BTreeMap<String, String>> = None;
+    let mut problems = Vec::new();
+    let entries = archive.entries().map_err(io_err(path))?;
+    for entry in entries {
+        let mut entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                problems.push(format!("the tar archive is damaged: {e}"));
+                break;
+            }
+        };
+        let name = entry
+            .path()
+            .map_err(io_err(path))?
+            .to_string_lossy()
+            .into_owned();
+        let Some(rel) = name.strip_prefix(&format!("{TOP}/")).map(str::to_string) else {
+            problems.push(format!("{name}: outside {TOP}/"));
+            continue;
+        };
+        let mut data_hash = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut sums_text = Vec::new();
+        loop {
+            let n = match entry.read(&mut buf) {
+                Ok(n) => n,
+                Err(e) => {
+                    problems.push(format!("{rel}: unreadable: {e}"));
+                    break;
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            data_hash.update(&buf[..n]);
+            if rel == "SHA256SUMS" {
+                sums_text.extend_from_slice(&buf[..n]);
+            }
+        }
+        if rel == "SHA256SUMS" {
+            let text = String::from_utf8_lossy(&sums_text);
+            expected = Some(
+                text.lines()
+                    .filter_map(|l| {
+                        l.split_once("  ")
+                            .map(|(h, f)| (f.to_string(), h.to_string()))
+                    })
+                    .collect(),
+            );
+            continue;
+        }
+        let Some(sums) = expected.as_mut() else {
+            problems.push("SHA256SUMS is not the first entry: not a debforge bundle".into());
+            break;
+        };
+        let found = hex::encode(data_hash.finalize());
+        match sums.remove(&rel) {
+            Some(want) if want == found => {}
+            Some(want) => {
+                problems.push(format!("{rel}: SHA256 is {found}, SHA256SUMS says {want}"))
+            }
+            None => problems.push(format!("{rel}: not listed in SHA256SUMS")),
+        }
+    }
+    match expected {
+        None if problems.is_empty() => problems.push("no SHA256SUMS: not a debforge bundle".into()),
+        Some(rest) => problems.extend(
+            rest.into_keys()
+                .map(|f| format!("{f}: listed in SHA256SUMS but missing")),
+        ),
+        None => {}
+    }
+    Ok(problems)
+}
