@@ -393,3 +393,93 @@ fn apt_install_gpu_stack_from_debforge_serve_in_a_chroot() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// A port that was free a moment ago.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// Installs the repo-config package from `out`, then gpu-stack-cu101 through
+/// apt from the mirror it points at; checks the result.
+fn install_through_mirror(c: &Chroot, out: &Path) {
+    c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
+    let cfg = c.put(&pool(out, "g/gpu-lab-repo", "gpu-lab-repo_1.0-1_all.deb"));
+    c.ok(&format!("dpkg -i {cfg}"));
+    let update = c.ok("apt-get update 2>&1");
+    assert!(
+        !update
+            .lines()
+            .any(|l| l.starts_with("W:") || l.starts_with("E:")),
+        "{update}"
+    );
+    c.ok("DEBIAN_FRONTEND=noninteractive apt-get install -y gpu-stack-cu101 2>&1");
+    assert!(c.ok("gpu-stack-check").contains("all checks passed"));
+    assert!(
+        c.ok("apt-cache policy libcudnn7")
+            .contains("Candidate: 7.5.0.56-1+cuda10.1")
+    );
+}
+
+#[test]
+fn publish_to_a_directory_served_by_nginx_then_apt_install() {
+    let lab = Lab::new();
+    let port = free_port();
+    let out = shipped_build_in(&lab, &format!("http://127.0.0.1:{port}/gpu-lab/"));
+    let docroot = lab.dir.path().join("docroot");
+    ok(crate::common::debforge()
+        .arg("publish")
+        .arg("--to")
+        .arg(docroot.join("gpu-lab"))
+        .arg("--out")
+        .arg(&out));
+    let run_dir = lab.dir.path().join("nginx");
+    fs::create_dir_all(&run_dir).unwrap();
+    let conf = run_dir.join("nginx.conf");
+    fs::write(
+        &conf,
+        format!(
+            "daemon off;\nuser root;\nworker_processes 1;\npid {r}/nginx.pid;\nerror_log {r}/error.log;\nevents {{}}\n\
+             http {{\n access_log off;\n client_body_temp_path {r};\n proxy_temp_path {r};\n fastcgi_temp_path {r};\n uwsgi_temp_path {r};\n scgi_temp_path {r};\n\
+             default_type application/octet-stream;\n server {{ listen 127.0.0.1:{port}; root {d}; }}\n}}\n",
+            r = run_dir.display(),
+            d = docroot.display()
+        ),
+    )
+    .unwrap();
+    // No inherited pipes: nginx's workers must not hold the test's output open.
+    let mut nginx = Command::new("nginx")
+        .arg("-c")
+        .arg(&conf)
+        .arg("-p")
+        .arg(&run_dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Stop<'a>(&'a Path, &'a Path);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            // The master stops its workers; a panic above still gets here.
+            let _ = Command::new("nginx")
+                .arg("-c")
+                .arg(self.0)
+                .arg("-p")
+                .arg(self.1)
+                .args(["-s", "stop"])
+                .status();
+        }
+    }
+    let _stop = Stop(&conf, &run_dir);
+    for _ in 0..50 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let c = Chroot::new();
+    install_through_mirror(&c, &out);
+    drop(_stop);
+    let _ = nginx.wait();
+}
