@@ -151,6 +151,8 @@ fn handle(conn: TcpStream, root: &Path, log: &dyn Fn(RequestLog)) -> io::Result<
         let (status, bytes) = respond(
             &mut out, root, &method, &target, range, since, none_match, close,
         )?;
+        // Every response leaves now, whatever its kind.
+        out.flush()?;
         log(RequestLog {
             peer,
             method,

@@ -40,7 +40,7 @@ fn serve(dir: &std::path::Path) -> Served {
 /// (status, headers+body) of a curl request.
 fn curl(args: &[&str]) -> (u16, String) {
     let (_, out, _) = run(Command::new("curl")
-        .args(["-s", "-i", "--path-as-is"])
+        .args(["-s", "-i", "--path-as-is", "--max-time", "5"])
         .args(args));
     let status = out
         .split_whitespace()
