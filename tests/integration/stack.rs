@@ -334,23 +334,8 @@ fn apt_install_gpu_stack_from_debforge_serve_in_a_chroot() {
     assert!(line.contains(&mirror), "{line}");
 
     let c = Chroot::new();
-    c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
     // The repo-config package sets everything up: source, key, pins.
-    let cfg = c.put(&pool(&out, "g/gpu-lab-repo", "gpu-lab-repo_1.0-1_all.deb"));
-    c.ok(&format!("dpkg -i {cfg}"));
-    let update = c.ok("apt-get update 2>&1");
-    assert!(
-        !update
-            .lines()
-            .any(|l| l.starts_with("W:") || l.starts_with("E:")),
-        "{update}"
-    );
-    c.ok("DEBIAN_FRONTEND=noninteractive apt-get install -y gpu-stack-cu101 2>&1");
-    assert!(c.ok("gpu-stack-check").contains("all checks passed"));
-    assert!(
-        c.ok("apt-cache policy libcudnn7")
-            .contains("Candidate: 7.5.0.56-1+cuda10.1")
-    );
+    install_through_mirror(&c, &out);
     c.ok("test -e /usr/local/cuda/nccl/lib/libnccl.so.2 && test -e /usr/local/cuda/lib64/libcudnn.so.7");
 
     // A second repository offering 7.0.5 and 7.6.5 changes nothing.
