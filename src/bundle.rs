@@ -61,32 +61,8 @@ echo "install.sh: apt source set up from $dest; now run: apt-get update && apt-g
     )
 }
 
-/// Every file under `root`, relative, sorted (dot files left out).
 fn files(root: &Path) -> Result<Vec<String>, BundleError> {
-    fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<(), BundleError> {
-        let mut entries: Vec<_> = fs::read_dir(dir).map_err(io_err(dir))?.flatten().collect();
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
-                continue;
-            }
-            let child = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            if e.file_type().map_err(io_err(dir))?.is_dir() {
-                walk(&e.path(), &child, out)?;
-            } else {
-                out.push(child);
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    walk(root, "", &mut out)?;
-    Ok(out)
+    crate::publish::tree_files(root).map_err(io_err(root))
 }
 
 fn header(size: u64, mode: u32, mtime: u64) -> tar::Header {

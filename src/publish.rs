@@ -54,26 +54,28 @@ fn io_err(path: &Path) -> impl Fn(io::Error) -> PublishError + '_ {
     }
 }
 
-/// Every file under `root`, relative, sorted.
-fn files(root: &Path) -> Result<Vec<String>, PublishError> {
-    fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<(), PublishError> {
+/// Every file under `root` as a relative path, sorted; names starting with
+/// `.` (temporary files, locks, staging directories) are left out at every
+/// level, and a missing `root` has no files. Shared with bundles.
+pub(crate) fn tree_files(root: &Path) -> io::Result<Vec<String>> {
+    fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) -> io::Result<()> {
         let rd = match fs::read_dir(dir) {
             Ok(rd) => rd,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(io_err(dir)(e)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && rel.is_empty() => return Ok(()),
+            Err(e) => return Err(e),
         };
         for e in rd {
-            let e = e.map_err(io_err(dir))?;
+            let e = e?;
             let name = e.file_name().to_string_lossy().into_owned();
-            if rel.is_empty() && name.starts_with('.') {
-                continue; // temporary names and locks
+            if name.starts_with('.') {
+                continue;
             }
             let child = if rel.is_empty() {
-                name.clone()
+                name
             } else {
                 format!("{rel}/{name}")
             };
-            if e.file_type().map_err(io_err(dir))?.is_dir() {
+            if e.file_type()?.is_dir() {
                 walk(&e.path(), &child, out)?;
             } else {
                 out.push(child);
@@ -85,6 +87,10 @@ fn files(root: &Path) -> Result<Vec<String>, PublishError> {
     walk(root, "", &mut out)?;
     out.sort();
     Ok(out)
+}
+
+fn files(root: &Path) -> Result<Vec<String>, PublishError> {
+    tree_files(root).map_err(io_err(root))
 }
 
 /// The files a repository's Releases reference, directly or through their
