@@ -83,17 +83,20 @@ enum Command {
         #[arg(long, default_value = "repo-out")]
         out: PathBuf,
     },
-    /// Publish a built repository to a directory (a web server's docroot, an NFS mount), safely and incrementally
+    /// Publish a built repository to a mirror (a directory, rsync, S3), safely and incrementally
     #[command(
-        after_help = "Example:\n  debforge publish --to /var/www/html/gpu-lab --out repo-out\n\nOrder: pool files, by-hash indexes, plain indexes, Release, Release.gpg, InRelease\nlast; every file goes in under a temporary name. Pool files the previous Release\nreferences are kept until the next publish. Unchanged files are not rewritten."
+        after_help = "Examples:\n  debforge publish --to /var/www/html/gpu-lab\n  debforge publish --to lab@mirror1:/var/www/html/gpu-lab      (rsync over ssh; RSYNC_RSH to change)\n  debforge publish --to rsync://mirror1/gpu-lab                 (an rsync daemon; RSYNC_PASSWORD)\n  debforge publish --to s3://lab-apt/gpu --endpoint http://minio:9000\n\nOrder: pool files, by-hash indexes, plain indexes, Release, Release.gpg, InRelease\nlast; every file appears whole or not at all. Files the previous Release references\nare kept until the next publish. Unchanged files are not rewritten. S3 credentials\ncome from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or ~/.aws/credentials."
     )]
     Publish {
-        /// The target directory
+        /// The target: DIR, rsync://HOST/MODULE/PATH, [USER@]HOST:/PATH or s3://BUCKET/PREFIX
         #[arg(long)]
-        to: PathBuf,
+        to: String,
         /// The built repository
         #[arg(long, default_value = "repo-out")]
         out: PathBuf,
+        /// For s3:// targets: an S3-compatible store (MinIO, Ceph RGW), e.g. http://minio:9000
+        #[arg(long)]
+        endpoint: Option<String>,
         /// List what would change, change nothing
         #[arg(long)]
         dry_run: bool,
@@ -493,9 +496,10 @@ pub fn run() -> ExitCode {
         Command::Publish {
             to,
             out,
+            endpoint,
             dry_run,
             json,
-        } => run_publish(&to, &out, dry_run, json),
+        } => run_publish(&to, &out, endpoint.as_deref(), dry_run, json),
         Command::Policy {
             packages,
             out,
@@ -1018,24 +1022,22 @@ fn run_policy(
 }
 
 fn run_publish(
-    to: &std::path::Path,
+    to: &str,
     out: &std::path::Path,
+    endpoint: Option<&str>,
     dry_run: bool,
     json: bool,
 ) -> Result<u8, Failure> {
-    let text = to.to_string_lossy();
-    if text.contains("://")
-        || text.contains(':') && !text.starts_with('/') && !text.starts_with('.')
-    {
-        return Err(Failure::new(format!(
-            "--to {text}: this version publishes to directories only"
-        ))
-        .hint(Some(
-            "publish to a local directory (an NFS mount works too), then sync it",
-        )));
-    }
-    let report = debforge::publish::publish_dir(out, to, dry_run).map_err(Failure::new)?;
-    output::publish_report(&report, to, dry_run, json);
+    use debforge::publish::{PublishError, Target, publish};
+    let failure = |e: PublishError| {
+        let hint = e.hint();
+        Failure::new(&e).hint(hint)
+    };
+    let target = Target::parse(to, endpoint).map_err(failure)?;
+    let mut printer = output::PublishPrinter::new(json);
+    let report = publish(out, &target, dry_run, &mut |event| printer.event(&event))
+        .map_err(failure)?;
+    printer.summary(&report);
     Ok(EXIT_OK)
 }
 

@@ -61,52 +61,52 @@ pub fn verify_report(r: &debforge::repo::verify::VerifyReport, dir: &std::path::
     out(&s);
 }
 
-pub fn publish_report(
-    r: &debforge::publish::PublishReport,
-    to: &std::path::Path,
-    dry_run: bool,
+/// Prints a publish as it goes: a line per file copied or removed, flushed
+/// at once (a long publish shows how far it is), then a summary; with
+/// `--json`, only the report at the end.
+pub struct PublishPrinter {
     json: bool,
-) {
-    use debforge::publish::Step;
-    if json {
-        json_out(&serde_json::to_value(r).expect("report serializes"));
-        return;
+}
+
+impl PublishPrinter {
+    pub fn new(json: bool) -> Self {
+        PublishPrinter { json }
     }
-    let mut s = String::new();
-    for (step, rel) in &r.steps {
-        match step {
-            Step::Copy => s.push_str(&format!(
-                "{} {rel}\n",
-                if dry_run {
-                    "would copy "
-                } else {
-                    "copied     "
-                }
-            )),
-            Step::Delete => s.push_str(&format!(
-                "{} {rel}\n",
-                if dry_run {
-                    "would remove"
-                } else {
-                    "removed    "
-                }
-            )),
-            Step::Keep => {}
+
+    pub fn event(&mut self, e: &debforge::publish::PublishEvent<'_>) {
+        use debforge::publish::Step;
+        if self.json {
+            return;
         }
+        let verb = match (e.step, e.dry_run) {
+            (Step::Copy, false) => "copied     ",
+            (Step::Copy, true) => "would copy ",
+            (Step::Delete, false) => "removed    ",
+            (Step::Delete, true) => "would remove",
+            (Step::Keep, _) => return,
+        };
+        out(&format!("{verb} {}\n", e.path));
     }
-    s.push_str(&format!(
-        "{}{}: {} copied, {} unchanged, {} removed\n",
-        if dry_run {
-            "dry run, nothing changed: "
-        } else {
-            ""
-        },
-        to.display(),
-        r.count(Step::Copy),
-        r.count(Step::Keep),
-        r.count(Step::Delete)
-    ));
-    out(&s);
+
+    pub fn summary(&mut self, r: &debforge::publish::PublishReport) {
+        use debforge::publish::Step;
+        if self.json {
+            json_out(&serde_json::to_value(r).expect("report serializes"));
+            return;
+        }
+        out(&format!(
+            "{}{}: {} copied, {} unchanged, {} removed\n",
+            if r.dry_run {
+                "dry run, nothing changed: "
+            } else {
+                ""
+            },
+            r.target,
+            r.count(Step::Copy),
+            r.count(Step::Keep),
+            r.count(Step::Delete)
+        ));
+    }
 }
 
 /// One request log line (stderr).

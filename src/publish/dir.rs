@@ -1,0 +1,135 @@
+//! Publishing to a directory (an nginx or Apache docroot, an NFS mount).
+//! Each file is written under a temporary name, synced and renamed, so a
+//! reader never sees half a file. Copies keep the built file's time, which
+//! is how unchanged pool files are recognised next time; leftovers of a
+//! publish that was killed are removed by the next one.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use super::{PublishError, Recorder, Step, io_err, named_by_content, referenced, stale, tree_files};
+
+const PART_SUFFIX: &str = ".debforge-part";
+
+pub(super) fn publish(
+    out: &Path,
+    files: &[String],
+    target: &Path,
+    dry_run: bool,
+    rec: &mut Recorder<'_>,
+) -> Result<(), PublishError> {
+    let read_only = |e: io::Error| PublishError::ReadOnly {
+        target: target.display().to_string(),
+        detail: e.to_string(),
+    };
+    if !dry_run {
+        fs::create_dir_all(target).map_err(read_only)?;
+        tempfile::Builder::new()
+            .prefix(".debforge-probe-")
+            .tempfile_in(target)
+            .map_err(read_only)?;
+        remove_parts(target).map_err(io_err(target))?;
+    }
+    let existing = tree_files(target).map_err(io_err(target))?;
+    // What the Release in force until now still needs.
+    let previous = referenced(&existing, &mut |rel| {
+        match fs::read(target.join(rel)) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err(&target.join(rel))(e)),
+        }
+    })?;
+    for rel in files {
+        let src = out.join(rel);
+        let dst = target.join(rel);
+        let meta = fs::metadata(&src).map_err(io_err(&src))?;
+        if unchanged(rel, &src, &meta, &dst)? {
+            rec.step(Step::Keep, rel);
+            continue;
+        }
+        rec.step(Step::Copy, rel);
+        if !dry_run {
+            copy_in(&src, &meta, &dst)?;
+        }
+    }
+    for rel in stale(&existing, files, &previous) {
+        rec.step(Step::Delete, rel);
+        if !dry_run {
+            let path = target.join(rel);
+            fs::remove_file(&path).map_err(io_err(&path))?;
+        }
+    }
+    if !dry_run {
+        remove_empty_dirs(target);
+    }
+    Ok(())
+}
+
+fn unchanged(
+    rel: &str,
+    src: &Path,
+    meta: &fs::Metadata,
+    dst: &Path,
+) -> Result<bool, PublishError> {
+    let Ok(d) = fs::metadata(dst) else {
+        return Ok(false);
+    };
+    if d.len() != meta.len() {
+        return Ok(false);
+    }
+    if named_by_content(rel) {
+        return Ok(d.modified().ok() == meta.modified().ok());
+    }
+    // Indexes and Release files are small, and a rebuilt one may keep its size.
+    let a = fs::read(src).map_err(io_err(src))?;
+    let b = fs::read(dst).map_err(io_err(dst))?;
+    Ok(a == b)
+}
+
+fn copy_in(src: &Path, meta: &fs::Metadata, dst: &Path) -> Result<(), PublishError> {
+    let dir = dst.parent().expect("file in a directory");
+    fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let tmp = dir.join(format!(
+        ".{}{PART_SUFFIX}",
+        dst.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    fs::copy(src, &tmp).map_err(io_err(&tmp))?;
+    let f = fs::File::options()
+        .write(true)
+        .open(&tmp)
+        .map_err(io_err(&tmp))?;
+    if let Ok(m) = meta.modified() {
+        f.set_modified(m).map_err(io_err(&tmp))?;
+    }
+    f.sync_all().map_err(io_err(&tmp))?;
+    fs::rename(&tmp, dst).map_err(io_err(dst))
+}
+
+/// Half-copied files of a publish that was killed.
+fn remove_parts(dir: &Path) -> io::Result<()> {
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if e.file_type()?.is_dir() {
+            if !name.starts_with('.') {
+                remove_parts(&e.path())?;
+            }
+        } else if name.starts_with('.') && name.ends_with(PART_SUFFIX) {
+            fs::remove_file(e.path())?;
+        }
+    }
+    Ok(())
+}
+
+fn remove_empty_dirs(dir: &Path) {
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_dirs(&e.path());
+                let _ = fs::remove_dir(e.path());
+            }
+        }
+    }
+}

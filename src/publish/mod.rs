@@ -1,0 +1,463 @@
+//! Publishing a built repository to a mirror, in an order that keeps clients
+//! safe at every moment: pool files first, then by-hash indexes, then the
+//! plain indexes and other files, then `Release`, `Release.gpg`, and
+//! `InRelease` last. A publish killed half-way leaves the previous Release in
+//! force, with everything it references still there (its pool files and,
+//! through by-hash, its indexes). Files the previous Release referenced are
+//! kept until the next publish, for clients that fetched it moments ago.
+//!
+//! Three kinds of target share that plan: a directory ([`dir`]), an rsync
+//! destination through the system `rsync` ([`rsync`]), and an S3-compatible
+//! bucket ([`s3`]). Each decides what "unchanged" means for itself: pool and
+//! by-hash files by size and time (their names pin their content), everything
+//! else by content, since a rebuilt index may keep its size.
+
+pub mod dir;
+pub mod rsync;
+pub mod s3;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::fs;
+use std::io::{self, BufReader};
+use std::path::{Path, PathBuf};
+
+use crate::format::deb822::ParagraphReader;
+use crate::format::release::{HashAlgo, Release};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{}: not a built repository (no dists/*/Release); run `debforge build` first", path.display())]
+    NotARepository { path: PathBuf },
+    #[error("--to {text}: {why}")]
+    BadTarget { text: String, why: String },
+    #[error("{target}: the target is not writable: {detail}")]
+    ReadOnly { target: String, detail: String },
+    #[error("{target}: the target cannot be reached: {detail}")]
+    Unreachable { target: String, detail: String },
+    #[error("{target}: credentials refused: {detail}")]
+    Credentials { target: String, detail: String },
+    #[error("{target}: rsync failed ({detail})")]
+    Rsync { target: String, detail: String },
+    #[error("`rsync` is not installed (apt-get install rsync)")]
+    RsyncMissing,
+    #[error("{target}: {action} {key}: {detail}")]
+    Store {
+        target: String,
+        action: &'static str,
+        key: String,
+        detail: String,
+    },
+}
+
+impl PublishError {
+    /// What the user can do next, where there is something to say.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            PublishError::Credentials { .. } => Some(
+                "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary keys) for a user that may write the bucket",
+            ),
+            PublishError::Unreachable { .. } => Some(
+                "check the host, port and --endpoint; the previous repository on the target is untouched",
+            ),
+            PublishError::ReadOnly { .. } => {
+                Some("give the publishing user write access; nothing was changed")
+            }
+            PublishError::Rsync { .. } | PublishError::Store { .. } => Some(
+                "the previous Release is still in force on the target; run the same publish again to complete it",
+            ),
+            _ => None,
+        }
+    }
+}
+
+fn io_err(path: &Path) -> impl Fn(io::Error) -> PublishError + '_ {
+    move |source| PublishError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Where a repository is published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A directory: a web server's docroot, an NFS mount.
+    Dir(PathBuf),
+    /// An rsync destination: `rsync://host[:port]/module/path` (an rsync
+    /// daemon) or `[user@]host:/path` (over ssh, or `RSYNC_RSH`).
+    Rsync(String),
+    /// `s3://bucket/prefix` on AWS or an S3-compatible store at `endpoint`.
+    S3 {
+        bucket: String,
+        prefix: String,
+        endpoint: Option<String>,
+    },
+}
+
+impl Target {
+    /// Reads `--to`. `endpoint` is `--endpoint`, for S3 targets only.
+    pub fn parse(text: &str, endpoint: Option<&str>) -> Result<Target, PublishError> {
+        let bad = |why: &str| PublishError::BadTarget {
+            text: text.to_string(),
+            why: why.to_string(),
+        };
+        let target = if let Some(rest) = text.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(bad("no bucket; write s3://BUCKET/PREFIX"));
+            }
+            let prefix = prefix.trim_matches('/');
+            if prefix.split('/').any(|c| c == "." || c == "..") {
+                return Err(bad("the prefix may not hold `.` or `..`"));
+            }
+            Target::S3 {
+                bucket: bucket.to_string(),
+                prefix: prefix.to_string(),
+                endpoint: endpoint.map(str::to_string),
+            }
+        } else if text.starts_with("rsync://") {
+            Target::Rsync(text.to_string())
+        } else if text.contains("://") {
+            return Err(bad(
+                "unknown scheme; publish to a directory, rsync://HOST/MODULE/PATH, USER@HOST:/PATH or s3://BUCKET/PREFIX",
+            ));
+        } else if is_ssh_style(text) {
+            Target::Rsync(text.to_string())
+        } else {
+            Target::Dir(PathBuf::from(text))
+        };
+        if endpoint.is_some() && !matches!(target, Target::S3 { .. }) {
+            return Err(bad("--endpoint is for s3:// targets"));
+        }
+        Ok(target)
+    }
+}
+
+/// `host:path` or `user@host:path`, as rsync reads it: a colon before any
+/// slash. `./a:b` and `/a:b` are local paths.
+fn is_ssh_style(text: &str) -> bool {
+    match text.find(':') {
+        Some(colon) => colon > 0 && !text[..colon].contains('/'),
+        None => false,
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Dir(p) => write!(f, "{}", p.display()),
+            Target::Rsync(t) => f.write_str(t),
+            Target::S3 { bucket, prefix, .. } if prefix.is_empty() => write!(f, "s3://{bucket}"),
+            Target::S3 { bucket, prefix, .. } => write!(f, "s3://{bucket}/{prefix}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Step {
+    Copy,
+    Keep,
+    Delete,
+}
+
+/// What publishing did (or, with `dry_run`, would do), in order.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PublishReport {
+    pub target: String,
+    pub dry_run: bool,
+    pub steps: Vec<(Step, String)>,
+}
+
+impl PublishReport {
+    pub fn count(&self, step: Step) -> usize {
+        self.steps.iter().filter(|(s, _)| *s == step).count()
+    }
+}
+
+/// A step as it happens, for the printer: published files in order, so a
+/// user (or a test) sees how far a long publish has gone.
+#[derive(Debug, Clone)]
+pub struct PublishEvent<'a> {
+    pub step: Step,
+    pub path: &'a str,
+    pub dry_run: bool,
+}
+
+/// Collects the report and passes each step on as an event.
+pub(crate) struct Recorder<'a> {
+    report: PublishReport,
+    on_event: &'a mut dyn FnMut(PublishEvent<'_>),
+}
+
+impl<'a> Recorder<'a> {
+    fn new(
+        target: &Target,
+        dry_run: bool,
+        on_event: &'a mut dyn FnMut(PublishEvent<'_>),
+    ) -> Self {
+        Recorder {
+            report: PublishReport {
+                target: target.to_string(),
+                dry_run,
+                steps: Vec::new(),
+            },
+            on_event,
+        }
+    }
+
+    pub(crate) fn step(&mut self, step: Step, path: &str) {
+        (self.on_event)(PublishEvent {
+            step,
+            path,
+            dry_run: self.report.dry_run,
+        });
+        self.report.steps.push((step, path.to_string()));
+    }
+}
+
+/// Publishes the repository in `out` to `target`. `on_event` sees every
+/// step as it happens; the report lists them all.
+pub fn publish(
+    out: &Path,
+    target: &Target,
+    dry_run: bool,
+    on_event: &mut dyn FnMut(PublishEvent<'_>),
+) -> Result<PublishReport, PublishError> {
+    let files = local_files(out)?;
+    let mut rec = Recorder::new(target, dry_run, on_event);
+    match target {
+        Target::Dir(dir) => dir::publish(out, &files, dir, dry_run, &mut rec)?,
+        Target::Rsync(dest) => rsync::publish(out, &files, dest, dry_run, &mut rec)?,
+        Target::S3 {
+            bucket,
+            prefix,
+            endpoint,
+        } => s3::publish(
+            out,
+            &files,
+            &s3::Location {
+                bucket,
+                prefix,
+                endpoint: endpoint.as_deref(),
+                display: &target.to_string(),
+            },
+            dry_run,
+            &mut rec,
+        )?,
+    }
+    Ok(rec.report)
+}
+
+/// Every file under `root` as a relative path, sorted; names starting with
+/// `.` (temporary files, locks, staging directories) are left out at every
+/// level, and a missing `root` has no files. Shared with bundles.
+pub(crate) fn tree_files(root: &Path) -> io::Result<Vec<String>> {
+    fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) -> io::Result<()> {
+        let rd = match fs::read_dir(dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && rel.is_empty() => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for e in rd {
+            let e = e?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let child = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            if e.file_type()?.is_dir() {
+                walk(&e.path(), &child, out)?;
+            } else {
+                out.push(child);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(root, "", &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+/// The built repository's files in publishing order.
+fn local_files(out: &Path) -> Result<Vec<String>, PublishError> {
+    let mut files = tree_files(out).map_err(io_err(out))?;
+    if !files
+        .iter()
+        .any(|f| f.starts_with("dists/") && f.ends_with("/Release"))
+    {
+        return Err(PublishError::NotARepository {
+            path: out.to_path_buf(),
+        });
+    }
+    files.sort_by_key(|f| (rank(f), f.clone()));
+    Ok(files)
+}
+
+/// The publishing order: pool, by-hash, other files, Release, Release.gpg, InRelease.
+pub(crate) fn rank(rel: &str) -> u8 {
+    if rel.starts_with("pool/") {
+        0
+    } else if rel.contains("/by-hash/") {
+        1
+    } else if rel.ends_with("/Release") {
+        3
+    } else if rel.ends_with("/Release.gpg") {
+        4
+    } else if rel.ends_with("/InRelease") {
+        5
+    } else {
+        2
+    }
+}
+
+/// Whether a file's name pins its content (pool files are named by package,
+/// version and architecture; by-hash files by digest), so size and time are
+/// enough to call it unchanged. Others are compared by content.
+pub(crate) fn named_by_content(rel: &str) -> bool {
+    rank(rel) <= 1
+}
+
+/// The files a target's Releases reference, directly or through their
+/// indexes: the Release files, the listed indexes and their by-hash copies,
+/// and the pool files of the plain Packages indexes. `existing` is what the
+/// target holds; `read` fetches one of its files (None if missing).
+pub(crate) fn referenced(
+    existing: &[String],
+    read: &mut dyn FnMut(&str) -> Result<Option<Vec<u8>>, PublishError>,
+) -> Result<BTreeSet<String>, PublishError> {
+    let mut refs = BTreeSet::new();
+    let releases: Vec<&String> = existing
+        .iter()
+        .filter(|f| {
+            f.strip_prefix("dists/")
+                .and_then(|s| s.strip_suffix("/Release"))
+                .is_some_and(|suite| !suite.contains('/'))
+        })
+        .collect();
+    for release_path in releases {
+        let suite_rel = release_path.strip_suffix("/Release").expect("filtered");
+        let Some(bytes) = read(release_path)? else {
+            continue;
+        };
+        let Ok(release) = Release::parse(&String::from_utf8_lossy(&bytes)) else {
+            continue;
+        };
+        for f in ["Release", "Release.gpg", "InRelease"] {
+            refs.insert(format!("{suite_rel}/{f}"));
+        }
+        let mut packages = BTreeSet::new();
+        for algo in [
+            HashAlgo::Md5,
+            HashAlgo::Sha1,
+            HashAlgo::Sha256,
+            HashAlgo::Sha512,
+        ] {
+            for f in release.files(algo).unwrap_or_default() {
+                refs.insert(format!("{suite_rel}/{}", f.path));
+                let dir = f.path.rsplit_once('/').map_or("", |(d, _)| d);
+                let by_hash = if dir.is_empty() {
+                    String::new()
+                } else {
+                    format!("{dir}/")
+                };
+                refs.insert(format!(
+                    "{suite_rel}/{by_hash}by-hash/{}/{}",
+                    algo.release_field(),
+                    f.digest
+                ));
+                if f.path.ends_with("/Packages") {
+                    packages.insert(format!("{suite_rel}/{}", f.path));
+                }
+            }
+        }
+        for p in packages {
+            if let Some(bytes) = read(&p)? {
+                for para in ParagraphReader::new(BufReader::new(&bytes[..])).flatten() {
+                    if let Some(name) = para.get("Filename") {
+                        refs.insert(name.to_string());
+                    }
+                }
+            }
+        }
+    }
+    Ok(refs)
+}
+
+/// What goes after the new Release is in: files neither the new repository
+/// nor the previous Release references.
+pub(crate) fn stale<'a>(
+    existing: &'a [String],
+    current: &[String],
+    previous: &BTreeSet<String>,
+) -> Vec<&'a String> {
+    let current: BTreeSet<&String> = current.iter().collect();
+    existing
+        .iter()
+        .filter(|f| !current.contains(f) && !previous.contains(*f))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_read_as_rsync_reads_them() {
+        let t = |s| Target::parse(s, None).unwrap();
+        assert_eq!(t("/var/www/repo"), Target::Dir("/var/www/repo".into()));
+        assert_eq!(t("./a:b"), Target::Dir("./a:b".into()));
+        assert_eq!(t("www"), Target::Dir("www".into()));
+        assert_eq!(t("lab@mirror:/srv/repo"), Target::Rsync("lab@mirror:/srv/repo".into()));
+        assert_eq!(t("mirror:repo"), Target::Rsync("mirror:repo".into()));
+        assert_eq!(
+            t("rsync://mirror:8873/repo/gpu"),
+            Target::Rsync("rsync://mirror:8873/repo/gpu".into())
+        );
+        assert_eq!(
+            Target::parse("s3://bucket/gpu/lab/", Some("http://127.0.0.1:9000")).unwrap(),
+            Target::S3 {
+                bucket: "bucket".into(),
+                prefix: "gpu/lab".into(),
+                endpoint: Some("http://127.0.0.1:9000".into())
+            }
+        );
+        assert!(Target::parse("ftp://x/y", None).is_err());
+        assert!(Target::parse("s3:///x", None).is_err());
+        assert!(Target::parse("s3://b/../x", None).is_err());
+        assert!(Target::parse("/srv", Some("http://x")).is_err());
+    }
+
+    #[test]
+    fn publishing_order() {
+        let mut files = vec![
+            "dists/b/InRelease",
+            "dists/b/Release.gpg",
+            "dists/b/Release",
+            "dists/b/main/binary-amd64/Packages",
+            "dists/b/main/binary-amd64/by-hash/SHA256/ab",
+            "keyring.gpg",
+            "pool/main/a.deb",
+        ];
+        files.sort_by_key(|f| (rank(f), *f));
+        assert_eq!(
+            files,
+            [
+                "pool/main/a.deb",
+                "dists/b/main/binary-amd64/by-hash/SHA256/ab",
+                "dists/b/main/binary-amd64/Packages",
+                "keyring.gpg",
+                "dists/b/Release",
+                "dists/b/Release.gpg",
+                "dists/b/InRelease"
+            ]
+        );
+    }
+}

@@ -1,0 +1,301 @@
+//! Publishing through the system `rsync`, to an rsync daemon
+//! (`rsync://host/module/path`, `RSYNC_PASSWORD` for its secret) or over a
+//! remote shell (`user@host:/path`; ssh unless `RSYNC_RSH` says otherwise).
+//!
+//! One rsync run per phase of the safe order (pool, by-hash, indexes,
+//! Release, Release.gpg, InRelease), each given exactly that phase's files,
+//! then one run that only deletes, protecting what the previous Release
+//! references. rsync writes every file under a temporary name and renames
+//! it, so readers of the mirror never see half a file. Pool and by-hash
+//! files are compared by size and time (`-t` keeps the built times);
+//! the rest by checksum, since a rebuilt index may keep its size.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use super::{PublishError, Recorder, Step, io_err, rank, referenced};
+
+pub(super) fn publish(
+    out: &Path,
+    files: &[String],
+    dest: &str,
+    dry_run: bool,
+    rec: &mut Recorder<'_>,
+) -> Result<(), PublishError> {
+    let dest_dir = format!("{}/", dest.trim_end_matches('/'));
+    let src_dir = format!("{}/", out.display());
+    let existing = list(&dest_dir, dest)?;
+    // What the Release in force until now still needs, read from a copy of
+    // the target's Release and Packages files.
+    let scratch = tempfile::tempdir().map_err(io_err(&std::env::temp_dir()))?;
+    let wanted: Vec<&String> = existing
+        .iter()
+        .filter(|f| {
+            f.starts_with("dists/")
+                && !f.contains("/by-hash/")
+                && (f.ends_with("/Release") || f.ends_with("/Packages"))
+        })
+        .collect();
+    if !wanted.is_empty() {
+        let mut cmd = rsync();
+        cmd.args(["-rt", "--from0", "--files-from=-"])
+            .arg(&dest_dir)
+            .arg(scratch.path());
+        run(cmd, &list_bytes(wanted.iter().map(|s| s.as_str())), dest, &mut |_| {})?;
+    }
+    let previous = referenced(&existing, &mut |rel| {
+        match fs::read(scratch.path().join(rel)) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err(&scratch.path().join(rel))(e)),
+        }
+    })?;
+
+    let mut first = true;
+    for phase in 0..=5u8 {
+        let batch: Vec<&str> = files
+            .iter()
+            .filter(|f| rank(f) == phase)
+            .map(String::as_str)
+            .collect();
+        if batch.is_empty() {
+            continue;
+        }
+        let mut cmd = rsync();
+        // Files world-readable for the web server that serves the mirror.
+        cmd.args([
+            "-rt",
+            "--perms",
+            "--chmod=D755,F644",
+            "--from0",
+            "--files-from=-",
+            "--itemize-changes",
+        ]);
+        if phase >= 2 {
+            cmd.arg("--checksum");
+        }
+        if first {
+            // A new mirror's parent directories, as for a directory target.
+            cmd.arg("--mkpath");
+            first = false;
+        }
+        if dry_run {
+            cmd.arg("--dry-run");
+        }
+        cmd.arg(&src_dir).arg(&dest_dir);
+        let mut copied = BTreeSet::new();
+        run(cmd, &list_bytes(batch.iter().copied()), dest, &mut |line| {
+            if let Some(name) = itemized_file(line, &[">f", "<f"]) {
+                copied.insert(name.to_string());
+            }
+        })?;
+        for f in batch {
+            let step = if copied.contains(f) {
+                Step::Copy
+            } else {
+                Step::Keep
+            };
+            rec.step(step, f);
+        }
+    }
+
+    // Only deletions: nothing is sent (`--existing --ignore-existing`), and
+    // what the previous Release references is protected for one more round.
+    let mut protect = tempfile::NamedTempFile::new().map_err(io_err(&std::env::temp_dir()))?;
+    for p in &previous {
+        writeln!(protect, "P /{p}").map_err(io_err(protect.path()))?;
+    }
+    protect.flush().map_err(io_err(protect.path()))?;
+    let mut cmd = rsync();
+    cmd.args(["-r", "--delete", "--existing", "--ignore-existing", "--itemize-changes"])
+        .arg(format!("--filter=merge {}", protect.path().display()))
+        .arg("--exclude=.*");
+    if dry_run {
+        cmd.arg("--dry-run");
+    }
+    cmd.arg(&src_dir).arg(&dest_dir);
+    let mut deleted = Vec::new();
+    run(cmd, b"", dest, &mut |line| {
+        if let Some(name) = line.strip_prefix("*deleting") {
+            let name = name.trim_start();
+            if !name.ends_with('/') {
+                deleted.push(name.to_string());
+            }
+        }
+    })?;
+    deleted.sort();
+    for d in deleted {
+        rec.step(Step::Delete, &d);
+    }
+    Ok(())
+}
+
+fn rsync() -> Command {
+    let mut cmd = Command::new("rsync");
+    // Give up on a dead peer instead of hanging: 10 s to connect to a
+    // daemon, 120 s without any I/O.
+    cmd.args(["--contimeout=10", "--timeout=120"]);
+    cmd
+}
+
+fn list_bytes<'a>(names: impl Iterator<Item = &'a str>) -> Vec<u8> {
+    let mut v = Vec::new();
+    for n in names {
+        v.extend_from_slice(n.as_bytes());
+        v.push(0);
+    }
+    v
+}
+
+/// The file name of an `--itemize-changes` line whose update type and file
+/// type is one of `kinds` (`>f` is a file sent to the target).
+fn itemized_file<'a>(line: &'a str, kinds: &[&str]) -> Option<&'a str> {
+    let (code, name) = line.split_once(' ')?;
+    (code.len() == 11 && kinds.iter().any(|k| code.starts_with(k))).then_some(name)
+}
+
+/// The regular files under the target (an empty list if it does not exist
+/// yet), names starting with `.` left out as everywhere.
+fn list(dest_dir: &str, dest: &str) -> Result<Vec<String>, PublishError> {
+    let mut cmd = rsync();
+    cmd.args(["-r", "--list-only", "--no-human-readable", "--exclude=.*"])
+        .arg(dest_dir);
+    let mut files = Vec::new();
+    let res = run(cmd, b"", dest, &mut |line| {
+        // -rw-r--r--   1234 2026/12/02 18:00:00 pool/main/a.deb
+        if line.starts_with('-')
+            && let Some(idx) = nth_field_start(line, 4)
+        {
+            files.push(line[idx..].to_string());
+        }
+    });
+    match res {
+        Ok(()) => {}
+        Err(PublishError::Rsync { detail, .. }) if detail.contains("No such file or directory") => {
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(e),
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Byte offset of the `n`th (0-based) whitespace-separated field.
+fn nth_field_start(line: &str, n: usize) -> Option<usize> {
+    let mut count = 0;
+    let mut in_field = false;
+    for (i, c) in line.char_indices() {
+        if c.is_whitespace() {
+            in_field = false;
+        } else if !in_field {
+            if count == n {
+                return Some(i);
+            }
+            count += 1;
+            in_field = true;
+        }
+    }
+    None
+}
+
+/// Runs one rsync, feeding `stdin` and handing each stdout line to
+/// `on_line` as it comes; a failure is classified from rsync's exit code
+/// and its messages.
+fn run(
+    mut cmd: Command,
+    stdin: &[u8],
+    dest: &str,
+    on_line: &mut dyn FnMut(&str),
+) -> Result<(), PublishError> {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => PublishError::RsyncMissing,
+        _ => PublishError::Rsync {
+            target: dest.to_string(),
+            detail: format!("could not start rsync: {e}"),
+        },
+    })?;
+    let mut input = child.stdin.take().expect("piped");
+    let stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let (status, err_text) = std::thread::scope(|s| {
+        s.spawn(move || {
+            // rsync may exit before reading it all; its status says why.
+            let _ = input.write_all(stdin);
+        });
+        let err = s.spawn(move || {
+            let mut text = String::new();
+            let _ = io::Read::read_to_string(&mut stderr, &mut text);
+            text
+        });
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            on_line(&line);
+        }
+        let status = child.wait();
+        (status, err.join().unwrap_or_default())
+    });
+    let status = status.map_err(|e| PublishError::Rsync {
+        target: dest.to_string(),
+        detail: e.to_string(),
+    })?;
+    if status.success() {
+        return Ok(());
+    }
+    Err(classify(status.code(), &err_text, dest))
+}
+
+fn classify(code: Option<i32>, stderr: &str, dest: &str) -> PublishError {
+    let detail = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("rsync error:"))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join("; ");
+    let target = dest.to_string();
+    let has = |s: &str| stderr.contains(s);
+    if has("auth failed") || has("Permission denied (publickey") || has("Host key verification failed") {
+        PublishError::Credentials { target, detail }
+    } else if has("read only") || has("Read-only file system") || has("Permission denied") {
+        PublishError::ReadOnly { target, detail }
+    } else if has("Connection refused")
+        || has("No route to host")
+        || has("Could not resolve")
+        || has("Name or service not known")
+        || has("timed out")
+        || has("Connection reset")
+        || code == Some(10)
+        || code == Some(255)
+    {
+        PublishError::Unreachable { target, detail }
+    } else {
+        let code = code.map_or("killed".to_string(), |c| format!("exit code {c}"));
+        PublishError::Rsync {
+            target,
+            detail: if detail.is_empty() {
+                code
+            } else {
+                format!("{code}: {detail}")
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_itemized_lines() {
+        assert_eq!(itemized_file(">f+++++++++ pool/a b.deb", &[">f"]), Some("pool/a b.deb"));
+        assert_eq!(itemized_file(">f.st...... dists/x/Release", &[">f"]), Some("dists/x/Release"));
+        assert_eq!(itemized_file("cd+++++++++ pool/", &[">f"]), None);
+        assert_eq!(itemized_file(".f...p..... pool/a.deb", &[">f"]), None);
+        assert_eq!(nth_field_start("-rw-r--r--  12 2026/12/02 18:00:00 a  b", 4), Some(35));
+    }
+}
