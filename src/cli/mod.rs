@@ -1035,8 +1035,8 @@ fn run_publish(
     };
     let target = Target::parse(to, endpoint).map_err(failure)?;
     let mut printer = output::PublishPrinter::new(json);
-    let report = publish(out, &target, dry_run, &mut |event| printer.event(&event))
-        .map_err(failure)?;
+    let report =
+        publish(out, &target, dry_run, &mut |event| printer.event(&event)).map_err(failure)?;
     printer.summary(&report);
     Ok(EXIT_OK)
 }

@@ -193,11 +193,7 @@ pub(crate) struct Recorder<'a> {
 }
 
 impl<'a> Recorder<'a> {
-    fn new(
-        target: &Target,
-        dry_run: bool,
-        on_event: &'a mut dyn FnMut(PublishEvent<'_>),
-    ) -> Self {
+    fn new(target: &Target, dry_run: bool, on_event: &'a mut dyn FnMut(PublishEvent<'_>)) -> Self {
         Recorder {
             report: PublishReport {
                 target: target.to_string(),
@@ -415,7 +411,10 @@ mod tests {
         assert_eq!(t("/var/www/repo"), Target::Dir("/var/www/repo".into()));
         assert_eq!(t("./a:b"), Target::Dir("./a:b".into()));
         assert_eq!(t("www"), Target::Dir("www".into()));
-        assert_eq!(t("lab@mirror:/srv/repo"), Target::Rsync("lab@mirror:/srv/repo".into()));
+        assert_eq!(
+            t("lab@mirror:/srv/repo"),
+            Target::Rsync("lab@mirror:/srv/repo".into())
+        );
         assert_eq!(t("mirror:repo"), Target::Rsync("mirror:repo".into()));
         assert_eq!(
             t("rsync://mirror:8873/repo/gpu"),

@@ -31,28 +31,31 @@ pub(super) fn publish(
     // What the Release in force until now still needs, read from a copy of
     // the target's Release and Packages files.
     let scratch = tempfile::tempdir().map_err(io_err(&std::env::temp_dir()))?;
-    let wanted: Vec<&String> = existing
-        .iter()
-        .filter(|f| {
-            f.starts_with("dists/")
-                && !f.contains("/by-hash/")
-                && (f.ends_with("/Release") || f.ends_with("/Packages"))
-        })
-        .collect();
-    if !wanted.is_empty() {
-        let mut cmd = rsync();
-        cmd.args(["-rt", "--from0", "--files-from=-"])
-            .arg(&dest_dir)
-            .arg(scratch.path());
-        run(cmd, &list_bytes(wanted.iter().map(|s| s.as_str())), dest, &mut |_| {})?;
+    if existing.iter().any(|f| f.starts_with("dists/")) {
+        // Filters rather than --files-from: rsync daemons mis-resolve a
+        // file list under a module's subdirectory ("file has vanished").
+        let mut cmd = rsync(dest);
+        cmd.args([
+            "-rt",
+            "--prune-empty-dirs",
+            "--include=*/",
+            "--include=Release",
+            "--include=Packages",
+            "--exclude=*",
+        ])
+        .arg(format!("{dest_dir}dists/"))
+        .arg(format!("{}/", scratch.path().join("dists").display()))
+        .arg("--mkpath");
+        run(cmd, b"", dest, &mut |_| {})?;
     }
-    let previous = referenced(&existing, &mut |rel| {
-        match fs::read(scratch.path().join(rel)) {
+    let previous = referenced(
+        &existing,
+        &mut |rel| match fs::read(scratch.path().join(rel)) {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io_err(&scratch.path().join(rel))(e)),
-        }
-    })?;
+        },
+    )?;
 
     let mut first = true;
     for phase in 0..=5u8 {
@@ -64,7 +67,7 @@ pub(super) fn publish(
         if batch.is_empty() {
             continue;
         }
-        let mut cmd = rsync();
+        let mut cmd = rsync(dest);
         // Files world-readable for the web server that serves the mirror.
         cmd.args([
             "-rt",
@@ -74,9 +77,12 @@ pub(super) fn publish(
             "--files-from=-",
             "--itemize-changes",
         ]);
-        if phase >= 2 {
-            cmd.arg("--checksum");
-        }
+        match phase {
+            // A by-hash name is its digest: same size, same file.
+            1 => cmd.arg("--size-only"),
+            0 => &mut cmd,
+            _ => cmd.arg("--checksum"),
+        };
         if first {
             // A new mirror's parent directories, as for a directory target.
             cmd.arg("--mkpath");
@@ -109,10 +115,16 @@ pub(super) fn publish(
         writeln!(protect, "P /{p}").map_err(io_err(protect.path()))?;
     }
     protect.flush().map_err(io_err(protect.path()))?;
-    let mut cmd = rsync();
-    cmd.args(["-r", "--delete", "--existing", "--ignore-existing", "--itemize-changes"])
-        .arg(format!("--filter=merge {}", protect.path().display()))
-        .arg("--exclude=.*");
+    let mut cmd = rsync(dest);
+    cmd.args([
+        "-r",
+        "--delete",
+        "--existing",
+        "--ignore-existing",
+        "--itemize-changes",
+    ])
+    .arg(format!("--filter=merge {}", protect.path().display()))
+    .arg("--exclude=.*");
     if dry_run {
         cmd.arg("--dry-run");
     }
@@ -133,11 +145,14 @@ pub(super) fn publish(
     Ok(())
 }
 
-fn rsync() -> Command {
+/// Give up on a dead peer instead of hanging: 10 s to connect to a daemon,
+/// 120 s without any I/O.
+fn rsync(dest: &str) -> Command {
     let mut cmd = Command::new("rsync");
-    // Give up on a dead peer instead of hanging: 10 s to connect to a
-    // daemon, 120 s without any I/O.
-    cmd.args(["--contimeout=10", "--timeout=120"]);
+    cmd.arg("--timeout=120");
+    if dest.starts_with("rsync://") {
+        cmd.arg("--contimeout=10");
+    }
     cmd
 }
 
@@ -160,7 +175,7 @@ fn itemized_file<'a>(line: &'a str, kinds: &[&str]) -> Option<&'a str> {
 /// The regular files under the target (an empty list if it does not exist
 /// yet), names starting with `.` left out as everywhere.
 fn list(dest_dir: &str, dest: &str) -> Result<Vec<String>, PublishError> {
-    let mut cmd = rsync();
+    let mut cmd = rsync(dest);
     cmd.args(["-r", "--list-only", "--no-human-readable", "--exclude=.*"])
         .arg(dest_dir);
     let mut files = Vec::new();
@@ -259,7 +274,13 @@ fn classify(code: Option<i32>, stderr: &str, dest: &str) -> PublishError {
         .join("; ");
     let target = dest.to_string();
     let has = |s: &str| stderr.contains(s);
-    if has("auth failed") || has("Permission denied (publickey") || has("Host key verification failed") {
+    if has("change_dir") && has("No such file or directory") {
+        // A target that does not exist yet (see `list`).
+        PublishError::Rsync { target, detail }
+    } else if has("auth failed")
+        || has("Permission denied (publickey")
+        || has("Host key verification failed")
+    {
         PublishError::Credentials { target, detail }
     } else if has("read only") || has("Read-only file system") || has("Permission denied") {
         PublishError::ReadOnly { target, detail }
@@ -292,10 +313,19 @@ mod tests {
 
     #[test]
     fn reads_itemized_lines() {
-        assert_eq!(itemized_file(">f+++++++++ pool/a b.deb", &[">f"]), Some("pool/a b.deb"));
-        assert_eq!(itemized_file(">f.st...... dists/x/Release", &[">f"]), Some("dists/x/Release"));
+        assert_eq!(
+            itemized_file(">f+++++++++ pool/a b.deb", &[">f"]),
+            Some("pool/a b.deb")
+        );
+        assert_eq!(
+            itemized_file(">f.st...... dists/x/Release", &[">f"]),
+            Some("dists/x/Release")
+        );
         assert_eq!(itemized_file("cd+++++++++ pool/", &[">f"]), None);
         assert_eq!(itemized_file(".f...p..... pool/a.deb", &[">f"]), None);
-        assert_eq!(nth_field_start("-rw-r--r--  12 2026/12/02 18:00:00 a  b", 4), Some(35));
+        assert_eq!(
+            nth_field_start("-rw-r--r--  12 2026/12/02 18:00:00 a  b", 4),
+            Some(35)
+        );
     }
 }

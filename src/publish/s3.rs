@@ -207,7 +207,8 @@ fn store(loc: &Location<'_>) -> Result<AmazonS3, PublishError> {
             .with_allow_http(endpoint.starts_with("http://"))
             .with_virtual_hosted_style_request(false);
     }
-    if std::env::var_os("AWS_REGION").is_none() && std::env::var_os("AWS_DEFAULT_REGION").is_none() {
+    if std::env::var_os("AWS_REGION").is_none() && std::env::var_os("AWS_DEFAULT_REGION").is_none()
+    {
         builder = builder.with_region("us-east-1");
     }
     builder.build().map_err(|e| PublishError::BadTarget {
@@ -394,12 +395,11 @@ fn looks_like_md5_etag(etag: &str) -> bool {
 fn classify(e: object_store::Error, target: &str, action: &'static str, key: &str) -> PublishError {
     let target = target.to_string();
     match e {
-        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
-            PublishError::Credentials {
-                target,
-                detail: format!("{action} {key}: {e}"),
-            }
-        }
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => PublishError::Credentials {
+            target,
+            detail: format!("{action} {key}: {e}"),
+        },
         other => {
             let text = error_chain(&other);
             if text.contains("InvalidAccessKeyId")
@@ -417,7 +417,10 @@ fn classify(e: object_store::Error, target: &str, action: &'static str, key: &st
                 || text.contains("dns error")
                 || text.contains("timed out")
             {
-                PublishError::Unreachable { target, detail: text }
+                PublishError::Unreachable {
+                    target,
+                    detail: text,
+                }
             } else if text.contains("NoSuchBucket") {
                 PublishError::BadTarget {
                     text: target,
@@ -458,10 +461,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let small = dir.path().join("small");
         fs::write(&small, b"hello\n").unwrap();
-        assert_eq!(local_etag(&small).unwrap(), "b1946ac92492d2347c6235b4d2611184");
+        assert_eq!(
+            local_etag(&small).unwrap(),
+            "b1946ac92492d2347c6235b4d2611184"
+        );
         let empty = dir.path().join("empty");
         fs::write(&empty, b"").unwrap();
-        assert_eq!(local_etag(&empty).unwrap(), "d41d8cd98f00b204e9800998ecf8427e");
+        assert_eq!(
+            local_etag(&empty).unwrap(),
+            "d41d8cd98f00b204e9800998ecf8427e"
+        );
         // Two and a half parts: MD5 of the three parts' MD5s, "-3".
         let big = dir.path().join("big");
         let data: Vec<u8> = (0..PART_SIZE * 5 / 2).map(|i| (i % 251) as u8).collect();

@@ -48,6 +48,10 @@ impl Apt {
         Apt { _dir: dir, root }
     }
 
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     pub fn cmd(&self, program: &str) -> Command {
         let mut c = Command::new(program);
         c.env("APT_CONFIG", self.root.join("apt.conf"));

@@ -13,6 +13,7 @@ mod deb_read;
 mod fetch;
 mod hostile;
 mod publish;
+mod publish_remote;
 mod repack;
 mod repo;
 mod serve;

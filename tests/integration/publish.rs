@@ -147,9 +147,12 @@ fn publish_errors_are_clear() {
     assert!(err.contains("the target is not writable"), "{err}");
     let (code, _, err) = run(debforge()
         .arg("publish")
-        .args(["--to", "s3://bucket/prefix"])
+        .args(["--to", "ftp://mirror/prefix"])
         .arg("--out")
         .arg(&out));
     assert_eq!(code, 2);
-    assert!(err.contains("directories only"), "{err}");
+    assert!(
+        err.contains("unknown scheme") && err.contains("s3://BUCKET/PREFIX"),
+        "{err}"
+    );
 }
