@@ -321,13 +321,16 @@ pub(crate) fn named_by_content(rel: &str) -> bool {
     rank(rel) <= 1
 }
 
+/// Reads one file of a target: None if it is not there.
+pub(crate) type ReadTarget<'a> = dyn FnMut(&str) -> Result<Option<Vec<u8>>, PublishError> + 'a;
+
 /// The files a target's Releases reference, directly or through their
 /// indexes: the Release files, the listed indexes and their by-hash copies,
 /// and the pool files of the plain Packages indexes. `existing` is what the
 /// target holds; `read` fetches one of its files (None if missing).
 pub(crate) fn referenced(
     existing: &[String],
-    read: &mut dyn FnMut(&str) -> Result<Option<Vec<u8>>, PublishError>,
+    read: &mut ReadTarget<'_>,
 ) -> Result<BTreeSet<String>, PublishError> {
     let mut refs = BTreeSet::new();
     let releases: Vec<&String> = existing

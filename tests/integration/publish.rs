@@ -156,3 +156,106 @@ fn publish_errors_are_clear() {
         "{err}"
     );
 }
+
+#[test]
+fn a_killed_publish_leaves_the_previous_repository_in_force() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let lab = Lab::new();
+    let out = lab.dir.path().join("repo-out");
+    let www = lab.dir.path().join("www-mirror");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    ok(debforge().arg("publish").arg("--to").arg(&www).arg("--out").arg(&out));
+    let old_inrelease = fs::read(www.join("dists/bionic/InRelease")).unwrap();
+
+    // A new build, made slow to publish by many incompressible pool files.
+    fs::remove_file(lab.recipes.join("packages/libcudnn7-doc.toml")).unwrap();
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let filler = out.join("pool/main/z/filler");
+    fs::create_dir_all(&filler).unwrap();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in 0..60 {
+        let data: Vec<u8> = (0..1_000_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        fs::write(filler.join(format!("filler-{i:02}.bin")), data).unwrap();
+    }
+
+    let mut child = debforge()
+        .arg("publish")
+        .arg("--to")
+        .arg(&www)
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut pool_lines = 0;
+    for line in lines.by_ref() {
+        if line.unwrap().starts_with("copied      pool/") {
+            pool_lines += 1;
+            if pool_lines == 3 {
+                break;
+            }
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(pool_lines, 3);
+
+    // The mirror still serves the previous repository, whole and consistent.
+    assert_eq!(fs::read(www.join("dists/bionic/InRelease")).unwrap(), old_inrelease);
+    ok(debforge()
+        .arg("verify")
+        .arg(&www)
+        .arg("--keyring")
+        .arg(out.join("debforge-archive-keyring.gpg")));
+    let server = Server::start(www.clone());
+    let sources = format!(
+        "Types: deb\nURIs: {}\nSuites: bionic\nComponents: main\nSigned-By: {}\n",
+        server.url(""),
+        out.join("debforge-archive-keyring.gpg").display()
+    );
+    let pref = fs::read_to_string(out.join("debforge.pref")).unwrap();
+    let apt = Apt::new(&sources, &pref);
+    let (code, problems) = apt.update();
+    assert_eq!((code, problems.clone()), (0, vec![]), "{problems:?}");
+    assert_eq!(apt.candidate("libcudnn7-doc"), "7.5.0.56-1+cuda10.1", "the old repository");
+
+    // The next publish completes the new one and clears the leftovers.
+    ok(debforge().arg("publish").arg("--to").arg(&www).arg("--out").arg(&out));
+    assert_eq!(
+        fs::read(www.join("dists/bionic/InRelease")).unwrap(),
+        fs::read(out.join("dists/bionic/InRelease")).unwrap()
+    );
+    ok(debforge()
+        .arg("verify")
+        .arg(&www)
+        .arg("--keyring")
+        .arg(out.join("debforge-archive-keyring.gpg")));
+    let mut leftovers = Vec::new();
+    let mut stack = vec![www.clone()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else if name.ends_with(".debforge-part") || name.starts_with(".debforge-probe") {
+                leftovers.push(e.path());
+            }
+        }
+    }
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let apt = Apt::new(&sources, &pref);
+    let (code, problems) = apt.update();
+    assert_eq!((code, problems.clone()), (0, vec![]), "{problems:?}");
+    assert_eq!(apt.candidate("libcudnn7-doc"), "", "the new repository has no doc package");
+}
