@@ -166,7 +166,12 @@ fn a_killed_publish_leaves_the_previous_repository_in_force() {
     let out = lab.dir.path().join("repo-out");
     let www = lab.dir.path().join("www-mirror");
     ok(lab.cmd("build").arg("--out").arg(&out));
-    ok(debforge().arg("publish").arg("--to").arg(&www).arg("--out").arg(&out));
+    ok(debforge()
+        .arg("publish")
+        .arg("--to")
+        .arg(&www)
+        .arg("--out")
+        .arg(&out));
     let old_inrelease = fs::read(www.join("dists/bionic/InRelease")).unwrap();
 
     // A new build, made slow to publish by many incompressible pool files.
@@ -212,7 +217,10 @@ fn a_killed_publish_leaves_the_previous_repository_in_force() {
     assert_eq!(pool_lines, 3);
 
     // The mirror still serves the previous repository, whole and consistent.
-    assert_eq!(fs::read(www.join("dists/bionic/InRelease")).unwrap(), old_inrelease);
+    assert_eq!(
+        fs::read(www.join("dists/bionic/InRelease")).unwrap(),
+        old_inrelease
+    );
     ok(debforge()
         .arg("verify")
         .arg(&www)
@@ -228,10 +236,19 @@ fn a_killed_publish_leaves_the_previous_repository_in_force() {
     let apt = Apt::new(&sources, &pref);
     let (code, problems) = apt.update();
     assert_eq!((code, problems.clone()), (0, vec![]), "{problems:?}");
-    assert_eq!(apt.candidate("libcudnn7-doc"), "7.5.0.56-1+cuda10.1", "the old repository");
+    assert_eq!(
+        apt.candidate("libcudnn7-doc"),
+        "7.5.0.56-1+cuda10.1",
+        "the old repository"
+    );
 
     // The next publish completes the new one and clears the leftovers.
-    ok(debforge().arg("publish").arg("--to").arg(&www).arg("--out").arg(&out));
+    ok(debforge()
+        .arg("publish")
+        .arg("--to")
+        .arg(&www)
+        .arg("--out")
+        .arg(&out));
     assert_eq!(
         fs::read(www.join("dists/bionic/InRelease")).unwrap(),
         fs::read(out.join("dists/bionic/InRelease")).unwrap()
@@ -257,5 +274,9 @@ fn a_killed_publish_leaves_the_previous_repository_in_force() {
     let apt = Apt::new(&sources, &pref);
     let (code, problems) = apt.update();
     assert_eq!((code, problems.clone()), (0, vec![]), "{problems:?}");
-    assert_eq!(apt.candidate("libcudnn7-doc"), "", "the new repository has no doc package");
+    assert_eq!(
+        apt.candidate("libcudnn7-doc"),
+        "",
+        "the new repository has no doc package"
+    );
 }
