@@ -116,5 +116,5 @@ END=$(date +%s.%N)
 touch "$W/done"; wait $LOOP
 OKS=$(grep -c '^ok' "$W/updates" || true)
 FAILS=$(grep -c '^fail' "$W/updates" || true)
-echo "${NAIVE:+naive rsync }publishes: $ROUNDS in $(printf '%.1f' "$(echo "$END - $START" | bc)") s; apt-get update runs: $((OKS + FAILS)); failed: $FAILS"
+echo "${NAIVE:+naive rsync }publishes: $ROUNDS in $(awk "BEGIN { printf \"%.1f\", $END - $START }") s; apt-get update runs: $((OKS + FAILS)); failed: $FAILS"
 if [ "$FAILS" -gt 0 ]; then head -40 "$W/failures"; exit 1; fi

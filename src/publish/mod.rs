@@ -8,9 +8,10 @@
 //!
 //! Three kinds of target share that plan: a directory ([`dir`]), an rsync
 //! destination through the system `rsync` ([`rsync`]), and an S3-compatible
-//! bucket ([`s3`]). Each decides what "unchanged" means for itself: pool and
-//! by-hash files by size and time (their names pin their content), everything
-//! else by content, since a rebuilt index may keep its size.
+//! bucket ([`s3`]). Each decides what "unchanged" means for itself: pool files
+//! by size and time, by-hash files by name and size (their names pin their
+//! content), everything else by content, since a rebuilt index may keep its
+//! size.
 
 pub mod dir;
 pub mod rsync;
@@ -319,6 +320,14 @@ pub(crate) fn rank(rel: &str) -> u8 {
 /// enough to call it unchanged. Others are compared by content.
 pub(crate) fn named_by_content(rel: &str) -> bool {
     rank(rel) <= 1
+}
+
+/// The target files [`referenced`] may read: each suite's Release and its
+/// plain Packages indexes (a target that cannot read lazily fetches these).
+pub(crate) fn read_by_referenced(rel: &str) -> bool {
+    rel.starts_with("dists/")
+        && !rel.contains("/by-hash/")
+        && (rel.ends_with("/Release") || rel.ends_with("/Packages"))
 }
 
 /// Reads one file of a target: None if it is not there.

@@ -26,7 +26,9 @@ use object_store::{
     PutOptions, PutPayload, RetryConfig, WriteMultipart,
 };
 
-use super::{PublishError, Recorder, Step, io_err, named_by_content, referenced, stale};
+use super::{
+    PublishError, Recorder, Step, io_err, named_by_content, read_by_referenced, referenced, stale,
+};
 
 /// Files up to this size go up in one PUT; bigger ones in parts of this size.
 const PART_SIZE: usize = 8 * 1024 * 1024;
@@ -104,27 +106,18 @@ async fn run(
     let existing: Vec<String> = remote.keys().cloned().collect();
 
     // What the Release in force until now still needs.
-    let mut fetched: BTreeMap<String, Option<Vec<u8>>> = BTreeMap::new();
-    let mut wanted = Vec::new();
-    for rel in &existing {
-        if rel.starts_with("dists/")
-            && !rel.contains("/by-hash/")
-            && (rel.ends_with("/Release") || rel.ends_with("/Packages"))
-        {
-            wanted.push(rel.clone());
+    // (`referenced` reads synchronously, so its files are fetched first.)
+    let mut fetched: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
+    for rel in existing.iter().filter(|r| read_by_referenced(r)) {
+        match store.get(&key(rel)).await {
+            Ok(r) => {
+                fetched.insert(rel, r.bytes().await.map_err(err("read", rel))?.to_vec());
+            }
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(err("read", rel)(e)),
         }
     }
-    for rel in wanted {
-        let bytes = match store.get(&key(&rel)).await {
-            Ok(r) => Some(r.bytes().await.map_err(err("read", &rel))?.to_vec()),
-            Err(object_store::Error::NotFound { .. }) => None,
-            Err(e) => return Err(err("read", &rel)(e)),
-        };
-        fetched.insert(rel, bytes);
-    }
-    let previous = referenced(&existing, &mut |rel| {
-        Ok(fetched.get(rel).cloned().flatten())
-    })?;
+    let previous = referenced(&existing, &mut |rel| Ok(fetched.remove(rel)))?;
 
     for rel in files {
         let path = out.join(rel);

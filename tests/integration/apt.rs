@@ -80,7 +80,8 @@ impl Apt {
     }
 }
 
-fn sources(url: &str, keyring: &Path) -> String {
+/// The deb822 source for a built repository at `url`, signed by `keyring`.
+pub fn sources(url: &str, keyring: &Path) -> String {
     format!(
         "Types: deb\nURIs: {url}\nSuites: bionic\nComponents: main\nSigned-By: {}\n",
         keyring.display()

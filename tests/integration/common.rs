@@ -30,6 +30,15 @@ pub fn ok(cmd: &mut Command) -> String {
     out
 }
 
+/// `debforge verify DIR` against the keyring of the build in `out`.
+pub fn verify_published(dir: &Path, out: &Path) {
+    ok(debforge()
+        .arg("verify")
+        .arg(dir)
+        .arg("--keyring")
+        .arg(out.join("debforge-archive-keyring.gpg")));
+}
+
 pub fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")

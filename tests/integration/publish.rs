@@ -3,8 +3,8 @@
 
 use std::fs;
 
-use crate::apt::Apt;
-use crate::common::{debforge, ok, run};
+use crate::apt::{Apt, sources};
+use crate::common::{debforge, ok, run, verify_published};
 use crate::server::Server;
 use crate::standin::Lab;
 
@@ -50,11 +50,7 @@ fn publish_to_a_directory_incrementally_and_safely() {
     let pos = |f: &str| steps.iter().position(|s| s == f).unwrap();
     assert!(pos("dists/bionic/main/binary-amd64/Packages.xz") < pos("dists/bionic/Release"));
     assert!(pos("dists/bionic/Release") < pos("dists/bionic/Release.gpg"));
-    ok(debforge()
-        .arg("verify")
-        .arg(&www)
-        .arg("--keyring")
-        .arg(out.join("debforge-archive-keyring.gpg")));
+    verify_published(&www, &out);
 
     // Nothing changed: nothing rewritten.
     let again = ok(debforge()
@@ -84,11 +80,7 @@ fn publish_to_a_directory_incrementally_and_safely() {
         !second.contains("copied      pool/"),
         "unchanged packages are not copied again:\n{second}"
     );
-    ok(debforge()
-        .arg("verify")
-        .arg(&www)
-        .arg("--keyring")
-        .arg(out.join("debforge-archive-keyring.gpg")));
+    verify_published(&www, &out);
     let third = ok(debforge()
         .arg("publish")
         .arg("--to")
@@ -103,11 +95,7 @@ fn publish_to_a_directory_incrementally_and_safely() {
 
     // The real apt, served from the published directory.
     let server = Server::start(www.clone());
-    let sources = format!(
-        "Types: deb\nURIs: {}\nSuites: bionic\nComponents: main\nSigned-By: {}\n",
-        server.url(""),
-        out.join("debforge-archive-keyring.gpg").display()
-    );
+    let sources = sources(&server.url(""), &out.join("debforge-archive-keyring.gpg"));
     let apt = Apt::new(
         &sources,
         &fs::read_to_string(out.join("debforge.pref")).unwrap(),
@@ -221,17 +209,9 @@ fn a_killed_publish_leaves_the_previous_repository_in_force() {
         fs::read(www.join("dists/bionic/InRelease")).unwrap(),
         old_inrelease
     );
-    ok(debforge()
-        .arg("verify")
-        .arg(&www)
-        .arg("--keyring")
-        .arg(out.join("debforge-archive-keyring.gpg")));
+    verify_published(&www, &out);
     let server = Server::start(www.clone());
-    let sources = format!(
-        "Types: deb\nURIs: {}\nSuites: bionic\nComponents: main\nSigned-By: {}\n",
-        server.url(""),
-        out.join("debforge-archive-keyring.gpg").display()
-    );
+    let sources = sources(&server.url(""), &out.join("debforge-archive-keyring.gpg"));
     let pref = fs::read_to_string(out.join("debforge.pref")).unwrap();
     let apt = Apt::new(&sources, &pref);
     let (code, problems) = apt.update();
@@ -253,11 +233,7 @@ fn a_killed_publish_leaves_the_previous_repository_in_force() {
         fs::read(www.join("dists/bionic/InRelease")).unwrap(),
         fs::read(out.join("dists/bionic/InRelease")).unwrap()
     );
-    ok(debforge()
-        .arg("verify")
-        .arg(&www)
-        .arg("--keyring")
-        .arg(out.join("debforge-archive-keyring.gpg")));
+    verify_published(&www, &out);
     let mut leftovers = Vec::new();
     let mut stack = vec![www.clone()];
     while let Some(d) = stack.pop() {

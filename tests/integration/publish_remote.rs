@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::apt::Apt;
-use crate::common::{debforge, ok, run};
+use crate::apt::{Apt, sources};
+use crate::common::{debforge, ok, run, verify_published};
 use crate::server::Server;
 use crate::standin::Lab;
 
@@ -45,12 +45,8 @@ fn apt_accepts(url: &str, out: &Path) {
 
 /// As [`apt_accepts`], with an apt_auth.conf(5) entry.
 fn apt_accepts_with(url: &str, out: &Path, auth: Option<&str>) {
-    let sources = format!(
-        "Types: deb\nURIs: {url}\nSuites: bionic\nComponents: main\nSigned-By: {}\n",
-        out.join("debforge-archive-keyring.gpg").display()
-    );
     let apt = Apt::new(
-        &sources,
+        &sources(url, &out.join("debforge-archive-keyring.gpg")),
         &fs::read_to_string(out.join("debforge.pref")).unwrap(),
     );
     if let Some(auth) = auth {
@@ -68,14 +64,6 @@ fn publish(out: &Path, to: &str) -> Command {
     let mut c = debforge();
     c.arg("publish").arg("--to").arg(to).arg("--out").arg(out);
     c
-}
-
-fn verify(dir: &Path, out: &Path) {
-    ok(debforge()
-        .arg("verify")
-        .arg(dir)
-        .arg("--keyring")
-        .arg(out.join("debforge-archive-keyring.gpg")));
 }
 
 struct RsyncDaemon {
@@ -170,7 +158,7 @@ fn publish_over_rsync_in_the_safe_order() {
     assert!(pos("binary-amd64/Packages.xz") < pos("dists/bionic/Release"));
     assert!(pos("dists/bionic/Release") < pos("dists/bionic/Release.gpg"));
     assert!(pos("dists/bionic/Release.gpg") < pos("dists/bionic/InRelease"));
-    verify(&mirror, &out);
+    verify_published(&mirror, &out);
     // World-readable for the web server in front of the mirror.
     let mode = fs::metadata(mirror.join("dists/bionic/InRelease"))
         .unwrap()
@@ -199,14 +187,14 @@ fn publish_over_rsync_in_the_safe_order() {
     let second = ok(&mut publish(&out, &url));
     assert!(doc.exists(), "{second}");
     assert!(!second.contains("copied      pool/"), "{second}");
-    verify(&mirror, &out);
+    verify_published(&mirror, &out);
     let third = ok(&mut publish(&out, &url));
     assert!(!doc.exists(), "{third}");
     assert!(
         third.contains("removed     pool/main/libc/libcudnn7-doc/"),
         "{third}"
     );
-    verify(&mirror, &out);
+    verify_published(&mirror, &out);
     let server = Server::start(mirror.clone());
     apt_accepts(&server.url(""), &out);
 
@@ -226,7 +214,7 @@ fn publish_over_rsync_in_the_safe_order() {
     fs::set_permissions(&fake_ssh, fs::Permissions::from_mode(0o755)).unwrap();
     let over_ssh = lab.dir.path().join("ssh-mirror/www/gpu-lab");
     ok(publish(&out, &format!("lab@mirror1:{}", over_ssh.display())).env("RSYNC_RSH", &fake_ssh));
-    verify(&over_ssh, &out);
+    verify_published(&over_ssh, &out);
     let calls = fs::read_to_string(&shell_log).unwrap();
     assert!(calls.contains("-l lab mirror1 rsync --server"), "{calls}");
 }
