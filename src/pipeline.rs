@@ -135,7 +135,7 @@ impl Resolved {
         Expected {
             size: self.locked.size,
             sha256: Some(self.locked.sha256.clone()),
-            sha512: (!self.locked.sha512.is_empty()).then(|| self.locked.sha512.clone()),
+            sha512: self.locked.sha512.clone(),
         }
     }
 }
@@ -285,6 +285,14 @@ impl<'a> Session<'a> {
                 continue;
             };
             let keyring = upstream::load_keyring(source, &root)?;
+            for fp in &keyring.missing {
+                self.observer.event(crate::fetch::Event::Warning {
+                    message: format!(
+                        "source '{name}': the key file {} does not hold the pinned key {fp}; a signature by another pinned key is still accepted",
+                        source.key.display()
+                    ),
+                });
+            }
             let mut open =
                 OpenSource::open(source, &keyring, transport.as_ref(), self.settings.now)?;
             let names: Vec<&str> = recipes.iter().map(|p| p.name.as_str()).collect();
@@ -303,7 +311,8 @@ impl<'a> Session<'a> {
                         url,
                         size: f.size,
                         sha256: f.sha256,
-                        sha512: f.sha512.unwrap_or_default(),
+                        sha512: f.sha512,
+                        index_digests: f.index_digests,
                         index: f.index,
                         index_sha256: f.index_sha256,
                         release_sha256: f.release_sha256,
@@ -335,8 +344,7 @@ impl<'a> Session<'a> {
         let sha512 = lock
             .and_then(|l| l.get(&p.name, &p.architecture))
             .filter(|l| l.sha256 == sha256 && l.size == size)
-            .map(|l| l.sha512.clone())
-            .unwrap_or_default();
+            .and_then(|l| l.sha512.clone());
         let from = if self.settings.source_dirs.is_empty() {
             FetchFrom::Url(url.to_string())
         } else {
@@ -371,7 +379,7 @@ impl<'a> Session<'a> {
                 url,
                 d.size,
                 d.sha256,
-                d.sha512,
+                Some(d.sha512),
             ),
             from: FetchFrom::Local(full),
         })
@@ -522,43 +530,33 @@ impl<'a> Session<'a> {
             package: r.locked.name.clone(),
             source,
         };
-        let digests = if fs::metadata(&dest).is_ok_and(|m| m.len() == r.locked.size) {
+        if fs::metadata(&dest).is_ok_and(|m| m.len() == r.locked.size) {
             // Only verified files are ever renamed into the cache.
             self.observer.event(crate::fetch::Event::Cached { name });
-            None
         } else {
             let expected = r.expected();
-            Some(match &r.from {
+            // The lock records only what vouched for the file (the index or
+            // the recipe), not the digests computed here.
+            match &r.from {
                 FetchFrom::Source(s) => {
                     let t = transports.get(s).expect("transport for every source");
                     t.fetch(&r.locked.path, &expected, &dest, &name)
-                        .map_err(fail)?
+                        .map_err(fail)?;
                 }
-                FetchFrom::Url(url) => self
-                    .http
-                    .as_ref()
-                    .expect("online")
-                    .download(url, &expected, &dest, &name, self.observer)
-                    .map_err(fail)?,
+                FetchFrom::Url(url) => {
+                    self.http
+                        .as_ref()
+                        .expect("online")
+                        .download(url, &expected, &dest, &name, self.observer)
+                        .map_err(fail)?;
+                }
                 FetchFrom::Local(path) => {
-                    let d = upstream::copy_verified(path, &expected, &dest).map_err(fail)?;
+                    upstream::copy_verified(path, &expected, &dest).map_err(fail)?;
                     self.observer.event(crate::fetch::Event::Done { name });
-                    d
-                }
-            })
-        };
-        let mut resolved = r.clone();
-        if resolved.locked.sha512.is_empty() {
-            // The index gave no SHA512: record that of this verified file.
-            resolved.locked.sha512 = match digests {
-                Some(d) => d.sha512,
-                None => {
-                    strong_digest_reader(fs::File::open(&dest).map_err(io(&dest))?)
-                        .map_err(io(&dest))?
-                        .sha512
                 }
             };
         }
+        let resolved = r.clone();
         let publish_sha256 = resolved.locked.sha256.clone();
         Ok(Fetched {
             resolved,
@@ -693,7 +691,7 @@ impl Session<'_> {
                 String::new(),
                 d.size,
                 d.sha256.clone(),
-                d.sha512,
+                Some(d.sha512),
             );
             out.push(Fetched {
                 resolved: Resolved {
@@ -766,7 +764,7 @@ fn direct_entry(
     url: String,
     size: u64,
     sha256: String,
-    sha512: String,
+    sha512: Option<String>,
 ) -> LockedPackage {
     LockedPackage {
         name: p.name.clone(),
@@ -778,6 +776,7 @@ fn direct_entry(
         size,
         sha256,
         sha512,
+        index_digests: Vec::new(),
         index: String::new(),
         index_sha256: String::new(),
         release_sha256: String::new(),
@@ -792,7 +791,9 @@ pub struct OpenSourceFiles {
     pub indexes: BTreeMap<String, PathBuf>,
 }
 
-/// Writes `data` to `path` through a temporary file in the same directory.
+/// Writes `data` to `path` through a temporary file in the same directory,
+/// readable by all (0644: a web server serves what we write; secrets are
+/// never written through here).
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), PipelineError> {
     let dir = path
         .parent()
@@ -801,6 +802,9 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), PipelineError> {
     fs::create_dir_all(dir).map_err(io(dir))?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
     std::io::Write::write_all(&mut tmp, data).map_err(io(path))?;
+    tmp.as_file()
+        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .map_err(io(path))?;
     tmp.as_file().sync_all().map_err(io(path))?;
     tmp.persist(path).map_err(|e| PipelineError::Io {
         path: path.to_path_buf(),
@@ -941,6 +945,10 @@ pub fn write_output(
         .tempdir_in(parent)
         .map_err(io(parent))?;
     let root = staging.path();
+    // The repository is public (served as it is, or published): 0755, not
+    // the private mode of a fresh temporary directory.
+    fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .map_err(io(root))?;
     // Each package is read once more: its control paragraph, then one pass
     // that copies it into the pool and computes all four digests (the SHA256
     // checked against the lock again). A copy, not a hard link: a file

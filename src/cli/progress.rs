@@ -121,6 +121,7 @@ impl Observer for Progress {
                 None => self.line(&format!("fetched {name}")),
             },
             Event::Cached { name } => self.line(&format!("cached  {name}")),
+            Event::Warning { message } => self.line(&format!("warning: {message}")),
             Event::Retry {
                 name,
                 attempt,

@@ -27,6 +27,8 @@ pub enum Event {
     Done { name: String },
     /// `name` was already in the cache, verified earlier.
     Cached { name: String },
+    /// Something the user should know that does not stop the run.
+    Warning { message: String },
     /// A transient failure; the next attempt starts after `wait`.
     Retry {
         name: String,

@@ -6,19 +6,79 @@ use std::io::Read;
 use sequoia_openpgp as openpgp;
 
 use openpgp::cert::{Cert, CertParser};
+use openpgp::packet::{Packet, Signature};
 use openpgp::parse::Parse;
 use openpgp::parse::stream::{
     DetachedVerifierBuilder, MessageLayer, MessageStructure, VerificationHelper, VerifierBuilder,
 };
-use openpgp::policy::StandardPolicy;
+use openpgp::policy::{HashAlgoSecurity, Policy, StandardPolicy};
+use openpgp::types::{AEADAlgorithm, HashAlgorithm, SignatureType, SymmetricAlgorithm};
 use openpgp::{Fingerprint, KeyHandle};
+
+/// What apt 1.6 and gpgv 2.2 accept, in sequoia's terms.
+///
+/// The signature over the data (the Release) goes through sequoia's
+/// `StandardPolicy`: SHA-1 and MD5 are refused there, as apt refuses them.
+/// The pinned certificates' own binding signatures (self-signatures, subkey
+/// bindings, revocations) may use SHA-1: Ubuntu's 2012 archive key, which
+/// still signs bionic, has a SHA-1 self-signature, and gpgv accepts it.
+/// Only pinned certificates ever reach the verifier, so this leniency never
+/// applies to a key the user did not name.
+#[derive(Debug)]
+struct AptPolicy {
+    data: StandardPolicy<'static>,
+    bindings: StandardPolicy<'static>,
+}
+
+impl AptPolicy {
+    fn new() -> AptPolicy {
+        let mut bindings = StandardPolicy::new();
+        bindings.accept_hash(HashAlgorithm::SHA1);
+        AptPolicy {
+            data: StandardPolicy::new(),
+            bindings,
+        }
+    }
+}
+
+impl Policy for AptPolicy {
+    fn signature(&self, sig: &Signature, sec: HashAlgoSecurity) -> openpgp::Result<()> {
+        match sig.typ() {
+            SignatureType::Binary | SignatureType::Text | SignatureType::Standalone => {
+                self.data.signature(sig, sec)
+            }
+            _ => self.bindings.signature(sig, sec),
+        }
+    }
+
+    fn key(
+        &self,
+        ka: &openpgp::cert::amalgamation::key::ValidErasedKeyAmalgamation<
+            openpgp::packet::key::PublicParts,
+        >,
+    ) -> openpgp::Result<()> {
+        self.data.key(ka)
+    }
+
+    fn symmetric_algorithm(&self, algo: SymmetricAlgorithm) -> openpgp::Result<()> {
+        self.data.symmetric_algorithm(algo)
+    }
+
+    fn aead_algorithm(&self, algo: AEADAlgorithm) -> openpgp::Result<()> {
+        self.data.aead_algorithm(algo)
+    }
+
+    fn packet(&self, packet: &Packet) -> openpgp::Result<()> {
+        self.data.packet(packet)
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyringError {
     #[error("not an OpenPGP keyring: {0}")]
     Unreadable(String),
-    #[error("does not hold the pinned key {0} (it holds {1})")]
-    PinnedKeyMissing(String, String),
+    #[error("holds none of the pinned keys {0} (it holds {1})")]
+    NoPinnedKey(String, String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -33,13 +93,15 @@ pub enum VerifyError {
 #[derive(Debug, Clone)]
 pub struct PinnedKeyring {
     certs: Vec<Cert>,
-    pinned: Vec<String>,
+    /// Pinned fingerprints the file does not hold (a warning for the user:
+    /// one good signature by any pinned key is enough, as for apt).
+    pub missing: Vec<String>,
 }
 
 impl PinnedKeyring {
     /// Reads an armored or binary keyring and keeps only the pinned
-    /// certificates (upper-case hex fingerprints). Every pinned fingerprint
-    /// must be present: a recipe that names a key the file lacks is wrong.
+    /// certificates (upper-case hex fingerprints). At least one pinned key
+    /// must be present; the ones missing are listed in `missing`.
     pub fn from_bytes(keyring: &[u8], pinned: &[String]) -> Result<PinnedKeyring, KeyringError> {
         let mut all = Vec::new();
         let parser =
@@ -51,22 +113,21 @@ impl PinnedKeyring {
             return Err(KeyringError::Unreadable("no certificate in it".into()));
         }
         let mut certs = Vec::new();
+        let mut missing = Vec::new();
         for want in pinned {
             match all.iter().find(|c| c.fingerprint().to_hex() == *want) {
                 Some(c) => certs.push(c.clone()),
-                None => {
-                    let have: Vec<String> = all.iter().map(|c| c.fingerprint().to_hex()).collect();
-                    return Err(KeyringError::PinnedKeyMissing(
-                        want.clone(),
-                        have.join(", "),
-                    ));
-                }
+                None => missing.push(want.clone()),
             }
         }
-        Ok(PinnedKeyring {
-            certs,
-            pinned: pinned.to_vec(),
-        })
+        if certs.is_empty() {
+            let have: Vec<String> = all.iter().map(|c| c.fingerprint().to_hex()).collect();
+            return Err(KeyringError::NoPinnedKey(
+                pinned.join(", "),
+                have.join(", "),
+            ));
+        }
+        Ok(PinnedKeyring { certs, missing })
     }
 
     /// Trusts every certificate in the keyring (our own exported keyring).
@@ -79,12 +140,19 @@ impl PinnedKeyring {
         if certs.is_empty() {
             return Err(KeyringError::Unreadable("no certificate in it".into()));
         }
-        let pinned = certs.iter().map(|c| c.fingerprint().to_hex()).collect();
-        Ok(PinnedKeyring { certs, pinned })
+        Ok(PinnedKeyring {
+            certs,
+            missing: Vec::new(),
+        })
     }
 
     fn pinned_text(&self) -> String {
-        self.pinned.join(" or ")
+        let present: Vec<String> = self
+            .certs
+            .iter()
+            .map(|c| c.fingerprint().to_hex())
+            .collect();
+        present.join(" or ")
     }
 
     /// Checks a detached signature (`Release.gpg`) over `data`; returns the
@@ -94,7 +162,7 @@ impl PinnedKeyring {
         data: &[u8],
         signature: &[u8],
     ) -> Result<Fingerprint, VerifyError> {
-        let policy = StandardPolicy::new();
+        let policy = AptPolicy::new();
         let helper = Helper::new(&self.certs);
         let mut verifier = DetachedVerifierBuilder::from_bytes(signature)
             .map_err(|e| VerifyError::Malformed(e.to_string()))?
@@ -111,7 +179,7 @@ impl PinnedKeyring {
     /// Checks a cleartext-signed message (`InRelease`); returns the signed
     /// text (the Release) and the signer's fingerprint.
     pub fn verify_cleartext(&self, message: &[u8]) -> Result<(Vec<u8>, Fingerprint), VerifyError> {
-        let policy = StandardPolicy::new();
+        let policy = AptPolicy::new();
         let helper = Helper::new(&self.certs);
         let mut verifier = VerifierBuilder::from_bytes(message)
             .map_err(|e| VerifyError::Malformed(e.to_string()))?
@@ -201,8 +269,17 @@ fn describe(e: &openpgp::parse::stream::VerificationError) -> String {
                 issuers.join(",")
             )
         }
-        E::BadSignature { error, .. } => {
-            format!("bad signature (the file was altered or signed over other data): {error}")
+        E::BadSignature { sig, error, .. } => {
+            if let Some(openpgp::Error::PolicyViolation(..)) =
+                error.downcast_ref::<openpgp::Error>()
+            {
+                format!(
+                    "the signature is made over {} (apt refuses it, and so does debforge): {error}",
+                    sig.hash_algo()
+                )
+            } else {
+                format!("bad signature (the file was altered or signed over other data): {error}")
+            }
         }
         E::MalformedSignature { error, .. } => format!("malformed signature: {error}"),
         E::UnboundKey { error, .. } => {

@@ -101,6 +101,9 @@ fn copy_in(src: &Path, meta: &fs::Metadata, dst: &Path) -> Result<(), PublishErr
     if let Ok(m) = meta.modified() {
         f.set_modified(m).map_err(io_err(&tmp))?;
     }
+    // Everything published is public, whatever mode the source file had.
+    f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .map_err(io_err(&tmp))?;
     f.sync_all().map_err(io_err(&tmp))?;
     fs::rename(&tmp, dst).map_err(io_err(dst))
 }

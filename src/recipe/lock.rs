@@ -24,7 +24,21 @@ pub struct LockedPackage {
     pub url: String,
     pub size: u64,
     pub sha256: String,
-    pub sha512: String,
+    /// Present when something vouched for it: the upstream index listed it,
+    /// or the file was at hand (direct paths, built packages). Debian's
+    /// archive lists no SHA512, so its entries have none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "empty_is_none"
+    )]
+    pub sha512: Option<String>,
+    /// The digests the upstream index gave for the file (`Size`, `SHA256`,
+    /// `SHA512`): what `--locked` compares against a fresh resolution,
+    /// besides the file's SHA256, which is always checked. Empty for direct
+    /// files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub index_digests: Vec<String>,
     /// The index that listed it, relative to the source's base URL, and its
     /// SHA256 when locked. Empty for direct files.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -36,9 +50,27 @@ pub struct LockedPackage {
     pub release_sha256: String,
 }
 
+/// Old lock files wrote `sha512 = ""` for "unknown".
+mod empty_is_none {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.serialize_str(v),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        Ok(Option::<String>::deserialize(d)?.filter(|v| !v.is_empty()))
+    }
+}
+
 impl LockedPackage {
-    /// What must not change between lock and build: the file itself.
-    fn identity(&self) -> (&str, &str, &str, &str, u64, &str, &str) {
+    /// What must not change between lock and build: the file itself. SHA512
+    /// counts only where both sides know it (an index that gives none, like
+    /// Debian's, must not make every comparison fail).
+    fn same_file(&self, other: &LockedPackage) -> bool {
         (
             &self.name,
             &self.version,
@@ -46,9 +78,19 @@ impl LockedPackage {
             &self.path,
             self.size,
             &self.sha256,
-            &self.sha512,
-        )
+        ) == (
+            &other.name,
+            &other.version,
+            &other.architecture,
+            &other.path,
+            other.size,
+            &other.sha256,
+        ) && !sha512_differs(self, other)
     }
+}
+
+fn sha512_differs(a: &LockedPackage, b: &LockedPackage) -> bool {
+    matches!((&a.sha512, &b.sha512), (Some(x), Some(y)) if x != y)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,7 +161,7 @@ impl Lock {
                     "{} {} ({}) is not in the lock file",
                     p.name, p.version, p.architecture
                 )),
-                Some(old) if old.identity() != p.identity() => {
+                Some(old) if !old.same_file(p) => {
                     let mut what = Vec::new();
                     if old.version != p.version {
                         what.push(format!("version {} -> {}", old.version, p.version));
@@ -133,7 +175,7 @@ impl Lock {
                     if old.sha256 != p.sha256 {
                         what.push(format!("sha256 {} -> {}", old.sha256, p.sha256));
                     }
-                    if old.sha512 != p.sha512 && !old.sha512.is_empty() {
+                    if sha512_differs(old, p) {
                         what.push("sha512 differs".to_string());
                     }
                     out.push(format!(
@@ -172,7 +214,8 @@ mod tests {
             url: format!("http://127.0.0.1/{name}.deb"),
             size: 10,
             sha256: sha.to_string().repeat(64),
-            sha512: sha.to_string().repeat(128),
+            sha512: Some(sha.to_string().repeat(128)),
+            index_digests: vec!["Size".into(), "SHA256".into(), "SHA512".into()],
             index: "Packages".into(),
             index_sha256: "c".repeat(64),
             release_sha256: "d".repeat(64),
@@ -205,5 +248,32 @@ mod tests {
             Lock::parse("version = 1\n[[package]]\nname = 1\n"),
             Err(LockError::Syntax { line: 3, .. })
         ));
+    }
+
+    #[test]
+    fn sha512_is_compared_only_where_both_sides_know_it() {
+        let with = pkg("libc-ares2", 'a');
+        let mut without = with.clone();
+        without.sha512 = None;
+        without.index_digests = vec!["Size".into(), "SHA256".into()];
+        let old = Lock::new(vec![with.clone()]);
+        assert!(
+            old.differences(&Lock::new(vec![without.clone()]))
+                .is_empty()
+        );
+        assert!(
+            Lock::new(vec![without.clone()])
+                .differences(&old)
+                .is_empty()
+        );
+        let text = Lock::new(vec![without]).to_text();
+        assert!(!text.contains("sha512"), "{text}");
+        // An old lock's empty string means unknown.
+        let old_text = old.to_text().replace(&"a".repeat(128), "");
+        assert_eq!(Lock::parse(&old_text).unwrap().package[0].sha512, None);
+        let mut other = with.clone();
+        other.sha512 = Some("b".repeat(128));
+        let d = old.differences(&Lock::new(vec![other]));
+        assert_eq!(d, vec!["libc-ares2 (amd64): sha512 differs".to_string()]);
     }
 }

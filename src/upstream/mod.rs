@@ -88,6 +88,8 @@ pub struct IndexedFile {
     pub size: u64,
     pub sha256: String,
     pub sha512: Option<String>,
+    /// The digest fields the index gave (`Size`, `SHA256`, `SHA512`).
+    pub index_digests: Vec<String>,
     /// The index that listed it (relative to the base URL) and its SHA256.
     pub index: String,
     pub index_sha256: String,
@@ -147,12 +149,18 @@ impl<'t> OpenSource<'t> {
         {
             Some(bytes) => {
                 let what = transport.describe(&inrelease);
-                let (body, _) = keyring.verify_cleartext(&bytes).map_err(|e| {
+                let (mut body, _) = keyring.verify_cleartext(&bytes).map_err(|e| {
                     fail(UpstreamErrorKind::BadSignature {
                         what: what.clone(),
                         source: e,
                     })
                 })?;
+                // The cleartext framework does not sign the line ending before
+                // the signature; the Release file published beside InRelease
+                // has it, and `release-sha256` is that file's digest.
+                if !body.ends_with(b"\n") {
+                    body.push(b'\n');
+                }
                 (body, vec![(inrelease, bytes)], what)
             }
             None => {
@@ -406,11 +414,16 @@ impl<'t> OpenSource<'t> {
             .get("SHA512")
             .filter(|h| h.len() == 128 && h.bytes().all(|b| b.is_ascii_hexdigit()))
             .map(str::to_ascii_lowercase);
+        let mut index_digests = vec!["Size".to_string(), "SHA256".to_string()];
+        if sha512.is_some() {
+            index_digests.push("SHA512".into());
+        }
         Ok(IndexedFile {
             path,
             size,
             sha256,
             sha512,
+            index_digests,
             index: index.clone(),
             index_sha256: index_sha256.clone(),
             release_sha256: self.release_sha256.clone(),

@@ -1,5 +1,6 @@
-//! The CUDA link scripts, run for real by dpkg in a Debian chroot
-//! (mmdebstrap minbase, built once and cached under target/).
+//! The CUDA link scripts, run for real by dpkg in an Ubuntu 18.04 root
+//! (bionic, from Ubuntu's archive: apt 1.6, dpkg 1.19, gpgv 2.2), and the
+//! chroots every end-to-end test uses.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -8,55 +9,130 @@ use std::process::Command;
 use crate::common::{ok, run};
 use crate::standin::Lab;
 
-/// A pristine minbase chroot, built once (about half a minute) and reused
-/// from `target/test-chroot/` (or $DEBFORGE_TEST_CHROOT); each test works
-/// on a copy.
-pub fn base_chroot() -> PathBuf {
-    let dir = std::env::var_os("DEBFORGE_TEST_CHROOT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-chroot/bookworm")
-        });
-    let parent = dir.parent().unwrap().to_path_buf();
-    fs::create_dir_all(&parent).unwrap();
-    let lock = fs::File::create(parent.join(".lock")).unwrap();
-    lock.lock().unwrap();
-    if !dir.join("usr/bin/dpkg").exists() {
-        let tmp = parent.join("building");
-        let _ = fs::remove_dir_all(&tmp);
-        ok(Command::new("mmdebstrap")
-            .args(["--variant=minbase", "--quiet", "bookworm"])
-            .arg(&tmp));
-        fs::rename(&tmp, &dir).unwrap();
+/// The systems a test can install on. Bionic is the lab's client; bookworm
+/// (apt 2.6, close to Ubuntu 22.04's) is the newer one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dist {
+    Bionic,
+    Bookworm,
+}
+
+const UBUNTU: &str = "http://archive.ubuntu.com/ubuntu/";
+
+impl Dist {
+    /// The tarball's name: it changes whenever what goes into it does, so an
+    /// old cached root is never used for a new recipe.
+    fn tarball_name(self) -> &'static str {
+        match self {
+            Dist::Bionic => "bionic-minbase-apt-gpgv-gnupg-v1.tar",
+            Dist::Bookworm => "bookworm-minbase-v1.tar",
+        }
     }
-    dir
+
+    fn mmdebstrap(self, out: &Path) -> Command {
+        let mut c = Command::new("mmdebstrap");
+        c.args(["--variant=minbase", "--quiet"]);
+        match self {
+            Dist::Bionic => {
+                let keyring =
+                    Path::new(env!("CARGO_MANIFEST_DIR")).join("keys/ubuntu-archive-keyring.gpg");
+                c.arg("--include=apt,gpgv,gnupg")
+                    .arg(format!("--keyring={}", keyring.display()))
+                    .arg("bionic")
+                    .arg(out)
+                    .arg(format!("deb {UBUNTU} bionic main"))
+                    .arg(format!("deb {UBUNTU} bionic-updates main"));
+            }
+            Dist::Bookworm => {
+                c.arg("bookworm").arg(out);
+            }
+        }
+        c
+    }
+}
+
+/// Where test chroots and downloaded corpora are cached between runs:
+/// $DEBFORGE_TEST_CACHE, else ~/.cache/debforge-tests (kept across clean
+/// clones, so CI builds each root once per machine).
+pub fn test_cache() -> PathBuf {
+    std::env::var_os("DEBFORGE_TEST_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/debforge-tests"))
+        })
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debforge-tests"))
+}
+
+/// A pristine root as one tarball, made once with mmdebstrap (about half a
+/// minute) and reused; each test extracts its own copy.
+pub fn base_tarball(dist: Dist) -> PathBuf {
+    let dir = test_cache().join("chroots");
+    fs::create_dir_all(&dir).unwrap();
+    let lock = fs::File::create(dir.join(".lock")).unwrap();
+    lock.lock().unwrap();
+    let tar = dir.join(dist.tarball_name());
+    if !tar.exists() {
+        // mmdebstrap decides the output format by the name: keep `.tar`.
+        let tmp = dir.join(format!("building-{}", dist.tarball_name()));
+        let _ = fs::remove_file(&tmp);
+        let (code, out, err) = run(&mut dist.mmdebstrap(&tmp));
+        assert_eq!(
+            code, 0,
+            "mmdebstrap could not make the {dist:?} root (is the archive reachable?):\n{out}{err}"
+        );
+        fs::rename(&tmp, &tar).unwrap();
+    }
+    tar
 }
 
 pub struct Chroot {
     _tmp: tempfile::TempDir,
     pub root: PathBuf,
+    pub dist: Dist,
 }
 
 impl Chroot {
+    /// An Ubuntu 18.04 root, the lab's client.
     pub fn new() -> Chroot {
-        let base = base_chroot();
+        Chroot::of(Dist::Bionic)
+    }
+
+    pub fn of(dist: Dist) -> Chroot {
+        let tar = base_tarball(dist);
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("root");
-        ok(Command::new("cp").arg("-a").arg(&base).arg(&root));
-        Chroot { _tmp: tmp, root }
+        fs::create_dir_all(&root).unwrap();
+        ok(Command::new("tar")
+            .args(["--numeric-owner", "-xf"])
+            .arg(&tar)
+            .arg("-C")
+            .arg(&root));
+        // mmdebstrap's roots lack it; `apt-get purge` needs it for
+        // `dpkg --set-selections`.
+        let available = root.join("var/lib/dpkg/available");
+        if !available.exists() {
+            fs::write(&available, "").unwrap();
+        }
+        Chroot {
+            _tmp: tmp,
+            root,
+            dist,
+        }
     }
 
     /// Runs a command inside; (exit code, stdout+stderr).
     pub fn run(&self, cmd: &str) -> (i32, String) {
         let (code, out, err) = run(Command::new("chroot")
             .arg(&self.root)
-            .args(["/bin/sh", "-c", cmd]));
+            .args(["/bin/sh", "-c", cmd])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"));
         (code, format!("{out}{err}"))
     }
 
     pub fn ok(&self, cmd: &str) -> String {
         let (code, out) = self.run(cmd);
-        assert_eq!(code, 0, "{cmd}:\n{out}");
+        assert_eq!(code, 0, "{cmd} ({:?}):\n{out}", self.dist);
         out
     }
 
@@ -69,6 +145,17 @@ impl Chroot {
     pub fn path(&self, p: &str) -> PathBuf {
         self.root.join(p.trim_start_matches('/'))
     }
+}
+
+#[test]
+fn the_test_root_is_ubuntu_18_04() {
+    let c = Chroot::new();
+    let versions = c.ok("dpkg-query -W -f='${Package} ${Version}\\n' apt dpkg gpgv");
+    assert!(versions.contains("apt 1.6."), "{versions}");
+    assert!(versions.contains("dpkg 1.19.0.5"), "{versions}");
+    assert!(versions.contains("gpgv 2.2.4"), "{versions}");
+    let release = fs::read_to_string(c.path("/etc/lsb-release")).unwrap();
+    assert!(release.contains("DISTRIB_RELEASE=18.04"), "{release}");
 }
 
 /// The lab's NCCL packages repacked through the shipped recipes' scripts.
