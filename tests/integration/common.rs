@@ -103,3 +103,18 @@ pub fn sample_tree(root: &Path, control_extra: &str) -> PathBuf {
 pub fn dpkg_contents(deb: &Path) -> String {
     ok(Command::new("dpkg-deb").env("TZ", "UTC").arg("-c").arg(deb))
 }
+
+/// Calls `f` for every file (not directory) below `dir`.
+pub fn walk_files(dir: &Path, f: &mut dyn FnMut(&Path)) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            walk_files(&p, f);
+        } else {
+            f(&p);
+        }
+    }
+}

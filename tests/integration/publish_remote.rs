@@ -15,7 +15,7 @@ use crate::common::{debforge, ok, run, verify_published};
 use crate::server::Server;
 use crate::standin::Lab;
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -23,7 +23,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn wait_for_port(port: u16, what: &str, child: &mut Child) {
+pub fn wait_for_port(port: u16, what: &str, child: &mut Child) {
     let start = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         if let Ok(Some(status)) = child.try_wait() {
@@ -60,13 +60,13 @@ fn apt_accepts_with(url: &str, out: &Path, auth: Option<&str>) {
     assert_eq!(apt.candidate("libcudnn7"), "7.5.0.56-1+cuda10.1");
 }
 
-fn publish(out: &Path, to: &str) -> Command {
+pub fn publish(out: &Path, to: &str) -> Command {
     let mut c = debforge();
     c.arg("publish").arg("--to").arg(to).arg("--out").arg(out);
     c
 }
 
-struct RsyncDaemon {
+pub struct RsyncDaemon {
     child: Child,
     port: u16,
     log: PathBuf,
@@ -82,7 +82,7 @@ impl Drop for RsyncDaemon {
 impl RsyncDaemon {
     /// Modules: `repo` (writable, at `root/repo`), `frozen` (read only) and
     /// `locked` (user `lab`, password `s3cret`).
-    fn start(root: &Path) -> RsyncDaemon {
+    pub fn start(root: &Path) -> RsyncDaemon {
         let uid = ok(Command::new("id").arg("-u")).trim().to_string();
         let gid = ok(Command::new("id").arg("-g")).trim().to_string();
         for m in ["repo", "frozen", "locked"] {
@@ -117,7 +117,7 @@ impl RsyncDaemon {
         RsyncDaemon { child, port, log }
     }
 
-    fn url(&self, rest: &str) -> String {
+    pub fn url(&self, rest: &str) -> String {
         format!("rsync://127.0.0.1:{}/{rest}", self.port)
     }
 
@@ -263,7 +263,7 @@ fn rsync_targets_fail_clearly() {
 }
 
 /// moto's S3 server, installed by `.ci/run` into a cached virtualenv.
-struct S3Server {
+pub struct S3Server {
     child: Child,
     port: u16,
 }
@@ -291,7 +291,7 @@ fn moto_server() -> PathBuf {
 
 impl S3Server {
     /// `enforce_auth`: refuse unknown access keys (as AWS does).
-    fn start(enforce_auth: bool) -> S3Server {
+    pub fn start(enforce_auth: bool) -> S3Server {
         let port = free_port();
         let mut cmd = Command::new(moto_server());
         cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
@@ -306,11 +306,11 @@ impl S3Server {
         S3Server { child, port }
     }
 
-    fn endpoint(&self) -> String {
+    pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    fn create_bucket(&self, name: &str) {
+    pub fn create_bucket(&self, name: &str) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         write!(
             s,
@@ -324,7 +324,7 @@ impl S3Server {
     }
 }
 
-fn s3_publish(out: &Path, to: &str, endpoint: &str) -> Command {
+pub fn s3_publish(out: &Path, to: &str, endpoint: &str) -> Command {
     let mut c = publish(out, to);
     c.args(["--endpoint", endpoint])
         .env("AWS_ACCESS_KEY_ID", "lab")

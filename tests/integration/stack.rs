@@ -6,9 +6,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::chroot::Chroot;
+use std::os::unix::fs::PermissionsExt;
+
+use crate::chroot::{Chroot, Dist};
 use crate::common::{ok, run};
-use crate::standin::Lab;
+use crate::publish_remote::{RsyncDaemon, S3Server, free_port};
+use crate::standin::{Lab, OtherRepo};
 
 fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
@@ -291,123 +294,282 @@ fn air_gapped_install_from_a_bundle_with_no_server() {
     c.ok(&format!(
         "cd /tmp && tar -xf {g} && sh debforge-bundle/install.sh"
     ));
-    let update = c.ok("apt-get update 2>&1");
-    assert!(
-        !update
-            .lines()
-            .any(|l| l.starts_with("W:") || l.starts_with("E:")),
-        "{update}"
+    lab_day(
+        &c,
+        lab.dir.path(),
+        "/etc/apt/sources.list.d/debforge-bundle.sources",
     );
-    let policy = c.ok("apt-cache policy libcudnn7");
-    assert!(
-        policy.contains("Candidate: 7.5.0.56-1+cuda10.1"),
-        "{policy}"
-    );
-    c.ok("DEBIAN_FRONTEND=noninteractive apt-get install -y gpu-stack-cu101 2>&1");
-    let report = c.ok("gpu-stack-check");
-    assert!(report.contains("all checks passed"), "{report}");
-    assert!(fs::symlink_metadata(c.path("/usr/local/cuda/nccl/lib/libnccl.so.2")).is_ok());
 }
 
-#[test]
-fn apt_install_gpu_stack_from_debforge_serve_in_a_chroot() {
-    let lab = Lab::new();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let mirror = format!("http://127.0.0.1:{port}/");
-    let out = shipped_build_in(&lab, &mirror);
-    let mut server = crate::common::debforge()
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--out"])
-        .arg(&out)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert!(line.contains(&mirror), "{line}");
+/// What our packages leave on a lab machine, checked gone after a purge.
+const OURS: &[&str] = &[
+    "gpu-stack-cu101",
+    "libcudnn7",
+    "libcudnn7-dev",
+    "libnccl2",
+    "libnccl-dev",
+    "libc-ares-dev",
+    "libc-ares2",
+];
 
-    let c = Chroot::new();
-    // The repo-config package sets everything up: source, key, pins.
-    install_through_mirror(&c, &out);
-    c.ok("test -e /usr/local/cuda/nccl/lib/libnccl.so.2 && test -e /usr/local/cuda/lib64/libcudnn.so.7");
+/// `apt-get update` that must print no `W:` and no `E:` line.
+fn update_clean(c: &Chroot) {
+    let update = c.ok("apt-get update 2>&1");
+    let problems: Vec<&str> = update
+        .lines()
+        .filter(|l| l.starts_with("W:") || l.starts_with("E:"))
+        .collect();
+    assert!(problems.is_empty(), "{:?}: {update}", c.dist);
+}
 
-    // A second repository offering 7.0.5 and 7.6.5 changes nothing.
-    let other = lab.dir.path().join("other");
-    let mut debs = crate::standin::nvidia_debs("7.6.5.32-1+cuda10.1", "2.4.8-1+cuda10.1");
-    debs.truncate(1);
-    debs.extend(
-        crate::standin::nvidia_debs("7.0.5.15-1ubuntu1", "2.1.4-1")
-            .into_iter()
-            .take(1),
-    );
-    for d in &debs {
-        crate::standin::build_deb(d, "amd64", &other, &lab.dir.path().join("other-work"));
-    }
-    crate::standin::write_packages(&other, ".", &other.join("Packages"), false);
-    let other_server = crate::server::Server::start(other.clone());
+fn candidate(c: &Chroot, package: &str) -> String {
+    let policy = c.ok(&format!("apt-cache policy {package}"));
+    policy
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Candidate: "))
+        .unwrap_or_else(|| panic!("no candidate line: {policy}"))
+        .to_string()
+}
+
+/// A lab machine's day, once apt knows our repository through `our_source`
+/// (a file in /etc/apt/sources.list.d/) and our pins: a second trusted
+/// repository that offers other cuDNN and NCCL builds appears; without our
+/// source apt finds no candidate rather than falling back; with it apt
+/// installs exactly the pinned builds, the links and alternatives are in
+/// place, nothing wants upgrading; purging leaves nothing of ours.
+fn lab_day(c: &Chroot, work: &Path, our_source: &str) {
+    let other = OtherRepo::start(work);
+    let other_keyring = "/usr/share/keyrings/other-archive-keyring.gpg";
+    fs::copy(&other.keyring, c.path(other_keyring)).unwrap();
     fs::write(
         c.path("/etc/apt/sources.list.d/other.sources"),
-        format!(
-            "Types: deb\nURIs: {}\nSuites: ./\nTrusted: yes\n",
-            other_server.url("")
-        ),
+        other.source(other_keyring),
     )
     .unwrap();
-    c.ok("apt-get update 2>&1");
-    let policy = c.ok("apt-cache policy libcudnn7");
-    assert!(
-        policy.contains("Candidate: 7.5.0.56-1+cuda10.1") && policy.contains("7.6.5.32-1+cuda10.1"),
-        "{policy}"
-    );
-    let upgrade = c.ok("apt-get -s dist-upgrade 2>&1");
-    assert!(upgrade.contains("0 upgraded"), "{upgrade}");
+    update_clean(c);
+    let other_versions = c.ok("apt-cache madison libcudnn7 libnccl2");
+    for v in [
+        "7.0.5.15-1ubuntu1",
+        "7.6.5.32-1+cuda10.1",
+        "2.4.8-1+cuda10.1",
+    ] {
+        assert!(other_versions.contains(v), "{other_versions}");
+    }
 
-    // Remove and purge: the links go, nothing of ours stays.
-    c.ok("DEBIAN_FRONTEND=noninteractive apt-get purge -y --autoremove gpu-stack-cu101 libcudnn7 libcudnn7-dev libnccl2 libnccl-dev gpu-lab-repo 2>&1");
+    // Our source gone (pins still there): no installation candidate, no
+    // silent fallback to the other repository's builds.
+    let aside = c.path("/root/our.sources");
+    fs::rename(c.path(our_source), &aside).unwrap();
+    update_clean(c);
+    let (code, out) = c.run("apt-get install -y libcudnn7 2>&1");
+    assert_eq!(code, 100, "{out}");
+    assert!(out.contains("has no installation candidate"), "{out}");
+    fs::rename(&aside, c.path(our_source)).unwrap();
+    update_clean(c);
+
+    assert_eq!(candidate(c, "libcudnn7"), "7.5.0.56-1+cuda10.1");
+    assert_eq!(candidate(c, "libcudnn7-dev"), "7.5.0.56-1+cuda10.1");
+    assert_eq!(candidate(c, "libnccl2"), "2.4.2-1+cuda10.1");
+    c.ok("apt-get install -y gpu-stack-cu101 2>&1");
+    let installed = c.ok(
+        "dpkg-query -W -f='${Package} ${Version}\\n' libcudnn7 libcudnn7-dev libnccl2 libnccl-dev",
+    );
+    assert_eq!(
+        installed,
+        "libcudnn7 7.5.0.56-1+cuda10.1\nlibcudnn7-dev 7.5.0.56-1+cuda10.1\nlibnccl-dev 2.4.2-1+cuda10.1\nlibnccl2 2.4.2-1+cuda10.1\n"
+    );
+    for (link, target) in [
+        (
+            "/usr/local/cuda/nccl/lib/libnccl.so.2",
+            "/usr/lib/x86_64-linux-gnu/libnccl.so.2.4.2",
+        ),
+        (
+            "/usr/local/cuda/lib64/libcudnn.so.7",
+            "/usr/lib/x86_64-linux-gnu/libcudnn.so.7.5.0",
+        ),
+    ] {
+        assert_eq!(
+            c.ok(&format!("readlink -f {link}")).trim(),
+            target,
+            "{link}"
+        );
+    }
+    // NVIDIA's postinst registered the alternatives; our part did not break them.
+    let alt = c.ok("update-alternatives --display libcudnn");
+    assert!(
+        alt.contains("link currently points to /usr/include/x86_64-linux-gnu/cudnn_v7.h")
+            && alt.contains("libcudnn_so")
+            && alt.contains("libcudnn_stlib"),
+        "{alt}"
+    );
+    assert!(c.ok("gpu-stack-check").contains("all checks passed"));
+    let upgrade = c.ok("apt-get -s dist-upgrade 2>&1");
+    assert!(
+        upgrade.contains("0 upgraded, 0 newly installed, 0 to remove"),
+        "{upgrade}"
+    );
+    assert_eq!(candidate(c, "libcudnn7"), "7.5.0.56-1+cuda10.1");
+    assert_eq!(candidate(c, "libnccl2"), "2.4.2-1+cuda10.1");
+
+    // Remove, then purge: the links and our bookkeeping go.
+    c.ok("apt-get remove -y gpu-stack-cu101 libcudnn7 libcudnn7-dev libnccl2 libnccl-dev 2>&1");
+    assert!(!c.path("/usr/local/cuda").exists());
+    c.ok(&format!(
+        "apt-get purge -y --autoremove {} 2>&1",
+        OURS.join(" ")
+    ));
+    for p in OURS {
+        let (_, status) = c.run(&format!("dpkg-query -W -f='${{db:Status-Abbrev}}' {p}"));
+        assert!(
+            !status.starts_with("ii") && !status.starts_with("rc"),
+            "{p}: {status}"
+        );
+    }
     assert!(!c.path("/usr/local/cuda").exists());
     assert!(!c.path("/var/lib/debforge").exists());
-    assert!(!c.path("/etc/apt/sources.list.d/gpu-lab.sources").exists());
-    assert!(!c.path("/etc/apt/preferences.d/gpu-lab.pref").exists());
-    let _ = server.kill();
-    let _ = server.wait();
+    assert!(!c.path("/usr/bin/gpu-stack-check").exists());
+    fs::remove_file(c.path("/etc/apt/sources.list.d/other.sources")).unwrap();
 }
 
-/// A port that was free a moment ago.
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-/// Installs the repo-config package from `out`, then gpu-stack-cu101 through
-/// apt from the mirror it points at; checks the result.
-fn install_through_mirror(c: &Chroot, out: &Path) {
+/// The lab machine of a repository served at the mirror built into
+/// gpu-lab-repo: the package sets up source, key and pins, then the day;
+/// purging it removes them.
+fn lab_day_through_repo_config(c: &Chroot, out: &Path, work: &Path) {
     c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
     let cfg = c.put(&pool(out, "g/gpu-lab-repo", "gpu-lab-repo_1.0-1_all.deb"));
     c.ok(&format!("dpkg -i {cfg}"));
-    let update = c.ok("apt-get update 2>&1");
-    assert!(
-        !update
-            .lines()
-            .any(|l| l.starts_with("W:") || l.starts_with("E:")),
-        "{update}"
-    );
-    c.ok("DEBIAN_FRONTEND=noninteractive apt-get install -y gpu-stack-cu101 2>&1");
-    assert!(c.ok("gpu-stack-check").contains("all checks passed"));
-    assert!(
-        c.ok("apt-cache policy libcudnn7")
-            .contains("Candidate: 7.5.0.56-1+cuda10.1")
-    );
+    lab_day(c, work, "/etc/apt/sources.list.d/gpu-lab.sources");
+    c.ok("apt-get purge -y gpu-lab-repo 2>&1");
+    for f in [
+        "/etc/apt/sources.list.d/gpu-lab.sources",
+        "/etc/apt/preferences.d/gpu-lab.pref",
+        "/usr/share/keyrings/gpu-lab-archive-keyring.gpg",
+    ] {
+        assert!(!c.path(f).exists(), "{f} left after purge");
+    }
+}
+
+/// `debforge serve` on `port`, serving `dir`; stopped when dropped.
+struct Serve(std::process::Child);
+
+impl Serve {
+    fn start(dir: &Path, port: u16) -> Serve {
+        let mut child = crate::common::debforge()
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--out"])
+            .arg(dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
+        Serve(child)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[test]
-fn publish_to_a_directory_served_by_nginx_then_apt_install() {
+fn apt_install_gpu_stack_from_debforge_serve_on_ubuntu_18_04_and_debian_12() {
+    for dist in [Dist::Bionic, Dist::Bookworm] {
+        let lab = Lab::new();
+        let port = free_port();
+        let out = shipped_build_in(&lab, &format!("http://127.0.0.1:{port}/"));
+        let _server = Serve::start(&out, port);
+        let c = Chroot::of(dist);
+        lab_day_through_repo_config(&c, &out, lab.dir.path());
+    }
+}
+
+/// nginx as it runs on a mirror: its master as root, its workers as the
+/// unprivileged www-data, so a file it cannot read is a failed request.
+struct Nginx {
+    conf: PathBuf,
+    dir: PathBuf,
+    child: std::process::Child,
+}
+
+impl Nginx {
+    fn start(docroot: &Path, port: u16, run_dir: &Path) -> Nginx {
+        fs::create_dir_all(run_dir).unwrap();
+        // www-data must reach the docroot: every directory above it searchable.
+        let mut p = docroot.to_path_buf();
+        while p.pop() {
+            if p == Path::new("/") || p == Path::new("/tmp") {
+                break;
+            }
+            let mode = fs::metadata(&p).unwrap().permissions().mode();
+            fs::set_permissions(&p, fs::Permissions::from_mode(mode | 0o711)).unwrap();
+        }
+        let conf = run_dir.join("nginx.conf");
+        fs::write(
+            &conf,
+            format!(
+                "daemon off;\nuser www-data;\nworker_processes 1;\npid {r}/nginx.pid;\nerror_log {r}/error.log;\nevents {{}}\n\
+                 http {{\n access_log off;\n client_body_temp_path {r};\n proxy_temp_path {r};\n fastcgi_temp_path {r};\n uwsgi_temp_path {r};\n scgi_temp_path {r};\n\
+                 default_type application/octet-stream;\n server {{ listen 127.0.0.1:{port}; root {d}; }}\n}}\n",
+                r = run_dir.display(),
+                d = docroot.display()
+            ),
+        )
+        .unwrap();
+        // No inherited pipes: nginx's workers must not hold the test's output open.
+        let child = Command::new("nginx")
+            .arg("-c")
+            .arg(&conf)
+            .arg("-p")
+            .arg(run_dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        for _ in 0..50 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let ps = ok(Command::new("ps").args(["-o", "user=,args=", "-C", "nginx"]));
+        assert!(
+            ps.lines()
+                .any(|l| l.starts_with("www-data") && l.contains("worker process")),
+            "nginx workers run as www-data: {ps}"
+        );
+        Nginx {
+            conf,
+            dir: run_dir.to_path_buf(),
+            child,
+        }
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // The master stops its workers; a panic above still gets here.
+        let _ = Command::new("nginx")
+            .arg("-c")
+            .arg(&self.conf)
+            .arg("-p")
+            .arg(&self.dir)
+            .args(["-s", "stop"])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn publish_to_a_directory_served_by_nginx_then_the_lab_day() {
     let lab = Lab::new();
     let port = free_port();
     let out = shipped_build_in(&lab, &format!("http://127.0.0.1:{port}/gpu-lab/"));
@@ -418,53 +580,62 @@ fn publish_to_a_directory_served_by_nginx_then_apt_install() {
         .arg(docroot.join("gpu-lab"))
         .arg("--out")
         .arg(&out));
-    let run_dir = lab.dir.path().join("nginx");
-    fs::create_dir_all(&run_dir).unwrap();
-    let conf = run_dir.join("nginx.conf");
+    // Everything published is world-readable; nothing secret went along.
+    let mut files = 0;
+    crate::common::walk_files(&docroot, &mut |p| {
+        let mode = fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644, "{}", p.display());
+        files += 1;
+    });
+    assert!(files > 10);
+    let _nginx = Nginx::start(&docroot, port, &lab.dir.path().join("nginx"));
+    let c = Chroot::new();
+    lab_day_through_repo_config(&c, &out, lab.dir.path());
+}
+
+#[test]
+fn publish_over_rsync_to_an_nginx_mirror_then_the_lab_day() {
+    let lab = Lab::new();
+    let port = free_port();
+    let out = shipped_build_in(&lab, &format!("http://127.0.0.1:{port}/repo/gpu-lab/"));
+    let daemons = lab.dir.path().join("rsyncd");
+    let daemon = RsyncDaemon::start(&daemons);
+    ok(&mut crate::publish_remote::publish(
+        &out,
+        &daemon.url("repo/gpu-lab"),
+    ));
+    // The rsync module's directory is the mirror's docroot.
+    let _nginx = Nginx::start(&daemons, port, &lab.dir.path().join("nginx"));
+    let c = Chroot::new();
+    lab_day_through_repo_config(&c, &out, lab.dir.path());
+}
+
+#[test]
+fn publish_to_s3_then_the_lab_day_from_the_bucket() {
+    let s3 = S3Server::start(false);
+    s3.create_bucket("lab-apt");
+    let lab = Lab::new();
+    let out = shipped_build_in(&lab, &format!("{}/lab-apt/gpu-lab/", s3.endpoint()));
+    ok(&mut crate::publish_remote::s3_publish(
+        &out,
+        "s3://lab-apt/gpu-lab",
+        &s3.endpoint(),
+    ));
+    let c = Chroot::new();
+    // moto refuses anonymous reads of private objects but takes any
+    // Authorization header as signed in: apt sends a login from
+    // auth.conf.d, as for a private mirror.
+    let auth = c.path("/etc/apt/auth.conf.d/lab.conf");
+    fs::create_dir_all(auth.parent().unwrap()).unwrap();
     fs::write(
-        &conf,
+        &auth,
+        // apt 1.6 matches host:port/path (no scheme; apt 1.9+ would need it).
         format!(
-            "daemon off;\nuser root;\nworker_processes 1;\npid {r}/nginx.pid;\nerror_log {r}/error.log;\nevents {{}}\n\
-             http {{\n access_log off;\n client_body_temp_path {r};\n proxy_temp_path {r};\n fastcgi_temp_path {r};\n uwsgi_temp_path {r};\n scgi_temp_path {r};\n\
-             default_type application/octet-stream;\n server {{ listen 127.0.0.1:{port}; root {d}; }}\n}}\n",
-            r = run_dir.display(),
-            d = docroot.display()
+            "machine {}/lab-apt login lab password lab\n",
+            s3.endpoint().trim_start_matches("http://")
         ),
     )
     .unwrap();
-    // No inherited pipes: nginx's workers must not hold the test's output open.
-    let mut nginx = Command::new("nginx")
-        .arg("-c")
-        .arg(&conf)
-        .arg("-p")
-        .arg(&run_dir)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    struct Stop<'a>(&'a Path, &'a Path);
-    impl Drop for Stop<'_> {
-        fn drop(&mut self) {
-            // The master stops its workers; a panic above still gets here.
-            let _ = Command::new("nginx")
-                .arg("-c")
-                .arg(self.0)
-                .arg("-p")
-                .arg(self.1)
-                .args(["-s", "stop"])
-                .status();
-        }
-    }
-    let _stop = Stop(&conf, &run_dir);
-    for _ in 0..50 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let c = Chroot::new();
-    install_through_mirror(&c, &out);
-    drop(_stop);
-    let _ = nginx.wait();
+    fs::set_permissions(&auth, fs::Permissions::from_mode(0o600)).unwrap();
+    lab_day_through_repo_config(&c, &out, lab.dir.path());
 }

@@ -545,3 +545,59 @@ fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
         }
     }
 }
+
+impl TestKey {
+    /// The public key as a binary keyring (what `Signed-By` takes on every
+    /// apt, and the only form gpgv reads).
+    pub fn binary_keyring(&self, path: &Path) {
+        ok(Command::new("gpg")
+            .arg("--homedir")
+            .arg(&self.home)
+            .args(["--batch", "--yes", "--output"])
+            .arg(path)
+            .args(["--export", &self.fingerprint]));
+    }
+}
+
+/// A second repository a lab machine may also have: signed (by another key)
+/// and offering what must never be picked: Ubuntu's old cuDNN
+/// 7.0.5.15-1ubuntu1, NVIDIA's newer 7.6.5.32 and NCCL 2.4.8.
+pub struct OtherRepo {
+    pub server: Server,
+    /// Its binary keyring, for `Signed-By`.
+    pub keyring: PathBuf,
+}
+
+impl OtherRepo {
+    pub fn start(work: &Path) -> OtherRepo {
+        let root = work.join("other-repo");
+        let build = work.join("other-repo-work");
+        let newer = nvidia_debs("7.6.5.32-1+cuda10.1", "2.4.8-1+cuda10.1");
+        let old = nvidia_debs("7.0.5.15-1ubuntu1", "2.1.4-1");
+        for d in newer
+            .iter()
+            .filter(|d| ["libcudnn7", "libcudnn7-dev", "libnccl2", "libnccl-dev"].contains(&d.name))
+            .chain(old.iter().filter(|d| d.name == "libcudnn7"))
+        {
+            build_deb(d, "amd64", &root, &build);
+        }
+        write_packages(&root, ".", &root.join("Packages"), true);
+        let release = write_release(&root, &[("Origin", "Other"), ("Label", "other")]);
+        let key = TestKey::other();
+        key.sign_detached(&release);
+        let keyring = work.join("other-archive-keyring.gpg");
+        key.binary_keyring(&keyring);
+        OtherRepo {
+            server: Server::start(root),
+            keyring,
+        }
+    }
+
+    /// A deb822 source for it, with the keyring at `keyring_path` on the machine.
+    pub fn source(&self, keyring_path: &str) -> String {
+        format!(
+            "Types: deb\nURIs: {}\nSuites: ./\nSigned-By: {keyring_path}\n",
+            self.server.url("")
+        )
+    }
+}
