@@ -14,6 +14,7 @@ mod fetch;
 mod hostile;
 mod publish;
 mod publish_remote;
+mod real_archives;
 mod repack;
 mod repo;
 mod serve;

@@ -601,3 +601,34 @@ impl OtherRepo {
         )
     }
 }
+
+/// The NVIDIA stand-in has the real repository's shape (FACTS.md): flat,
+/// Release + Release.gpg and no InRelease, `Filename: ./<file>.deb`, all four
+/// digests in each stanza, and libcudnn7-dev's postinst registering the
+/// `libcudnn` alternatives as NVIDIA's does.
+#[test]
+fn the_nvidia_stand_in_is_shaped_like_nvidias_repository() {
+    let lab = Lab::new();
+    let repo = lab.www().join("nvidia");
+    assert!(repo.join("Release").is_file() && repo.join("Release.gpg").is_file());
+    assert!(!repo.join("InRelease").exists());
+    assert!(!repo.join("dists").exists(), "flat: no dists/");
+    let packages = fs::read_to_string(repo.join("Packages")).unwrap();
+    let stanzas: Vec<&str> = packages.split("\n\n").filter(|s| !s.trim().is_empty()).collect();
+    assert!(stanzas.len() >= 10);
+    for s in &stanzas {
+        let filename = s.lines().find_map(|l| l.strip_prefix("Filename: ")).unwrap();
+        assert!(filename.starts_with("./") && filename.ends_with(".deb"), "{filename}");
+        for f in ["Size: ", "MD5sum: ", "SHA1: ", "SHA256: ", "SHA512: "] {
+            assert!(s.lines().any(|l| l.starts_with(f)), "{f} in {s}");
+        }
+    }
+    let dev = repo.join("libcudnn7-dev_7.5.0.56-1+cuda10.1_amd64.deb");
+    let postinst = ok(Command::new("dpkg-deb").arg("-I").arg(&dev).arg("postinst"));
+    assert!(
+        postinst.contains("update-alternatives --install /usr/include/cudnn.h libcudnn ")
+            && postinst.contains("--slave /usr/lib/x86_64-linux-gnu/libcudnn.so libcudnn_so ")
+            && postinst.contains("--slave /usr/lib/x86_64-linux-gnu/libcudnn_static.a libcudnn_stlib "),
+        "{postinst}"
+    );
+}
