@@ -18,7 +18,8 @@ use crate::format::version::Version;
 
 #[derive(Debug, Clone, Default)]
 pub struct RepackOptions {
-    /// Our maintainer scripts, by name (`postinst`, …), merged after upstream's.
+    /// Our maintainer scripts, by name (`postinst`, …), merged with upstream's
+    /// (see `format::scripts` for the order and how each part runs).
     pub scripts: Vec<(String, Vec<u8>)>,
     /// Control fields to set (added when absent).
     pub set: Vec<(String, String)>,
@@ -33,7 +34,7 @@ pub struct RepackReport {
     pub output: PathBuf,
     pub package: String,
     pub version: String,
-    /// Scripts that now run upstream's part and then ours.
+    /// Scripts that now run upstream's part and ours.
     pub merged: Vec<String>,
     /// Scripts that are ours alone (upstream had none).
     pub added: Vec<String>,

@@ -4,6 +4,7 @@
 mod apt;
 mod chroot;
 mod common;
+mod corpus;
 mod server;
 mod standin;
 

@@ -18,7 +18,6 @@ use debforge::recipe::lock::Lock;
 use crate::chroot::Chroot;
 use crate::common::{debforge, ok, run};
 
-
 /// True (and says so, past the test harness's capture) when the suite was
 /// asked not to reach the real archives.
 fn skipped(test: &str) -> bool {
@@ -37,9 +36,15 @@ fn skipped(test: &str) -> bool {
 fn against(archive: &str, cmd: &mut Command) -> String {
     let (code, out, err) = run(cmd);
     if code != 0 {
-        let unreachable = ["cannot connect", "dns error", "Connection refused", "timed out", "resolve"]
-            .iter()
-            .any(|w| err.contains(w));
+        let unreachable = [
+            "cannot connect",
+            "dns error",
+            "Connection refused",
+            "timed out",
+            "resolve",
+        ]
+        .iter()
+        .any(|w| err.contains(w));
         if unreachable {
             panic!(
                 "{archive} cannot be reached from this machine (set DEBFORGE_TEST_OFFLINE=1 to skip the real-archive tests):\n{err}"
@@ -119,7 +124,10 @@ fn ubuntu_bionic_updates_locked_snapshotted_built_and_installed_on_18_04() {
         recipes.join("sources.toml"),
     )
     .unwrap();
-    for k in ["ubuntu-archive-keyring.gpg", "nvidia-cudatools-7fa2af80.asc"] {
+    for k in [
+        "ubuntu-archive-keyring.gpg",
+        "nvidia-cudatools-7fa2af80.asc",
+    ] {
         fs::copy(shipped.join("keys").join(k), project.join("keys").join(k)).unwrap();
     }
     for p in ["libc-ares2", "libc-ares-dev"] {
@@ -175,7 +183,9 @@ fn ubuntu_bionic_updates_locked_snapshotted_built_and_installed_on_18_04() {
             .sha256,
         ares.release_sha256
     );
-    let mode = |p: &Path| std::os::unix::fs::PermissionsExt::mode(&fs::metadata(p).unwrap().permissions()) & 0o777;
+    let mode = |p: &Path| {
+        std::os::unix::fs::PermissionsExt::mode(&fs::metadata(p).unwrap().permissions()) & 0o777
+    };
     assert_eq!(mode(&release), 0o644);
     assert_eq!(mode(&recipes.join("debforge.lock")), 0o644);
 
@@ -194,7 +204,12 @@ fn ubuntu_bionic_updates_locked_snapshotted_built_and_installed_on_18_04() {
     // agrees with every digest the lock holds.
     let c = Chroot::new();
     let update = c.ok("apt-get update 2>&1");
-    assert!(!update.lines().any(|l| l.starts_with("W:") || l.starts_with("E:")), "{update}");
+    assert!(
+        !update
+            .lines()
+            .any(|l| l.starts_with("W:") || l.starts_with("E:")),
+        "{update}"
+    );
     for p in &lock.package {
         let show = c.ok(&format!("apt-cache show {}={}", p.name, p.version));
         assert_eq!(apt_show(&show, "Size"), p.size.to_string(), "{}", p.name);
@@ -205,15 +220,27 @@ fn ubuntu_bionic_updates_locked_snapshotted_built_and_installed_on_18_04() {
 
     // Then it installs them from our repository alone.
     c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/* && rm -rf /var/lib/apt/lists/*");
-    ok(Command::new("cp").arg("-a").arg(&out).arg(c.path("/srv/repo")));
-    fs::copy(out.join("debforge.pref"), c.path("/etc/apt/preferences.d/debforge.pref")).unwrap();
+    ok(Command::new("cp")
+        .arg("-a")
+        .arg(&out)
+        .arg(c.path("/srv/repo")));
+    fs::copy(
+        out.join("debforge.pref"),
+        c.path("/etc/apt/preferences.d/debforge.pref"),
+    )
+    .unwrap();
     fs::write(
         c.path("/etc/apt/sources.list.d/lab.list"),
         "deb [signed-by=/srv/repo/debforge-archive-keyring.gpg] file:/srv/repo bionic main\n",
     )
     .unwrap();
     let update = c.ok("apt-get update 2>&1");
-    assert!(!update.lines().any(|l| l.starts_with("W:") || l.starts_with("E:")), "{update}");
+    assert!(
+        !update
+            .lines()
+            .any(|l| l.starts_with("W:") || l.starts_with("E:")),
+        "{update}"
+    );
     c.ok("apt-get install -y libc-ares-dev 2>&1");
     assert_eq!(
         c.ok("dpkg-query -W -f='${Package} ${Version}\\n' libc-ares2 libc-ares-dev"),
@@ -240,7 +267,10 @@ fn debian_bookworm_locked_and_built_with_no_sha512_in_its_index() {
     )
     .unwrap();
     // Packages unchanged since bookworm's release: one per architecture index.
-    for (name, version, arch) in [("hello", "2.10-3", "amd64"), ("cowsay", "3.03+dfsg2-8", "all")] {
+    for (name, version, arch) in [
+        ("hello", "2.10-3", "amd64"),
+        ("cowsay", "3.03+dfsg2-8", "all"),
+    ] {
         fs::write(
             recipes.join(format!("packages/{name}.toml")),
             format!("name = \"{name}\"\nversion = \"{version}\"\narchitecture = \"{arch}\"\nfrom = {{ source = \"debian-bookworm\" }}\naction = \"keep\"\n"),
@@ -277,9 +307,7 @@ fn debian_bookworm_locked_and_built_with_no_sha512_in_its_index() {
             .arg("--out")
             .arg(&out),
     );
-    ok(debforge()
-        .arg("verify")
-        .arg(&out));
+    ok(debforge().arg("verify").arg(&out));
     // This machine's apt verified bookworm's index itself (.ci/run runs
     // apt-get update): the same digests.
     let hello = lock.get("hello", "amd64").unwrap();

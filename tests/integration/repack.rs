@@ -115,7 +115,8 @@ fn repack_copies_the_data_verbatim_and_merges_scripts() {
         "the upstream version by default"
     );
 
-    // The merged scripts, run as dpkg runs them: upstream first, then ours.
+    // The merged scripts, run as dpkg runs them: upstream's postinst first,
+    // then ours; our prerm first, then upstream's.
     let ctrl = tmp.path().join("ctrl");
     ok(Command::new("dpkg-deb").arg("-e").arg(&repacked).arg(&ctrl));
     let log = tmp.path().join("log");
@@ -124,7 +125,7 @@ fn repack_copies_the_data_verbatim_and_merges_scripts() {
     assert_eq!(run_script(&ctrl, "postrm", &["purge"], &log), 0);
     assert_eq!(
         fs::read_to_string(&log).unwrap(),
-        "upstream configure \nours configure \nupstream-perl remove\nours remove\nours purge\n"
+        "upstream configure \nours configure \nours remove\nupstream-perl remove\nours purge\n"
     );
     let mode = fs::metadata(ctrl.join("postinst"))
         .unwrap()

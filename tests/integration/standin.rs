@@ -614,11 +614,20 @@ fn the_nvidia_stand_in_is_shaped_like_nvidias_repository() {
     assert!(!repo.join("InRelease").exists());
     assert!(!repo.join("dists").exists(), "flat: no dists/");
     let packages = fs::read_to_string(repo.join("Packages")).unwrap();
-    let stanzas: Vec<&str> = packages.split("\n\n").filter(|s| !s.trim().is_empty()).collect();
+    let stanzas: Vec<&str> = packages
+        .split("\n\n")
+        .filter(|s| !s.trim().is_empty())
+        .collect();
     assert!(stanzas.len() >= 10);
     for s in &stanzas {
-        let filename = s.lines().find_map(|l| l.strip_prefix("Filename: ")).unwrap();
-        assert!(filename.starts_with("./") && filename.ends_with(".deb"), "{filename}");
+        let filename = s
+            .lines()
+            .find_map(|l| l.strip_prefix("Filename: "))
+            .unwrap();
+        assert!(
+            filename.starts_with("./") && filename.ends_with(".deb"),
+            "{filename}"
+        );
         for f in ["Size: ", "MD5sum: ", "SHA1: ", "SHA256: ", "SHA512: "] {
             assert!(s.lines().any(|l| l.starts_with(f)), "{f} in {s}");
         }
@@ -628,7 +637,8 @@ fn the_nvidia_stand_in_is_shaped_like_nvidias_repository() {
     assert!(
         postinst.contains("update-alternatives --install /usr/include/cudnn.h libcudnn ")
             && postinst.contains("--slave /usr/lib/x86_64-linux-gnu/libcudnn.so libcudnn_so ")
-            && postinst.contains("--slave /usr/lib/x86_64-linux-gnu/libcudnn_static.a libcudnn_stlib "),
+            && postinst
+                .contains("--slave /usr/lib/x86_64-linux-gnu/libcudnn_static.a libcudnn_stlib "),
         "{postinst}"
     );
 }
