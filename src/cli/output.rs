@@ -145,16 +145,22 @@ fn json_out(value: &Value) {
     ));
 }
 
+/// Control files by name, as dpkg-deb lists them (whatever the tar order).
+fn sorted_control_files(control: &ControlFiles) -> Vec<&debforge::deb::ControlFile> {
+    let mut files: Vec<_> = control.files.iter().collect();
+    files.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    files
+}
+
 pub fn deb_info(deb: &DebFile, control: &ControlFiles, json: bool) {
     if json {
         let mut fields = Map::new();
         for f in control.control.fields() {
             fields.insert(f.name().to_string(), Value::String(f.value().to_string()));
         }
-        let files: Vec<Value> = control
-            .files
-            .iter()
-            .map(|f| json!({"name": f.name, "mode": format!("{:04o}", f.mode), "size": f.data.len()}))
+        let files: Vec<Value> = sorted_control_files(control)
+            .into_iter()
+            .map(|f| json!({"name": f.name, "mode": format!("{:04o}", f.mode), "size": f.data.len(), "lines": debforge::deb::listing::dpkg_deb_lines(&f.data)}))
             .collect();
         json_out(&json!({
             "path": deb.path(),
@@ -178,8 +184,8 @@ pub fn deb_info(deb: &DebFile, control: &ControlFiles, json: bool) {
         s.push_str(&format!("  {:<20} {:>12} bytes  {c}\n", m.name, m.size));
     }
     s.push_str(" control files:\n");
-    for f in &control.files {
-        let lines = f.data.iter().filter(|&&b| b == b'\n').count();
+    for f in sorted_control_files(control) {
+        let lines = debforge::deb::listing::dpkg_deb_lines(&f.data);
         s.push_str(&format!(
             "  {:>8} bytes, {:>5} lines  {:04o}  {}\n",
             f.data.len(),

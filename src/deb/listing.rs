@@ -113,3 +113,49 @@ mod tests {
         assert_eq!(mode_string(EntryKind::File, 0o1644), "-rw-r--r-T");
     }
 }
+
+/// The line count `dpkg-deb --info` shows for a control file. dpkg-deb reads
+/// the first character (and, after `#`, the second) to look for `#!` before
+/// counting newlines, so a newline in those places is not counted (a
+/// `templates` file starting with an empty line counts one less); after an
+/// interpreter name it counts the newline that ends it.
+pub fn dpkg_deb_lines(data: &[u8]) -> usize {
+    let mut it = data.iter().copied();
+    let mut lines = 0;
+    if it.next() == Some(b'#') && it.next() == Some(b'!') {
+        let mut c = it.next();
+        while c == Some(b' ') {
+            c = it.next();
+        }
+        while let Some(b) = c {
+            if b.is_ascii_whitespace() || b == 0x0b {
+                break;
+            }
+            c = it.next();
+        }
+        if c == Some(b'\n') {
+            lines += 1;
+        }
+    }
+    lines + it.filter(|&b| b == b'\n').count()
+}
+
+#[cfg(test)]
+mod line_tests {
+    use super::dpkg_deb_lines;
+
+    #[test]
+    fn counts_lines_as_dpkg_deb_info_does() {
+        assert_eq!(dpkg_deb_lines(b"#!/bin/sh\nset -e\n"), 2);
+        assert_eq!(dpkg_deb_lines(b"#!/bin/sh -e\nx\n"), 2);
+        assert_eq!(dpkg_deb_lines(b"Template: a\n"), 1);
+        assert_eq!(
+            dpkg_deb_lines(b"\nTemplate: a\n"),
+            1,
+            "a leading newline is not counted"
+        );
+        assert_eq!(dpkg_deb_lines(b"#\n#\n"), 1);
+        assert_eq!(dpkg_deb_lines(b""), 0);
+        assert_eq!(dpkg_deb_lines(b"#!\n"), 1);
+    }
+}

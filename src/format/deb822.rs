@@ -38,6 +38,16 @@ impl Field {
         self.raw.trim_matches(is_blank_or_newline)
     }
 
+    /// The value as the file has it, as apt-ftparchive copies it into an
+    /// index: the blanks after the colon and at the very end dropped, every
+    /// other byte kept (a trailing space on a Description's first line
+    /// changes its `Description-md5`).
+    pub fn verbatim(&self) -> &str {
+        self.raw
+            .trim_start_matches(is_blank)
+            .trim_end_matches(is_blank_or_newline)
+    }
+
     /// The value's lines, each without its indentation: a non-empty first line,
     /// then the continuation lines (` .` gives an empty line).
     pub fn lines(&self) -> Vec<&str> {
@@ -132,6 +142,24 @@ impl Paragraph {
                 comments: String::new(),
                 inner_comments: Vec::new(),
             }),
+        }
+    }
+
+    /// Sets `name` to a value taken from another paragraph with
+    /// [`Field::verbatim`], byte for byte (no re-indenting or trimming).
+    pub fn set_verbatim(&mut self, name: &str, value: &str) {
+        let raw = if value.starts_with('\n') || value.is_empty() {
+            value.to_string()
+        } else {
+            format!(" {value}")
+        };
+        self.set(name, "");
+        if let Some(f) = self
+            .fields
+            .iter_mut()
+            .find(|f| f.name.eq_ignore_ascii_case(name))
+        {
+            f.raw = raw;
         }
     }
 

@@ -3,12 +3,15 @@
 //! Spec: <https://wiki.debian.org/DebianRepository/Format#A.22Packages.22_Indices>.
 //! A stanza is the package's control paragraph plus where the file is and its
 //! digests, with fields in the order dpkg-scanpackages writes them
-//! (Dpkg::Control::FieldsCore, CTRL_INDEX_PKG), SHA512 after SHA256.
+//! (Dpkg::Control::FieldsCore, CTRL_INDEX_PKG), SHA512 after SHA256, and
+//! fields dpkg does not know after them sorted by name (Dpkg::Control::HashCore
+//! sorts what is not in its output order). Values are copied byte for byte,
+//! as apt-ftparchive copies them.
 
 use super::deb822::Paragraph;
 use crate::digest::Digests;
 
-/// dpkg-scanpackages' field order; fields not listed follow in control order.
+/// dpkg-scanpackages' field order; fields not listed follow, sorted by name.
 pub const FIELD_ORDER: [&str; 41] = [
     "Package",
     "Package-Type",
@@ -71,15 +74,18 @@ pub fn stanza(control: &Paragraph, filename: &str, digests: &Digests) -> Paragra
             Some(v) => out.set(name, &v),
             None => {
                 if let Some(f) = control.field(name) {
-                    out.set(name, f.value());
+                    out.set_verbatim(name, f.verbatim());
                 }
             }
         }
     }
-    for f in control.fields() {
-        if !FIELD_ORDER.iter().any(|n| n.eq_ignore_ascii_case(f.name())) {
-            out.set(f.name(), f.value());
-        }
+    let mut others: Vec<_> = control
+        .fields()
+        .filter(|f| !FIELD_ORDER.iter().any(|n| n.eq_ignore_ascii_case(f.name())))
+        .collect();
+    others.sort_by(|a, b| a.name().cmp(b.name()));
+    for f in others {
+        out.set_verbatim(f.name(), f.verbatim());
     }
     out
 }
@@ -91,7 +97,7 @@ mod tests {
     #[test]
     fn orders_fields_like_dpkg_scanpackages() {
         let control = Paragraph::parse_single(
-            "Package: libnccl2\nVersion: 2.4.2-1+cuda10.1\nArchitecture: amd64\nX-Custom: yes\nMaintainer: cudatools <cudatools@nvidia.com>\nDescription: NCCL\n long text\n .\n more\nSection: libs\n",
+            "Package: libnccl2\nVersion: 2.4.2-1+cuda10.1\nArchitecture: amd64\nX-Custom: yes\nMaintainer: cudatools <cudatools@nvidia.com>\nOriginal-Maintainer: x <x@example.org>\nBuild-Ids: abc\nDescription: NCCL \n long text\n .\n more\nSection: libs\n",
         )
         .unwrap();
         let d = Digests {
@@ -122,12 +128,15 @@ mod tests {
                 "SHA512",
                 "Section",
                 "Description",
+                "Build-Ids",
+                "Original-Maintainer",
                 "X-Custom"
             ]
         );
+        // The trailing space of the first line stays, as apt-ftparchive keeps it.
         assert!(
             s.to_string()
-                .contains("Description: NCCL\n long text\n .\n more\n")
+                .contains("Description: NCCL \n long text\n .\n more\n")
         );
     }
 }

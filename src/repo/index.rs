@@ -107,6 +107,9 @@ fn identity(meta: &fs::Metadata) -> [i64; 7] {
     ]
 }
 
+/// Bumped whenever `format::packages::stanza` renders differently.
+const STANZA_FORMAT: u32 = 2;
+
 /// Where index caches live; `None` disables caching.
 pub struct IndexCache {
     dir: Option<PathBuf>,
@@ -120,7 +123,11 @@ impl IndexCache {
     fn file_for(&self, root: &Path, sub: &str) -> Option<PathBuf> {
         let dir = self.dir.as_ref()?;
         let abs = std::path::absolute(root.join(sub)).unwrap_or_else(|_| root.join(sub));
-        let h = hex::encode(Sha256::digest(abs.as_os_str().as_encoded_bytes()));
+        // The stanza format is part of the name: a cache written by a
+        // debforge that rendered stanzas differently is never read.
+        let mut key = format!("stanza-v{STANZA_FORMAT}\0").into_bytes();
+        key.extend_from_slice(abs.as_os_str().as_encoded_bytes());
+        let h = hex::encode(Sha256::digest(&key));
         Some(dir.join(format!("{}.jsonl", &h[..32])))
     }
 }

@@ -494,3 +494,123 @@ fn repacked_real_packages_end_as_the_originals_on_ubuntu_18_04() {
 fn repacked_real_packages_end_as_the_originals_on_debian_12() {
     same_end_state_as_the_originals(Dist::Bookworm, BOOKWORM);
 }
+
+/// Debs this machine's own apt downloads (Debian 12 here), cached.
+fn host_debs(names: &[&str]) -> Vec<PathBuf> {
+    let dir = test_cache()
+        .join("corpus")
+        .join(format!("host-{}", short_hash(&names.join(" "))));
+    if !dir.join("complete").exists() {
+        let tmp = dir.with_extension("partial");
+        let _ = fs::remove_dir_all(&tmp);
+        fs::create_dir_all(&tmp).unwrap();
+        ok(Command::new("apt-get")
+            .args(["download", "-qq"])
+            .args(names)
+            .current_dir(&tmp));
+        let _ = fs::remove_dir_all(&dir);
+        fs::rename(&tmp, &dir).unwrap();
+        fs::write(dir.join("complete"), "").unwrap();
+    }
+    debs(&dir)
+}
+
+/// Field name → value exactly as written, per Filename.
+fn index_stanzas(text: &str) -> BTreeMap<String, Vec<(String, String)>> {
+    debforge::format::deb822::Document::parse(text)
+        .unwrap()
+        .paragraphs()
+        .map(|p| {
+            (
+                p.get("Filename").unwrap().to_string(),
+                p.fields()
+                    .map(|f| (f.name().to_string(), f.verbatim().to_string()))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// `debforge index` and `deb info` against apt-ftparchive, dpkg-scanpackages
+/// and `dpkg-deb --info` on every package of the corpora (and dictd, whose
+/// templates start with an empty line).
+#[test]
+fn index_and_info_agree_with_the_reference_tools_on_real_packages() {
+    let mut all = Vec::new();
+    for (dist, targets) in [(Dist::Bionic, BIONIC), (Dist::Bookworm, BOOKWORM)] {
+        let c = corpus(dist, targets);
+        for sub in ["new", "old", "deps"] {
+            all.extend(debs(&c.join(sub)));
+        }
+    }
+    all.extend(host_debs(&["dictd"]));
+    let tmp = tempfile::tempdir().unwrap();
+    let pool = tmp.path().join("pool");
+    fs::create_dir_all(&pool).unwrap();
+    for d in &all {
+        fs::copy(d, pool.join(d.file_name().unwrap())).unwrap();
+    }
+    let in_tmp = |cmd: &mut Command| ok(cmd.current_dir(tmp.path()));
+    let ours = in_tmp(debforge().args(["index", "pool", "--no-cache"]));
+    let apt = in_tmp(Command::new("apt-ftparchive").args(["packages", "pool"]));
+    let scan = in_tmp(Command::new("dpkg-scanpackages").args(["-m", "pool", "/dev/null"]));
+    let (ours, apt, scan) = (
+        index_stanzas(&ours),
+        index_stanzas(&apt),
+        index_stanzas(&scan),
+    );
+    assert!(ours.len() >= 75, "{} packages", ours.len());
+    assert_eq!(
+        ours.keys().collect::<Vec<_>>(),
+        apt.keys().collect::<Vec<_>>()
+    );
+    for (file, fields) in &ours {
+        // Every value byte for byte as apt-ftparchive writes it.
+        let sorted = |v: &Vec<(String, String)>| {
+            let mut v = v.clone();
+            v.sort();
+            v
+        };
+        assert_eq!(sorted(fields), sorted(&apt[file]), "{file}");
+        // The order dpkg-scanpackages writes (it has no SHA512).
+        let names: Vec<&str> = fields
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| *n != "SHA512")
+            .collect();
+        let theirs: Vec<&str> = scan[file].iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, theirs, "{file}");
+    }
+
+    // `deb info`: control files in dpkg-deb's order with its sizes and line counts.
+    for d in &all {
+        let theirs: Vec<(String, u64, u64)> = ok(Command::new("dpkg-deb").arg("-I").arg(d))
+            .lines()
+            .filter_map(|l| {
+                let (size, rest) = l.trim_start().split_once(" bytes, ")?;
+                let (lines, rest) = rest.trim_start().split_once(" lines")?;
+                let name = rest
+                    .trim_start()
+                    .trim_start_matches('*')
+                    .split_whitespace()
+                    .next()?;
+                Some((name.to_string(), size.parse().ok()?, lines.parse().ok()?))
+            })
+            .collect();
+        let json: serde_json::Value =
+            serde_json::from_str(&ok(debforge().args(["deb", "info", "--json"]).arg(d))).unwrap();
+        let mine: Vec<(String, u64, u64)> = json["control_files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["name"].as_str().unwrap().to_string(),
+                    f["size"].as_u64().unwrap(),
+                    f["lines"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(mine, theirs, "{}", d.display());
+    }
+}
