@@ -65,6 +65,15 @@ pub enum PipelineError {
         source_name: String,
         dirs: String,
     },
+    #[error(
+        "{}: the snapshot of source '{source_name}' has no {missing}: it is incomplete (the signed Release is what vouches for every file in it); make it again with `debforge fetch --to DIR` where the upstream is reachable",
+        dir.display()
+    )]
+    SnapshotIncomplete {
+        source_name: String,
+        dir: PathBuf,
+        missing: String,
+    },
     #[error("{package}: {file} is not in any --source-dir ({dirs})")]
     FileNotFound {
         package: String,
@@ -279,6 +288,21 @@ impl<'a> Session<'a> {
         for (name, recipes) in by_source {
             let source = &self.recipes.sources[name];
             let Some(transport) = self.transport_for(name) else {
+                // A directory named after the source is a snapshot: without
+                // its signed files it is broken, not a plain directory of debs.
+                if let Some(dir) = self
+                    .settings
+                    .source_dirs
+                    .iter()
+                    .map(|d| d.join(name))
+                    .find(|d| d.is_dir())
+                {
+                    return Err(PipelineError::SnapshotIncomplete {
+                        source_name: name.to_string(),
+                        missing: format!("{}InRelease (nor Release)", source.release_dir()),
+                        dir,
+                    });
+                }
                 for p in recipes {
                     out.push(self.resolve_plain(p, name, lock)?);
                 }
@@ -476,7 +500,14 @@ impl<'a> Session<'a> {
     /// Fetches every resolved file into the cache, verified, a few at a time.
     /// Files already in the cache are not downloaded again.
     pub fn fetch(&self, resolved: &[Resolved]) -> Result<Vec<Fetched>, PipelineError> {
-        let queue = Mutex::new(resolved.iter().enumerate().collect::<Vec<_>>());
+        // Two recipes may name the same file (same digest and name): it is
+        // fetched once, then found in the cache, never by two workers at once.
+        let mut seen = std::collections::BTreeSet::new();
+        let (first, again): (Vec<_>, Vec<_>) = resolved
+            .iter()
+            .enumerate()
+            .partition(|(_, r)| seen.insert(self.cache_path(r)));
+        let queue = Mutex::new(first);
         let results: Mutex<Vec<(usize, Result<Fetched, PipelineError>)>> = Mutex::new(Vec::new());
         let transports: BTreeMap<String, Box<dyn Transport + '_>> = resolved
             .iter()
@@ -510,8 +541,22 @@ impl<'a> Session<'a> {
             }
         });
         let mut results = results.into_inner().expect("results");
+        if results.iter().all(|(_, r)| r.is_ok()) {
+            for (i, r) in again {
+                results.push((i, self.fetch_one(r, &transports)));
+            }
+        }
         results.sort_by_key(|(i, _)| *i);
         results.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// Where the verified file of `r` lives in the cache.
+    fn cache_path(&self, r: &Resolved) -> PathBuf {
+        self.settings
+            .cache
+            .join("debs")
+            .join(&r.locked.sha256)
+            .join(r.file_name())
     }
 
     fn fetch_one(
@@ -519,12 +564,7 @@ impl<'a> Session<'a> {
         r: &Resolved,
         transports: &BTreeMap<String, Box<dyn Transport + '_>>,
     ) -> Result<Fetched, PipelineError> {
-        let dest = self
-            .settings
-            .cache
-            .join("debs")
-            .join(&r.locked.sha256)
-            .join(r.file_name());
+        let dest = self.cache_path(r);
         let name = r.file_name().to_string();
         let fail = |source| PipelineError::Fetch {
             package: r.locked.name.clone(),
@@ -542,6 +582,12 @@ impl<'a> Session<'a> {
                     let t = transports.get(s).expect("transport for every source");
                     t.fetch(&r.locked.path, &expected, &dest, &name)
                         .map_err(fail)?;
+                    if t.is_local() {
+                        self.observer.event(crate::fetch::Event::Copied {
+                            name,
+                            from: t.describe(&r.locked.path),
+                        });
+                    }
                 }
                 FetchFrom::Url(url) => {
                     self.http
@@ -552,7 +598,10 @@ impl<'a> Session<'a> {
                 }
                 FetchFrom::Local(path) => {
                     upstream::copy_verified(path, &expected, &dest).map_err(fail)?;
-                    self.observer.event(crate::fetch::Event::Done { name });
+                    self.observer.event(crate::fetch::Event::Copied {
+                        name,
+                        from: path.display().to_string(),
+                    });
                 }
             };
         }

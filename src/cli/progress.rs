@@ -120,7 +120,10 @@ impl Observer for Progress {
                 }
                 None => self.line(&format!("fetched {name}")),
             },
-            Event::Cached { name } => self.line(&format!("cached  {name}")),
+            Event::Cached { name } => self.line(&format!(
+                "cached  {name} (verified earlier; its source was not read again)"
+            )),
+            Event::Copied { name, from } => self.line(&format!("copied  {name} from {from}")),
             Event::Warning { message } => self.line(&format!("warning: {message}")),
             Event::Retry {
                 name,

@@ -25,8 +25,11 @@ pub enum Event {
     Progress { name: String, bytes: u64 },
     /// `name` is complete and verified.
     Done { name: String },
-    /// `name` was already in the cache, verified earlier.
+    /// `name` was already in the cache, verified earlier (not read again
+    /// from its source).
     Cached { name: String },
+    /// `name` was copied, verified, from a local file (a snapshot).
+    Copied { name: String, from: String },
     /// Something the user should know that does not stop the run.
     Warning { message: String },
     /// A transient failure; the next attempt starts after `wait`.
@@ -76,9 +79,13 @@ pub enum FetchErrorKind {
     TooLong { expected: u64 },
     #[error("the server sent {found} bytes, the index announces {expected}")]
     TooShort { expected: u64, found: u64 },
-    #[error("SHA256 mismatch: expected {expected}, found {found}; the file was removed")]
+    #[error(
+        "SHA256 mismatch: expected {expected}, found {found}; nothing was written to the cache"
+    )]
     Sha256 { expected: String, found: String },
-    #[error("SHA512 mismatch: expected {expected}, found {found}; the file was removed")]
+    #[error(
+        "SHA512 mismatch: expected {expected}, found {found}; nothing was written to the cache"
+    )]
     Sha512 { expected: String, found: String },
     #[error("{}: {source}", path.display())]
     Io {

@@ -21,6 +21,11 @@ pub trait Transport: Sync {
     ) -> Result<StrongDigests, FetchError>;
     /// The URL or path of `rel`, for messages.
     fn describe(&self, rel: &str) -> String;
+    /// Files come from a directory (a snapshot, a `file://` source), not
+    /// the network.
+    fn is_local(&self) -> bool {
+        false
+    }
 }
 
 pub struct HttpTransport<'a> {
@@ -94,6 +99,10 @@ impl Transport for DirTransport {
 
     fn describe(&self, rel: &str) -> String {
         self.root.join(rel).display().to_string()
+    }
+
+    fn is_local(&self) -> bool {
+        true
     }
 }
 

@@ -3,6 +3,7 @@
 //! snapshots, and every way a download or a signature can go wrong.
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use crate::common::{ok, run};
@@ -187,6 +188,50 @@ fn air_gapped_from_a_snapshot_and_from_a_plain_directory() {
     let ((code, _, err), _) = offline(&plain, "tampered-cache");
     assert_eq!(code, 2);
     assert!(err.contains("SHA256 mismatch: expected"), "{err}");
+    // It says what happened: nothing entered the cache, and the snapshot's
+    // file is still there (it was never "removed").
+    assert!(err.contains("nothing was written to the cache"), "{err}");
+    assert!(!err.contains("removed"), "{err}");
+    assert!(bad.exists());
+
+    // With a warm cache the verified copy is used, and the output says so.
+    let ((code, _, err), _) = offline(&plain, "plain-cache");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!(
+            "cached  {CUDNN} (verified earlier; its source was not read again)"
+        )),
+        "{err}"
+    );
+    // With a cold cache it names the copy it read.
+    let ((code, _, err), _) = offline(&snap, "cold-cache");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!(
+            "copied  {CUDNN} from {}",
+            snap.join("nvidia-ml").join(CUDNN).display()
+        )),
+        "{err}"
+    );
+
+    // A snapshot missing its signed InRelease is named as such, not as a
+    // missing deb.
+    let inrelease = snap.join("ubuntu-bionic-updates/dists/bionic-updates/InRelease");
+    let mode = fs::metadata(&inrelease).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644, "snapshot files are readable by all");
+    let lock_mode = fs::metadata(snap.join("debforge.lock"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(lock_mode, 0o644);
+    fs::remove_file(&inrelease).unwrap();
+    let ((code, _, err), _) = offline(&snap, "broken-cache");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("the snapshot of source 'ubuntu-bionic-updates' has no dists/bionic-updates/InRelease (nor Release): it is incomplete"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -237,7 +282,7 @@ fn download_failures_fail_clearly_and_keep_nothing_unverified() {
             vec![
                 "SHA256 mismatch: expected",
                 "found",
-                "the file was removed",
+                "nothing was written to the cache",
                 "/nvidia/libcudnn7_7.5.0.56-1+cuda10.1_amd64.deb",
             ],
         ),
