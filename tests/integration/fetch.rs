@@ -569,3 +569,36 @@ fn an_unknown_source_override_is_refused() {
     assert_eq!(code, 2);
     assert!(err.contains("--source nvidia: no such source"), "{err}");
 }
+
+#[test]
+fn one_good_signature_by_a_pinned_key_is_enough() {
+    let lab = Lab::new();
+    // A second pinned key the key file does not hold (as the shipped Ubuntu
+    // source pins the 2018 key beside the 2012 one that signs bionic).
+    let sources = lab.recipes.join("sources.toml");
+    let text = fs::read_to_string(&sources).unwrap();
+    let fp = TestKey::shared().fingerprint.clone();
+    let absent = "F6ECB3762474EDA9D21B7022871920D1991BC93C";
+    fs::write(
+        &sources,
+        text.replace(
+            &format!("fingerprint = \"{fp}\""),
+            &format!("fingerprint = [\"{absent}\", \"{fp}\"]"),
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = run(&mut lab.cmd("lock"));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!(
+            "warning: source 'nvidia-ml': the key file keys/upstream.asc does not hold the pinned key {absent}; a signature by another pinned key is still accepted"
+        )),
+        "{err}"
+    );
+    assert!(out.contains("locked 7 packages"), "{out}");
+    // None of the pinned keys in the file: refused.
+    fs::write(&sources, text.replace(&fp, absent)).unwrap();
+    let (code, err) = fails(&mut lab.cmd("lock"));
+    assert_eq!(code, 2);
+    assert!(err.contains("holds none of the pinned keys"), "{err}");
+}
