@@ -74,6 +74,8 @@ pub enum PipelineError {
         dir: PathBuf,
         missing: String,
     },
+    #[error("{}: {reason}", path.display())]
+    BadPackage { path: PathBuf, reason: String },
     #[error("{package}: {file} is not in any --source-dir ({dirs})")]
     FileNotFound {
         package: String,
@@ -157,6 +159,54 @@ pub struct Fetched {
     /// What goes into the pool: the fetched file itself, or its repack.
     pub publish: PathBuf,
     pub publish_sha256: String,
+    /// The control paragraph of `publish`, read from that file: the
+    /// package's identity (name, version, architecture) downstream, never
+    /// what the recipe or the lock said it would be.
+    pub control: crate::format::deb822::ControlParagraph,
+}
+
+impl Fetched {
+    pub fn package(&self) -> &str {
+        self.control.get("Package").unwrap_or_default()
+    }
+    pub fn version(&self) -> &str {
+        self.control.get("Version").unwrap_or_default()
+    }
+    pub fn architecture(&self) -> &str {
+        self.control.get("Architecture").unwrap_or_default()
+    }
+}
+
+/// The control paragraph of a package file (only its control member is read).
+fn read_control(path: &Path) -> Result<crate::format::deb822::ControlParagraph, PipelineError> {
+    let deb = DebFile::open(path).map_err(|source| PipelineError::Deb {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let control = deb
+        .control_files()
+        .map_err(|source| PipelineError::Deb {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .control;
+    Ok(control)
+}
+
+/// Each package's version as its own file says (prepared artifacts) or as
+/// its recipe builds it (`action = "build"`): what exact dependencies,
+/// `@VERSION_OF:…@` and the pins use.
+pub fn package_versions(prepared: &[Fetched], recipes: &RecipeSet) -> BTreeMap<String, String> {
+    let mut v: BTreeMap<String, String> = prepared
+        .iter()
+        .map(|f| (f.package().to_string(), f.version().to_string()))
+        .collect();
+    for p in &recipes.packages {
+        if p.build.is_some() {
+            v.insert(p.name.clone(), p.version.clone());
+        }
+    }
+    v
 }
 
 /// The state of one run: recipes, transports, opened sources.
@@ -607,11 +657,13 @@ impl<'a> Session<'a> {
         }
         let resolved = r.clone();
         let publish_sha256 = resolved.locked.sha256.clone();
+        let control = read_control(&dest)?;
         Ok(Fetched {
             resolved,
             publish: dest.clone(),
             file: dest,
             publish_sha256,
+            control,
         })
     }
 }
@@ -693,6 +745,7 @@ impl Session<'_> {
                     report.sha256
                 }
             };
+            f.control = read_control(&dest)?;
             f.publish = dest;
             f.publish_sha256 = sha256;
             out.push(f);
@@ -710,23 +763,32 @@ impl Session<'_> {
         config: &RepoConfig,
         keyring: &[u8],
         date: i64,
+        versions: &BTreeMap<String, String>,
+        pins: &str,
     ) -> Result<Vec<Fetched>, PipelineError> {
-        let pins = crate::scratch::recipe_pins(&self.recipes);
         let input = crate::scratch::RepoConfigInput {
             config,
             keyring,
-            preferences: &pins,
+            preferences: pins,
         };
         let mut out = Vec::new();
         for p in &self.recipes.packages {
             let Some(b) = &p.build else { continue };
             let dir = self.settings.cache.join("built").join(&p.name);
             let _ = fs::remove_dir_all(&dir);
-            let deb = crate::scratch::build_package(&self.recipes, p, b, Some(&input), date, &dir)
-                .map_err(|e| PipelineError::Scratch {
-                    package: p.name.clone(),
-                    message: e.to_string(),
-                })?;
+            let deb = crate::scratch::build_package(
+                &self.recipes,
+                versions,
+                p,
+                b,
+                Some(&input),
+                date,
+                &dir,
+            )
+            .map_err(|e| PipelineError::Scratch {
+                package: p.name.clone(),
+                message: e.to_string(),
+            })?;
             let d =
                 strong_digest_reader(fs::File::open(&deb).map_err(io(&deb))?).map_err(io(&deb))?;
             let file_name = deb
@@ -748,6 +810,7 @@ impl Session<'_> {
                     locked,
                     from: FetchFrom::Local(deb.clone()),
                 },
+                control: read_control(&deb)?,
                 file: deb.clone(),
                 publish: deb,
                 publish_sha256: d.sha256,
@@ -910,17 +973,6 @@ pub fn write_snapshot(
     write_atomic(&dir.join("debforge.lock"), lock.to_text().as_bytes())
 }
 
-/// The pool path Debian uses: `pool/<component>/<prefix>/<source>/<file>`,
-/// the prefix being `libX` for `lib*` sources and the first letter otherwise.
-pub fn pool_path(component: &str, source: &str, file: &str) -> String {
-    let prefix = if source.starts_with("lib") && source.len() > 3 {
-        &source[..4]
-    } else {
-        &source[..1]
-    };
-    format!("pool/{component}/{prefix}/{source}/{file}")
-}
-
 /// What the repository is and who signs it.
 pub struct RepoParams<'k> {
     pub config: RepoConfig,
@@ -929,9 +981,23 @@ pub struct RepoParams<'k> {
     pub date: i64,
 }
 
+/// A package in the pool: its identity from its control paragraph, its
+/// digests from the copy that went into the pool.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PoolEntry {
+    pub package: String,
+    pub version: String,
+    pub architecture: String,
+    pub filename: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct OutputReport {
     pub pool: Vec<String>,
+    /// What went into the pool, from each file itself.
+    pub packages: Vec<PoolEntry>,
     pub index: IndexReport,
     pub keyring: String,
     pub preferences: String,
@@ -950,6 +1016,7 @@ pub fn write_output(
     out: &Path,
     fetched: &[Fetched],
     params: &RepoParams,
+    pins: &str,
 ) -> Result<OutputReport, PipelineError> {
     let parent = out
         .parent()
@@ -1003,19 +1070,33 @@ pub fn write_output(
     // checked against the lock again). A copy, not a hard link: a file
     // changed in the output must never change the cache.
     let mut entries = Vec::with_capacity(fetched.len());
+    let mut packages = Vec::with_capacity(fetched.len());
     for f in fetched {
         let deb_err = |source| PipelineError::Deb {
-            path: f.file.clone(),
+            path: f.publish.clone(),
             source,
         };
         let deb = DebFile::open(&f.publish).map_err(deb_err)?;
-        let control = deb.control_files().map_err(deb_err)?.control;
-        let source = control
-            .get("Source")
-            .and_then(|s| s.split_whitespace().next())
-            .unwrap_or(&f.resolved.locked.name)
-            .to_string();
-        let rel = pool_path(&params.config.component, &source, f.resolved.file_name());
+        let control = &f.control;
+        // The pool name comes from the package's own control paragraph.
+        let rel =
+            crate::format::packages::pool_path(&params.config.component, control).map_err(|e| {
+                PipelineError::BadPackage {
+                    path: f.publish.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
+        if entries
+            .iter()
+            .any(|e: &crate::repo::IndexedDeb| e.filename == rel)
+        {
+            return Err(PipelineError::BadPackage {
+                path: f.publish.clone(),
+                reason: format!(
+                    "a second package with the same name, version and architecture ({rel})"
+                ),
+            });
+        }
         let dest = root.join(&rel);
         fs::create_dir_all(dest.parent().expect("pool path has a directory")).map_err(io(&dest))?;
         let digests = {
@@ -1048,9 +1129,17 @@ pub fn write_output(
                 },
             });
         }
+        packages.push(PoolEntry {
+            package: f.package().to_string(),
+            version: f.version().to_string(),
+            architecture: f.architecture().to_string(),
+            filename: rel.clone(),
+            size: digests.size,
+            sha256: digests.sha256.clone(),
+        });
         entries.push(crate::repo::IndexedDeb {
-            architecture: control.get("Architecture").unwrap_or_default().to_string(),
-            stanza: crate::format::packages::stanza(&control, &rel, &digests).to_string(),
+            architecture: f.architecture().to_string(),
+            stanza: crate::format::packages::stanza(control, &rel, &digests).to_string(),
             filename: rel,
             digests,
         });
@@ -1073,12 +1162,6 @@ pub fn write_output(
     let (binary, armored) = crate::openpgp::sign::export_public(params.keys);
     write_atomic(&root.join(format!("{KEYRING_NAME}.gpg")), &binary)?;
     write_atomic(&root.join(format!("{KEYRING_NAME}.asc")), &armored)?;
-    let pins = crate::format::preferences::exact_pins(fetched.iter().map(|f| {
-        (
-            f.resolved.locked.name.as_str(),
-            f.resolved.locked.version.as_str(),
-        )
-    }));
     write_atomic(&root.join(PREFERENCES_NAME), pins.as_bytes())?;
 
     // Swap: the previous output moves aside, the new one takes its name.
@@ -1099,8 +1182,10 @@ pub fn write_output(
         fs::remove_dir_all(&old).map_err(io(&old))?;
     }
     drop(lock);
+    packages.sort_by(|a, b| a.filename.cmp(&b.filename));
     Ok(OutputReport {
         pool,
+        packages,
         index,
         keyring: format!("{KEYRING_NAME}.gpg"),
         preferences: PREFERENCES_NAME.to_string(),

@@ -37,8 +37,13 @@ pub struct RepoConfigInput<'a> {
     pub preferences: &'a str,
 }
 
-/// Replaces `@VERSION_OF:<package>@` with that recipe's version.
-fn fill_versions(text: &str, recipes: &RecipeSet, file: &Path) -> Result<String, ScratchError> {
+/// Replaces `@VERSION_OF:<package>@` with that package's version (as its
+/// own file says: `pipeline::package_versions`).
+fn fill_versions(
+    text: &str,
+    versions: &BTreeMap<String, String>,
+    file: &Path,
+) -> Result<String, ScratchError> {
     let mut out = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("@VERSION_OF:") {
@@ -49,15 +54,11 @@ fn fill_versions(text: &str, recipes: &RecipeSet, file: &Path) -> Result<String,
             message: "an @VERSION_OF:<package>@ placeholder is not closed".into(),
         })?;
         let name = &after[..end];
-        let p = recipes
-            .packages
-            .iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| ScratchError::Recipe {
-                file: file.to_path_buf(),
-                message: format!("@VERSION_OF:{name}@ names a package no recipe provides"),
-            })?;
-        out.push_str(&p.version);
+        let version = versions.get(name).ok_or_else(|| ScratchError::Recipe {
+            file: file.to_path_buf(),
+            message: format!("@VERSION_OF:{name}@ names a package no recipe provides"),
+        })?;
+        out.push_str(version);
         rest = &after[end + 1..];
     }
     out.push_str(rest);
@@ -85,9 +86,11 @@ fn gzip_n(data: &[u8]) -> Vec<u8> {
     e.finish().expect("to memory")
 }
 
-/// Builds `recipe` into `out_dir`; returns the `.deb`.
+/// Builds `recipe` into `out_dir`; returns the `.deb`. `versions` gives
+/// every package's version for `depends-exact` and `@VERSION_OF:…@`.
 pub fn build_package(
     recipes: &RecipeSet,
+    versions: &BTreeMap<String, String>,
     recipe: &PackageRecipe,
     build: &BuildRecipe,
     repo_config: Option<&RepoConfigInput>,
@@ -107,16 +110,12 @@ pub fn build_package(
 
     let mut depends: Vec<String> = Vec::new();
     for n in &build.depends_exact {
-        let p = recipes
-            .packages
-            .iter()
-            .find(|p| p.name == *n)
-            .ok_or_else(|| {
-                fail(format!(
-                    "build.depends-exact names {n}, which no recipe provides"
-                ))
-            })?;
-        depends.push(format!("{n} (= {})", p.version));
+        let version = versions.get(n).ok_or_else(|| {
+            fail(format!(
+                "build.depends-exact names {n}, which no recipe provides"
+            ))
+        })?;
+        depends.push(format!("{n} (= {version})"));
     }
     depends.extend(build.depends.iter().cloned());
 
@@ -154,7 +153,7 @@ pub fn build_package(
         let bytes =
             fs::read(&src).map_err(|e| fail(format!("build.files: {}: {e}", src.display())))?;
         let bytes = match String::from_utf8(bytes) {
-            Ok(text) => fill_versions(&text, recipes, &src)?.into_bytes(),
+            Ok(text) => fill_versions(&text, versions, &src)?.into_bytes(),
             Err(e) => e.into_bytes(),
         };
         write(&root, &f.path, &bytes, f.mode)?;
@@ -275,13 +274,4 @@ fn set_dir_modes(dir: &Path) -> Result<(), ScratchError> {
         }
     }
     Ok(())
-}
-
-/// The pins of every recipe package: exact version first, then nothing else.
-pub fn recipe_pins(recipes: &RecipeSet) -> String {
-    let mut pairs: BTreeMap<&str, &str> = BTreeMap::new();
-    for p in &recipes.packages {
-        pairs.insert(&p.name, &p.version);
-    }
-    crate::format::preferences::exact_pins(pairs)
 }

@@ -804,16 +804,23 @@ fn run_build(
     };
     let signing: Vec<_> = loaded.into_iter().map(|k| k.key).collect();
     let (keyring, _) = debforge::openpgp::sign::export_public(&signing);
+    // Versions and pins once, from the prepared packages' own control
+    // paragraphs: the metapackage, the repo-config package and the output's
+    // debforge.pref all get the same.
+    let versions = pipeline::package_versions(&fetched, &session.recipes);
+    let pins = debforge::format::preferences::exact_pins(
+        versions.iter().map(|(n, v)| (n.as_str(), v.as_str())),
+    );
     let mut fetched = fetched;
-    fetched.extend(session.build_from_recipes(&config, &keyring, date)?);
+    fetched.extend(session.build_from_recipes(&config, &keyring, date, &versions, &pins)?);
     let params = pipeline::RepoParams {
         config,
         keys: &signing,
         date,
     };
-    let report = pipeline::write_output(out, &fetched, &params)?;
-    output::fetched(
-        &fetched,
+    let report = pipeline::write_output(out, &fetched, &params, &pins)?;
+    output::built(
+        &report.packages,
         &format!(
             "wrote {} packages into {} (signed by {} key{}; keyring {}, pins {})",
             report.pool.len(),

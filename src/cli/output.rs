@@ -37,6 +37,20 @@ pub fn fetched(fetched: &[debforge::pipeline::Fetched], summary: &str) {
     out(&s);
 }
 
+/// What `build` put into the pool: each file's own identity and digest.
+pub fn built(packages: &[debforge::pipeline::PoolEntry], summary: &str) {
+    let mut s = String::new();
+    for p in packages {
+        s.push_str(&format!(
+            "{} {} {} {} bytes sha256:{}\n",
+            p.package, p.version, p.architecture, p.size, p.sha256
+        ));
+    }
+    s.push_str(summary);
+    s.push('\n');
+    out(&s);
+}
+
 pub fn verify_report(r: &debforge::repo::verify::VerifyReport, dir: &std::path::Path, json: bool) {
     if json {
         json_out(&serde_json::to_value(r).expect("report serializes"));

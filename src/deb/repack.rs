@@ -62,6 +62,26 @@ pub enum RepackError {
     Control(String),
 }
 
+/// `(= old)` becomes `(= new)` in a relation field's text; nothing else changes.
+fn retarget_exact(value: &str, old: &str, new: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(open) = rest.find('(') {
+        out.push_str(&rest[..=open]);
+        rest = &rest[open + 1..];
+        let Some(close) = rest.find(')') else { break };
+        let inside = &rest[..close];
+        let t = inside.trim();
+        match t.strip_prefix('=') {
+            Some(v) if v.trim() == old && !t.starts_with("=>") => out.push_str(&format!("= {new}")),
+            _ => out.push_str(inside),
+        }
+        rest = &rest[close..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Repacks `input` into `output` (written under a temporary name and renamed).
 pub fn repack(
     input: &Path,
@@ -90,9 +110,21 @@ pub fn repack(
         }
     }
     if let Some(suffix) = &opts.version_suffix {
-        let v = format!("{}{suffix}", paragraph.get("Version").unwrap_or_default());
+        let old = paragraph.get("Version").unwrap_or_default().to_string();
+        let v = format!("{old}{suffix}");
         Version::parse(&v).map_err(|e| RepackError::Control(format!("version {v:?}: {e}")))?;
         paragraph.set("Version", &v);
+        // A local rebuild of one source version: exact relations on that
+        // version (libnccl-dev's `libnccl2 (= 2.4.2-1+cuda10.1)`) follow it,
+        // so siblings repacked with the same suffix stay installable together.
+        for field in crate::format::control::RELATION_FIELDS {
+            if let Some(value) = paragraph.field(field).map(|f| f.verbatim().to_string()) {
+                let rewritten = retarget_exact(&value, &old, &v);
+                if rewritten != value {
+                    paragraph.set_verbatim(field, &rewritten);
+                }
+            }
+        }
     }
     check_binary_control(&paragraph).map_err(|e| RepackError::Control(e.to_string()))?;
 
@@ -205,4 +237,25 @@ pub fn repack(
         size: digests.0,
         sha256: digests.1,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retarget_exact;
+
+    #[test]
+    fn exact_relations_on_the_own_version_follow_a_suffix() {
+        assert_eq!(
+            retarget_exact(
+                "libnccl2 (= 2.4.2-1+cuda10.1), libc6 (>= 2.3.4)",
+                "2.4.2-1+cuda10.1",
+                "2.4.2-1+cuda10.1+lab1"
+            ),
+            "libnccl2 (= 2.4.2-1+cuda10.1+lab1), libc6 (>= 2.3.4)"
+        );
+        assert_eq!(
+            retarget_exact("a (=1.0), b (>= 1.0), c (= 1.0.1)", "1.0", "1.0+x"),
+            "a (= 1.0+x), b (>= 1.0), c (= 1.0.1)"
+        );
+    }
 }

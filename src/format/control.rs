@@ -54,6 +54,25 @@ pub fn check_package_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A binary package's `Source`: a source package name, optionally followed
+/// by its version in parentheses (Policy §5.6.1).
+fn check_source(value: &str) -> Result<(), String> {
+    let mut parts = value.splitn(2, ' ');
+    let name = parts.next().unwrap_or_default();
+    check_package_name(name)?;
+    if let Some(rest) = parts.next() {
+        let version = rest
+            .trim()
+            .strip_prefix('(')
+            .and_then(|r| r.strip_suffix(')'))
+            .ok_or_else(|| {
+                format!("expected \"name\" or \"name (version)\", found {rest:?} after the name")
+            })?;
+        Version::parse(version.trim()).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// A problem with a control paragraph, naming the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ControlError {
@@ -73,6 +92,8 @@ pub enum ControlError {
     BadArchitecture(String),
     #[error("field '{field}': {reason}")]
     BadRelation { field: String, reason: String },
+    #[error("field 'Source' value {value:?}: {reason}")]
+    BadSource { value: String, reason: String },
     #[error("field 'Installed-Size' value {0:?} is not a whole number of KiB")]
     BadInstalledSize(String),
 }
@@ -96,6 +117,12 @@ pub fn check_binary_control(p: &ControlParagraph) -> Result<(), ControlError> {
         value: version.to_string(),
         reason: e.to_string(),
     })?;
+    if let Some(source) = p.get("Source") {
+        check_source(source).map_err(|reason| ControlError::BadSource {
+            value: source.to_string(),
+            reason,
+        })?;
+    }
     let arch = p.get("Architecture").unwrap_or_default();
     if !arch
         .bytes()

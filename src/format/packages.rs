@@ -8,7 +8,8 @@
 //! sorts what is not in its output order). Values are copied byte for byte,
 //! as apt-ftparchive copies them.
 
-use super::deb822::Paragraph;
+use super::control::{ControlError, check_binary_control};
+use super::deb822::{ControlParagraph, Paragraph};
 use crate::digest::Digests;
 
 /// dpkg-scanpackages' field order; fields not listed follow, sorted by name.
@@ -56,6 +57,33 @@ pub const FIELD_ORDER: [&str; 41] = [
     "Task",
 ];
 
+/// Where a package goes in the pool, named from its own control paragraph as
+/// Debian's archives lay it out:
+/// `pool/<component>/<prefix>/<source>/<Package>_<Version without epoch>_<Architecture>.deb`,
+/// the prefix being `lib` and one more character for `lib*` sources, else
+/// the first character. The paragraph is checked first (names, version,
+/// `Source`), so nothing taken from a package can leave the pool directory.
+pub fn pool_path(component: &str, control: &ControlParagraph) -> Result<String, ControlError> {
+    check_binary_control(control)?;
+    let package = control.get("Package").unwrap_or_default();
+    let source = control
+        .get("Source")
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or(package);
+    let version = control.get("Version").unwrap_or_default();
+    let version = version.split_once(':').map_or(version, |(_, v)| v);
+    let arch = control.get("Architecture").unwrap_or_default();
+    // Checked names are ASCII: slicing by bytes is slicing by characters.
+    let prefix = if source.starts_with("lib") && source.len() > 3 {
+        &source[..4]
+    } else {
+        &source[..1]
+    };
+    Ok(format!(
+        "pool/{component}/{prefix}/{source}/{package}_{version}_{arch}.deb"
+    ))
+}
+
 /// The index stanza for a package whose control paragraph is `control`,
 /// stored at `filename` (relative to the repository root) with `digests`.
 pub fn stanza(control: &Paragraph, filename: &str, digests: &Digests) -> Paragraph {
@@ -93,6 +121,32 @@ pub fn stanza(control: &Paragraph, filename: &str, digests: &Digests) -> Paragra
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pool_paths_come_from_the_control_paragraph() {
+        let c = |extra: &str| {
+            Paragraph::parse_single(&format!(
+                "Package: libnccl2\nVersion: 1:2.4.2-1+cuda10.1+lab1\nArchitecture: amd64\nMaintainer: m <m@example.org>\nDescription: d\n{extra}"
+            ))
+            .unwrap()
+        };
+        assert_eq!(
+            pool_path("main", &c("")).unwrap(),
+            "pool/main/libn/libnccl2/libnccl2_2.4.2-1+cuda10.1+lab1_amd64.deb"
+        );
+        assert_eq!(
+            pool_path("main", &c("Source: nccl (2.4.2-1)\n")).unwrap(),
+            "pool/main/n/nccl/libnccl2_2.4.2-1+cuda10.1+lab1_amd64.deb"
+        );
+        for bad in [
+            "Source: ../../../../srv/x\n",
+            "Source: éx\n",
+            "Source: ok (not a version)\n",
+        ] {
+            let e = pool_path("main", &c(bad)).unwrap_err();
+            assert!(matches!(e, ControlError::BadSource { .. }), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn orders_fields_like_dpkg_scanpackages() {

@@ -32,6 +32,11 @@ fn shipped_build() -> (Lab, PathBuf) {
 
 /// The same, with `mirror` as the repo-config package's URL.
 fn shipped_build_in(lab: &Lab, mirror: &str) -> PathBuf {
+    shipped_build_with(lab, mirror, |_, text| text)
+}
+
+/// The same, each recipe's text passed through `edit(name, text)` first.
+fn shipped_build_with(lab: &Lab, mirror: &str, edit: impl Fn(&str, String) -> String) -> PathBuf {
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes");
     copy_dir(&shipped.join("scripts"), &lab.recipes.join("scripts"));
     copy_dir(&shipped.join("files"), &lab.recipes.join("files"));
@@ -43,9 +48,10 @@ fn shipped_build_in(lab: &Lab, mirror: &str) -> PathBuf {
         "gpu-stack-cu101",
         "gpu-lab-repo",
     ] {
-        fs::copy(
-            shipped.join(format!("packages/{p}.toml")),
+        let text = fs::read_to_string(shipped.join(format!("packages/{p}.toml"))).unwrap();
+        fs::write(
             lab.recipes.join(format!("packages/{p}.toml")),
+            edit(p, text),
         )
         .unwrap();
     }
@@ -638,4 +644,95 @@ fn publish_to_s3_then_the_lab_day_from_the_bucket() {
     .unwrap();
     fs::set_permissions(&auth, fs::Permissions::from_mode(0o600)).unwrap();
     lab_day_through_repo_config(&c, &out, lab.dir.path());
+}
+
+/// A local rebuild marked `+lab1`: the version every downstream part uses is
+/// the one in the repacked files themselves — pool names, the index, the
+/// metapackage's exact dependencies, the pins (one text in debforge.pref and
+/// in gpu-lab-repo), `policy`, what `build` prints — and apt on Ubuntu 18.04
+/// installs the stack with it.
+#[test]
+fn a_version_suffix_flows_from_the_repacked_files_to_apt() {
+    let lab = Lab::new();
+    let port = free_port();
+    let out = shipped_build_with(&lab, &format!("http://127.0.0.1:{port}/"), |_, text| {
+        if text.contains("[repack]") {
+            text.replace("[repack]\n", "[repack]\nversion-suffix = \"+lab1\"\n")
+        } else {
+            text
+        }
+    });
+    let nccl = pool(
+        &out,
+        "libn/libnccl2",
+        "libnccl2_2.4.2-1+cuda10.1+lab1_amd64.deb",
+    );
+    assert!(nccl.exists(), "pool file named from its own control");
+    let field = |d: &Path, f: &str| {
+        ok(Command::new("dpkg-deb").arg("-f").arg(d).arg(f))
+            .trim()
+            .to_string()
+    };
+    let dev = pool(
+        &out,
+        "libn/libnccl-dev",
+        "libnccl-dev_2.4.2-1+cuda10.1+lab1_amd64.deb",
+    );
+    assert_eq!(field(&dev, "Depends"), "libnccl2 (= 2.4.2-1+cuda10.1+lab1)");
+    let meta = pool(&out, "g/gpu-stack-cu101", "gpu-stack-cu101_1.0-1_all.deb");
+    assert_eq!(
+        field(&meta, "Depends"),
+        "libcudnn7 (= 7.5.0.56-1+cuda10.1+lab1), libcudnn7-dev (= 7.5.0.56-1+cuda10.1+lab1), libnccl2 (= 2.4.2-1+cuda10.1+lab1), libnccl-dev (= 2.4.2-1+cuda10.1+lab1), libc-ares-dev"
+    );
+    let pins = fs::read_to_string(out.join("debforge.pref")).unwrap();
+    assert!(
+        pins.contains("Package: libnccl2\nPin: version 2.4.2-1+cuda10.1+lab1\nPin-Priority: 1001"),
+        "{pins}"
+    );
+    let x = lab.dir.path().join("x-repo");
+    ok(Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(pool(&out, "g/gpu-lab-repo", "gpu-lab-repo_1.0-1_all.deb"))
+        .arg(&x));
+    assert_eq!(
+        fs::read_to_string(x.join("etc/apt/preferences.d/gpu-lab.pref")).unwrap(),
+        pins,
+        "one pins text for the output and the repo-config package"
+    );
+    let policy = ok(crate::common::debforge()
+        .args(["policy", "libnccl2", "--out"])
+        .arg(&out));
+    assert!(
+        policy.contains("Candidate: 2.4.2-1+cuda10.1+lab1"),
+        "{policy}"
+    );
+    // `build` reports the pool file's own size and digest.
+    let (code, stdout, err) = run(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+    assert_eq!(code, 0, "{err}");
+    let sha = debforge::digest::strong_digest_reader(fs::File::open(&nccl).unwrap()).unwrap();
+    assert!(
+        stdout.contains(&format!(
+            "libnccl2 2.4.2-1+cuda10.1+lab1 amd64 {} bytes sha256:{}",
+            sha.size, sha.sha256
+        )),
+        "{stdout}"
+    );
+    ok(crate::common::debforge().arg("verify").arg(&out));
+
+    let _server = Serve::start(&out, port);
+    let c = Chroot::new();
+    c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
+    let cfg = c.put(&pool(&out, "g/gpu-lab-repo", "gpu-lab-repo_1.0-1_all.deb"));
+    c.ok(&format!("dpkg -i {cfg}"));
+    update_clean(&c);
+    c.ok("apt-get install -y gpu-stack-cu101 2>&1");
+    assert_eq!(
+        c.ok("dpkg-query -W -f='${Package} ${Version}\\n' libnccl2 libcudnn7"),
+        "libcudnn7 7.5.0.56-1+cuda10.1+lab1\nlibnccl2 2.4.2-1+cuda10.1+lab1\n"
+    );
+    assert!(c.ok("gpu-stack-check").contains("all checks passed"));
 }
