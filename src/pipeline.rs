@@ -1004,8 +1004,7 @@ pub struct OutputReport {
 }
 
 /// The exported public keyring and the pins, at the output's top level.
-pub const KEYRING_NAME: &str = "debforge-archive-keyring";
-pub const PREFERENCES_NAME: &str = "debforge.pref";
+pub use crate::repo::{KEYRING_NAME, PREFERENCES_NAME};
 
 /// Writes the complete repository for `fetched` into `out`: the pool, the
 /// signed indexes, the public keyring (`.gpg` for `Signed-By`, `.asc`) and

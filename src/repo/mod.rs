@@ -6,6 +6,11 @@
 //! streamed: stanzas go straight into the index writers, each index is hashed
 //! while it is written.
 
+/// The public keyring at the output's top level (`.gpg` for Signed-By, `.asc`).
+pub const KEYRING_NAME: &str = "debforge-archive-keyring";
+/// The pins (apt preferences) at the output's top level.
+pub const PREFERENCES_NAME: &str = "debforge.pref";
+
 pub mod index;
 pub mod verify;
 

@@ -20,10 +20,36 @@ pub struct VerifyReport {
     pub packages: usize,
 }
 
+/// A package as an index lists it: what the installability checks need.
+#[derive(Debug, Clone)]
+struct Listed {
+    name: String,
+    version: String,
+    filename: String,
+    /// (field, value) of Pre-Depends and Depends.
+    depends: Vec<(String, String)>,
+    provides: Vec<String>,
+}
+
 /// Verifies every suite under `root/dists/` against `keyring` (binary or
 /// armored; every certificate in it is trusted). `now` is compared with
-/// `Valid-Until` and `Date`.
+/// `Valid-Until` and `Date`. Beyond integrity it checks that apt can install
+/// from it: every version our pins raise to 1000 or more is in an index,
+/// every dependency on a package the repository has is satisfied by a
+/// version it has, and each pool file is named as its control says.
 pub fn verify(root: &Path, keyring: &[u8], now: i64) -> VerifyReport {
+    let mut listed = Vec::new();
+    let mut r = verify_integrity(root, keyring, now, &mut listed);
+    check_pins(root, &listed, &mut r);
+    r
+}
+
+fn verify_integrity(
+    root: &Path,
+    keyring: &[u8],
+    now: i64,
+    listed: &mut Vec<Listed>,
+) -> VerifyReport {
     let mut r = VerifyReport::default();
     let ring = match PinnedKeyring::all(keyring) {
         Ok(k) => Some(k),
@@ -46,7 +72,7 @@ pub fn verify(root: &Path, keyring: &[u8], now: i64) -> VerifyReport {
     suites.sort();
     for suite in suites {
         r.suites += 1;
-        verify_suite(root, &suite, ring.as_ref(), now, &mut r);
+        verify_suite(root, &suite, ring.as_ref(), now, &mut r, listed);
     }
     if r.suites == 0 {
         r.problems.push(format!("{}: no suite", dists.display()));
@@ -60,6 +86,7 @@ fn verify_suite(
     ring: Option<&PinnedKeyring>,
     now: i64,
     r: &mut VerifyReport,
+    listed: &mut Vec<Listed>,
 ) {
     let show = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
     let release_path = suite.join("Release");
@@ -190,12 +217,15 @@ fn verify_suite(
             }
         }
         if f.path.ends_with("/Packages") {
-            verify_packages(root, &path, r);
+            let mut in_index = Vec::new();
+            verify_packages(root, &path, r, &mut in_index);
+            check_dependencies(&in_index, r);
+            listed.extend(in_index);
         }
     }
 }
 
-fn verify_packages(root: &Path, index: &Path, r: &mut VerifyReport) {
+fn verify_packages(root: &Path, index: &Path, r: &mut VerifyReport, listed: &mut Vec<Listed>) {
     let show = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
     let Ok(file) = File::open(index) else { return };
     let reader = match Compression::None.decoder(BufReader::new(file)) {
@@ -220,6 +250,35 @@ fn verify_packages(root: &Path, index: &Path, r: &mut VerifyReport) {
                 .push(format!("{}: {name} has no Filename", show(index)));
             continue;
         };
+        let version = stanza.get("Version").unwrap_or_default().to_string();
+        let arch = stanza.get("Architecture").unwrap_or_default();
+        let expected = format!(
+            "{name}_{}_{arch}.deb",
+            version.split_once(':').map_or(version.as_str(), |(_, v)| v)
+        );
+        if filename.rsplit('/').next() != Some(expected.as_str()) {
+            r.problems.push(format!(
+                "{filename}: the file name does not match its control paragraph (expected {expected})"
+            ));
+        }
+        listed.push(Listed {
+            name: name.clone(),
+            version: version.clone(),
+            filename: filename.to_string(),
+            depends: ["Pre-Depends", "Depends"]
+                .iter()
+                .filter_map(|f| stanza.field(f).map(|v| (f.to_string(), v.folded())))
+                .collect(),
+            provides: stanza
+                .field("Provides")
+                .map(|p| {
+                    p.folded()
+                        .split(',')
+                        .filter_map(|e| e.split_whitespace().next().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        });
         let deb_path = root.join(filename);
         let d = match File::open(&deb_path).and_then(digest_reader) {
             Ok(d) => d,
@@ -261,6 +320,98 @@ fn verify_packages(root: &Path, index: &Path, r: &mut VerifyReport) {
                 }
             }
             Err(e) => r.problems.push(format!("{filename}: {e}")),
+        }
+    }
+}
+
+/// Every Depends/Pre-Depends group that names a package this index has (by
+/// name or Provides) must be satisfied by a version this index has: else apt
+/// on a lab machine cannot install it from us.
+fn check_dependencies(listed: &[Listed], r: &mut VerifyReport) {
+    use crate::format::relation::Relations;
+    use crate::format::version::Version;
+    let versions: Vec<(&str, Version)> = listed
+        .iter()
+        .filter_map(|l| Some((l.name.as_str(), Version::parse_lenient(&l.version).ok()?.0)))
+        .collect();
+    let ours = |name: &str| {
+        listed
+            .iter()
+            .any(|l| l.name == name || l.provides.iter().any(|p| p == name))
+    };
+    for l in listed {
+        for (field, text) in &l.depends {
+            let Ok(relations) = Relations::parse(text) else {
+                continue; // the control checks report syntax
+            };
+            for group in &relations.0 {
+                if !group.0.iter().any(|rel| ours(&rel.name)) {
+                    continue; // another repository's business
+                }
+                let satisfied = group.0.iter().any(|rel| {
+                    versions.iter().any(|(n, v)| rel.matches(n, v))
+                        || (rel.constraint.is_none()
+                            && listed.iter().any(|o| o.provides.contains(&rel.name)))
+                });
+                if !satisfied {
+                    let names: Vec<&str> = group.0.iter().map(|rel| rel.name.as_str()).collect();
+                    let have: Vec<String> = listed
+                        .iter()
+                        .filter(|o| names.contains(&o.name.as_str()))
+                        .map(|o| format!("{} {}", o.name, o.version))
+                        .collect();
+                    let group_text: Vec<String> =
+                        group.0.iter().map(|rel| rel.to_string()).collect();
+                    r.problems.push(format!(
+                        "{}: {} {} {field}: {}, which no package in this repository satisfies (it has {}); apt cannot install it",
+                        l.filename,
+                        l.name,
+                        l.version,
+                        group_text.join(" | "),
+                        have.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// Every exact version our pins raise to 1000 or more must be in an index,
+/// or apt has no candidate for that package.
+fn check_pins(root: &Path, listed: &[Listed], r: &mut VerifyReport) {
+    let path = root.join(super::PREFERENCES_NAME);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return; // a repository need not ship pins
+    };
+    let prefs = match crate::format::preferences::Preferences::parse(&text) {
+        Ok(p) => p,
+        Err(e) => {
+            r.problems.push(format!("{}: {e}", super::PREFERENCES_NAME));
+            return;
+        }
+    };
+    for rec in &prefs.records {
+        if rec.priority < 1000 || rec.version.contains(['*', '?']) {
+            continue;
+        }
+        for name in &rec.packages {
+            if !listed
+                .iter()
+                .any(|l| &l.name == name && l.version == rec.version)
+            {
+                let have: Vec<&str> = listed
+                    .iter()
+                    .filter(|l| &l.name == name)
+                    .map(|l| l.version.as_str())
+                    .collect();
+                r.problems.push(format!(
+                    "{}: pins {name} to {} (priority {}), which no index lists (it has {}); apt would find no candidate",
+                    super::PREFERENCES_NAME,
+                    rec.version,
+                    rec.priority,
+                    if have.is_empty() { "none".to_string() } else { have.join(", ") }
+                ));
+            }
         }
     }
 }

@@ -736,3 +736,47 @@ fn a_version_suffix_flows_from_the_repacked_files_to_apt() {
     );
     assert!(c.ok("gpu-stack-check").contains("all checks passed"));
 }
+
+/// `verify` checks that apt could install from the repository, not only
+/// that its bytes are signed: a pin on a version no index has, or a
+/// dependency on one of our packages at a version we do not have, is named.
+#[test]
+fn verify_rejects_a_repository_apt_could_not_install_from() {
+    let lab = Lab::new();
+    // A user marks only libnccl2 as a local rebuild: libnccl-dev (upstream's,
+    // not rebuilt) still wants libnccl2 (= 2.4.2-1+cuda10.1).
+    let out = shipped_build_with(&lab, &lab.server.url("repo/"), |name, text| {
+        if name == "libnccl2" {
+            text.replace("[repack]\n", "[repack]\nversion-suffix = \"+lab1\"\n")
+        } else {
+            text
+        }
+    });
+    let (code, stdout, _) = run(crate::common::debforge().arg("verify").arg(&out));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("libnccl-dev 2.4.2-1+cuda10.1 Depends: libnccl2 (= 2.4.2-1+cuda10.1), which no package in this repository satisfies (it has libnccl2 2.4.2-1+cuda10.1+lab1); apt cannot install it"),
+        "{stdout}"
+    );
+
+    // A consistent build verifies; a pin on a version no index has does not.
+    let lab = Lab::new();
+    let out = shipped_build_in(&lab, &lab.server.url("repo/"));
+    ok(crate::common::debforge().arg("verify").arg(&out));
+    let pref = out.join("debforge.pref");
+    let pins = fs::read_to_string(&pref).unwrap();
+    fs::write(
+        &pref,
+        pins.replace(
+            "Pin: version 2.4.2-1+cuda10.1\n",
+            "Pin: version 2.4.2-1+cuda10.1+lab1\n",
+        ),
+    )
+    .unwrap();
+    let (code, stdout, _) = run(crate::common::debforge().arg("verify").arg(&out));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("debforge.pref: pins libnccl2 to 2.4.2-1+cuda10.1+lab1 (priority 1001), which no index lists (it has 2.4.2-1+cuda10.1); apt would find no candidate"),
+        "{stdout}"
+    );
+}
