@@ -8,7 +8,7 @@ use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha512};
 
 /// The size and digests of a byte stream, as lower-case hex.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Digests {
     pub size: u64,
     pub md5: String,

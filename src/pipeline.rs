@@ -979,6 +979,8 @@ pub struct RepoParams<'k> {
     pub keys: &'k [SigningKey],
     /// `Date` of the Release (SOURCE_DATE_EPOCH or now).
     pub date: i64,
+    /// Where digests of pool files are recorded between builds (the cache).
+    pub digest_records: Option<PathBuf>,
 }
 
 /// A package in the pool: its identity from its control paragraph, its
@@ -1064,18 +1066,15 @@ pub fn write_output(
     // the private mode of a fresh temporary directory.
     fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .map_err(io(root))?;
-    // Each package is read once more: its control paragraph, then one pass
-    // that copies it into the pool and computes all four digests (the SHA256
-    // checked against the lock again). A copy, not a hard link: a file
-    // changed in the output must never change the cache.
+    // Each package goes into the pool linked from the cache (its control
+    // paragraph was read when it was prepared). Its digests come from the
+    // record kept under the file's identity, or from one read when there is
+    // none; the SHA256 is checked against the lock (or the repack) again, so
+    // a cache file changed through a link in an earlier output is caught.
+    let store = crate::repo::pool::DigestStore::new(params.digest_records.clone());
     let mut entries = Vec::with_capacity(fetched.len());
     let mut packages = Vec::with_capacity(fetched.len());
     for f in fetched {
-        let deb_err = |source| PipelineError::Deb {
-            path: f.publish.clone(),
-            source,
-        };
-        let deb = DebFile::open(&f.publish).map_err(deb_err)?;
         let control = &f.control;
         // The pool name comes from the package's own control paragraph.
         let rel =
@@ -1085,37 +1084,31 @@ pub fn write_output(
                     reason: e.to_string(),
                 }
             })?;
-        if entries
+        if let Some(e) = entries
             .iter()
-            .any(|e: &crate::repo::IndexedDeb| e.filename == rel)
+            .find(|e: &&crate::repo::IndexedDeb| e.filename == rel)
         {
+            // Two recipes that name the same file: one pool entry. The same
+            // name, version and architecture with other bytes: refused, as
+            // an archive refuses it.
+            if e.digests.sha256 == f.publish_sha256 {
+                continue;
+            }
             return Err(PipelineError::BadPackage {
                 path: f.publish.clone(),
                 reason: format!(
-                    "a second package with the same name, version and architecture ({rel})"
+                    "another package with the same name, version and architecture ({rel}) has other bytes (sha256 {} here, {} there)",
+                    f.publish_sha256, e.digests.sha256
                 ),
             });
         }
         let dest = root.join(&rel);
         fs::create_dir_all(dest.parent().expect("pool path has a directory")).map_err(io(&dest))?;
-        let digests = {
-            let out = fs::File::create(&dest).map_err(io(&dest))?;
-            let mut w = crate::digest::HashingWriter::new(std::io::BufWriter::with_capacity(
-                64 * 1024,
-                out,
-            ));
-            std::io::copy(&mut deb.raw_whole(), &mut w).map_err(io(&dest))?;
-            let (buffered, digests) = w.finish();
-            let file = buffered
-                .into_inner()
-                .map_err(|e| io(&dest)(e.into_error()))?;
-            // The pool file keeps the cached file's time: unchanged packages
-            // look unchanged to `publish` and rsync across rebuilds.
-            if let Ok(t) = fs::metadata(&f.publish).and_then(|m| m.modified()) {
-                file.set_modified(t).map_err(io(&dest))?;
-            }
-            digests
-        };
+        // Linked from the cache where the filesystem allows, its digests
+        // recorded under the file's identity: an unchanged package is
+        // neither copied nor read again.
+        let (digests, _) =
+            crate::repo::pool::place(&f.publish, &dest, &store).map_err(io(&dest))?;
         if digests.sha256 != f.publish_sha256 {
             return Err(PipelineError::Fetch {
                 package: f.resolved.locked.name.clone(),

@@ -817,6 +817,7 @@ fn run_build(
         config,
         keys: &signing,
         date,
+        digest_records: Some(session.settings.cache.join("digests")),
     };
     let report = pipeline::write_output(out, &fetched, &params, &pins)?;
     output::built(

@@ -12,6 +12,7 @@ pub const KEYRING_NAME: &str = "debforge-archive-keyring";
 pub const PREFERENCES_NAME: &str = "debforge.pref";
 
 pub mod index;
+pub mod pool;
 pub mod verify;
 
 use std::fs::{self, File};

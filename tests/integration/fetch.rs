@@ -602,3 +602,38 @@ fn one_good_signature_by_a_pinned_key_is_enough() {
     assert_eq!(code, 2);
     assert!(err.contains("holds none of the pinned keys"), "{err}");
 }
+
+/// The pool links the verified cache files instead of copying them; a
+/// cache file changed behind debforge's back (through such a link) is
+/// caught by its digest on the next build, never published.
+#[test]
+fn the_pool_links_cached_files_and_catches_a_changed_one() {
+    use std::os::unix::fs::MetadataExt;
+    let lab = Lab::new();
+    let out = lab.dir.path().join("out");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    ok(lab.cmd("build").arg("--locked").arg("--out").arg(&out));
+    let pooled = out.join("pool/main/libc/libcudnn7").join(CUDNN);
+    let lock = lock_text(&lab);
+    let cached = fs::read_dir(lab.cache.join("debs"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join(CUDNN))
+        .find(|p| p.exists())
+        .unwrap();
+    assert!(lock.contains(&sha256_of(&cached)));
+    let (a, b) = (
+        fs::metadata(&pooled).unwrap(),
+        fs::metadata(&cached).unwrap(),
+    );
+    assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()), "one copy on disk");
+    assert!(lab.cache.join("digests").read_dir().unwrap().count() >= 7);
+
+    // Same size, other bytes, a new time: the record no longer vouches.
+    let mut bytes = fs::read(&pooled).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    fs::write(&pooled, bytes).unwrap();
+    let (code, err) = fails(lab.cmd("build").arg("--locked").arg("--out").arg(&out));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("SHA256 mismatch"), "{err}");
+}
