@@ -87,6 +87,20 @@ impl DigestStore {
     }
 }
 
+impl DigestStore {
+    /// The digests of `path`: from its record when its identity is
+    /// unchanged, else read (and recorded).
+    pub fn digests_of(&self, path: &Path) -> io::Result<Digests> {
+        let meta = fs::metadata(path)?;
+        if let Some(d) = self.get(&meta) {
+            return Ok(d);
+        }
+        let d = digest_reader(File::open(path)?)?;
+        self.put(&meta, &d);
+        Ok(d)
+    }
+}
+
 /// Puts `src` into the pool at `dest` (which must not exist): linked where
 /// possible, copied otherwise (keeping `src`'s modification time, which is
 /// how `publish` knows an unchanged package). Returns the digests of what is
