@@ -22,14 +22,16 @@ pub fn note(message: &str) {
     let _ = writeln!(io::stderr().lock(), "debforge: {message}");
 }
 
-/// The packages a lock/fetch/build run verified, then a summary line.
-pub fn fetched(fetched: &[debforge::pipeline::Fetched], summary: &str) {
+/// One line per package (name, version, architecture, size, sha256), then
+/// a summary line.
+fn package_lines<'a>(
+    rows: impl Iterator<Item = (&'a str, &'a str, &'a str, u64, &'a str)>,
+    summary: &str,
+) {
     let mut s = String::new();
-    for f in fetched {
-        let l = &f.resolved.locked;
+    for (name, version, arch, size, sha256) in rows {
         s.push_str(&format!(
-            "{} {} {} {} bytes sha256:{}\n",
-            l.name, l.version, l.architecture, l.size, l.sha256
+            "{name} {version} {arch} {size} bytes sha256:{sha256}\n"
         ));
     }
     s.push_str(summary);
@@ -37,18 +39,37 @@ pub fn fetched(fetched: &[debforge::pipeline::Fetched], summary: &str) {
     out(&s);
 }
 
+/// The packages a lock/fetch run verified, then a summary line.
+pub fn fetched(fetched: &[debforge::pipeline::Fetched], summary: &str) {
+    package_lines(
+        fetched.iter().map(|f| {
+            let l = &f.resolved.locked;
+            (
+                l.name.as_str(),
+                l.version.as_str(),
+                l.architecture.as_str(),
+                l.size,
+                l.sha256.as_str(),
+            )
+        }),
+        summary,
+    );
+}
+
 /// What `build` put into the pool: each file's own identity and digest.
 pub fn built(packages: &[debforge::pipeline::PoolEntry], summary: &str) {
-    let mut s = String::new();
-    for p in packages {
-        s.push_str(&format!(
-            "{} {} {} {} bytes sha256:{}\n",
-            p.package, p.version, p.architecture, p.size, p.sha256
-        ));
-    }
-    s.push_str(summary);
-    s.push('\n');
-    out(&s);
+    package_lines(
+        packages.iter().map(|p| {
+            (
+                p.package.as_str(),
+                p.version.as_str(),
+                p.architecture.as_str(),
+                p.size,
+                p.sha256.as_str(),
+            )
+        }),
+        summary,
+    );
 }
 
 pub fn verify_report(r: &debforge::repo::verify::VerifyReport, dir: &std::path::Path, json: bool) {
