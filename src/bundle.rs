@@ -95,7 +95,13 @@ fn sha256_file(path: &Path) -> Result<String, BundleError> {
 /// Writes the bundle of the repository `out` to `output` (temporary name,
 /// then rename). Entries are sorted and dated `mtime`, or else the Release's
 /// Date, so the same repository gives the same bundle bytes.
-pub fn write_bundle(out: &Path, output: &Path, mtime: Option<u64>) -> Result<usize, BundleError> {
+pub fn write_bundle(
+    out: &Path,
+    output: &Path,
+    mtime: Option<u64>,
+    observer: &dyn crate::progress::Observer,
+) -> Result<usize, BundleError> {
+    use crate::progress::{Event, Task};
     let suites: Vec<String> = fs::read_dir(out.join("dists"))
         .map_err(|_| BundleError::NotARepository {
             path: out.to_path_buf(),
@@ -157,12 +163,25 @@ pub fn write_bundle(out: &Path, output: &Path, mtime: Option<u64>) -> Result<usi
             0o755,
         )
         .map_err(io_err(output))?;
-        for f in &repo_files {
+        let total = repo_files.len() as u64;
+        for (i, f) in repo_files.iter().enumerate() {
+            observer.event(Event::Work {
+                task: Task::Bundle,
+                done: i as u64,
+                total,
+                item: f.clone(),
+            });
             let p = out.join(f);
             let size = fs::metadata(&p).map_err(io_err(&p))?.len();
             let mut file = File::open(&p).map_err(io_err(&p))?;
             add(&format!("repo/{f}"), &mut file, size, 0o644).map_err(io_err(&p))?;
         }
+        observer.event(Event::Work {
+            task: Task::Bundle,
+            done: total,
+            total,
+            item: String::new(),
+        });
         let mut w = tar.into_inner().map_err(io_err(output))?;
         w.flush().map_err(io_err(output))?;
     }

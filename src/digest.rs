@@ -215,11 +215,6 @@ pub fn digest_reader(mut reader: impl Read) -> io::Result<Digests> {
     Ok(hasher.finish())
 }
 
-/// MD5 alone, as dpkg's `md5sums` wants it.
-pub fn md5_hex(data: &[u8]) -> String {
-    hex::encode(Md5::digest(data))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

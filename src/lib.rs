@@ -8,7 +8,8 @@
 //! - [`openpgp`]: signature checks against pinned keys (sequoia).
 //! - [`fetch`]: HTTP downloads: resume, retries, verification (effects).
 //! - [`upstream`]: the trust chain Release → index → package.
-//! - [`pipeline`]: lock / fetch / build orchestration.
+//! - [`pipeline`]: lock / fetch / build orchestration, one stage per module.
+//! - [`progress`]: the events long work reports (the printer is the binary's).
 //!
 //! The library never prints; the binary (`src/main.rs`, `src/cli/`) decides
 //! what the user sees.
@@ -21,6 +22,7 @@ pub mod format;
 pub mod keys;
 pub mod openpgp;
 pub mod pipeline;
+pub mod progress;
 pub mod publish;
 pub mod recipe;
 pub mod repo;

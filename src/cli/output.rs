@@ -57,7 +57,7 @@ pub fn fetched(fetched: &[debforge::pipeline::Fetched], summary: &str) {
 }
 
 /// What `build` put into the pool: each file's own identity and digest.
-pub fn built(packages: &[debforge::pipeline::PoolEntry], summary: &str) {
+pub fn built(packages: &[debforge::repo::PoolEntry], summary: &str) {
     package_lines(
         packages.iter().map(|p| {
             (
@@ -298,4 +298,20 @@ pub fn build_report(r: &BuildReport, json: bool) {
         s.push_str(&format!("  added: {}\n", r.generated.join(", ")));
     }
     out(&s);
+}
+
+/// `debforge policy`, in `apt-cache policy`'s layout.
+pub fn policy(entries: &[debforge::repo::policy::PolicyEntry]) {
+    let mut text = String::new();
+    for e in entries {
+        text.push_str(&format!(
+            "{}:\n  Candidate: {}\n  Version table:\n",
+            e.package,
+            e.candidate.as_deref().unwrap_or("(none)")
+        ));
+        for (v, p) in &e.table {
+            text.push_str(&format!("     {v} {p}\n"));
+        }
+    }
+    out(&text);
 }

@@ -1,14 +1,19 @@
-//! Download progress: bars on a terminal (indicatif), plain lines in a pipe.
+//! Progress of downloads and long local work: bars on a terminal
+//! (indicatif), plain lines in a pipe (at most one every two seconds per
+//! kind of work, and one when it ends).
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 
-use debforge::fetch::{Event, Observer};
+use debforge::fetch::{Event, Observer, Task};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 pub struct Progress {
     bars: Option<Bars>,
+    /// Per kind of local work: its bar (terminal) and when a line was last
+    /// printed for it (pipe).
+    work: Mutex<HashMap<Task, (Option<ProgressBar>, std::time::Instant)>>,
 }
 
 struct Bars {
@@ -21,7 +26,10 @@ impl Progress {
     /// Bars when stderr is a terminal, lines otherwise.
     pub fn new() -> Progress {
         if !std::io::stderr().is_terminal() {
-            return Progress { bars: None };
+            return Progress {
+                bars: None,
+                work: Mutex::new(HashMap::new()),
+            };
         }
         let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
         let total = multi.add(ProgressBar::new(0));
@@ -34,6 +42,7 @@ impl Progress {
         );
         total.set_prefix("total");
         Progress {
+            work: Mutex::new(HashMap::new()),
             bars: Some(Bars {
                 multi,
                 files: Mutex::new(HashMap::new()),
@@ -63,6 +72,54 @@ impl Progress {
             }
             None => {
                 let _ = writeln!(std::io::stderr().lock(), "{text}");
+            }
+        }
+    }
+}
+
+impl Progress {
+    fn work(&self, task: Task, done: u64, total: u64, item: &str) {
+        let mut work = self.work.lock().expect("work");
+        let finished = done >= total;
+        let label = task.label();
+        match &self.bars {
+            Some(b) => {
+                let (bar, _) = work.entry(task).or_insert_with(|| {
+                    let bar = b.multi.insert_before(&b.total, ProgressBar::new(total));
+                    bar.set_style(
+                        ProgressStyle::with_template(
+                            "{prefix:>12} [{bar:30}] {pos}/{len} {msg:40!}",
+                        )
+                        .expect("template")
+                        .progress_chars("=> "),
+                    );
+                    bar.set_prefix(label);
+                    (Some(bar), std::time::Instant::now())
+                });
+                if let Some(bar) = bar {
+                    bar.set_length(total);
+                    bar.set_position(done);
+                    bar.set_message(item.to_string());
+                }
+                if finished && let Some((Some(bar), _)) = work.remove(&task) {
+                    bar.finish_and_clear();
+                }
+            }
+            None => {
+                let now = std::time::Instant::now();
+                let due = match work.get(&task) {
+                    None => true,
+                    Some((_, last)) => now.duration_since(*last).as_secs() >= 2,
+                };
+                if finished {
+                    work.remove(&task);
+                    drop(work);
+                    self.line(&format!("{label}: {total} of {total} done"));
+                } else if due {
+                    work.insert(task, (None, now));
+                    drop(work);
+                    self.line(&format!("{label}: {done} of {total} done, now {item}"));
+                }
             }
         }
     }
@@ -125,6 +182,12 @@ impl Observer for Progress {
             )),
             Event::Copied { name, from } => self.line(&format!("copied  {name} from {from}")),
             Event::Warning { message } => self.line(&format!("warning: {message}")),
+            Event::Work {
+                task,
+                done,
+                total,
+                item,
+            } => self.work(task, done, total, &item),
             Event::Retry {
                 name,
                 attempt,

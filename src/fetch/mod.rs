@@ -12,50 +12,7 @@ pub use http::{Expected, Http, HttpOptions};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Progress of the downloads, for the one printer in the binary.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    /// A download starts (or resumes from `resumed_from` bytes).
-    Start {
-        name: String,
-        total: u64,
-        resumed_from: u64,
-    },
-    /// `bytes` of `name` have arrived so far (cumulative).
-    Progress { name: String, bytes: u64 },
-    /// `name` is complete and verified.
-    Done { name: String },
-    /// `name` was already in the cache, verified earlier (not read again
-    /// from its source).
-    Cached { name: String },
-    /// `name` was copied, verified, from a local file (a snapshot).
-    Copied { name: String, from: String },
-    /// Something the user should know that does not stop the run.
-    Warning { message: String },
-    /// A transient failure; the next attempt starts after `wait`.
-    Retry {
-        name: String,
-        attempt: u32,
-        reason: String,
-        wait: Duration,
-    },
-}
-
-pub trait Observer: Sync {
-    fn event(&self, event: Event);
-}
-
-impl<F: Fn(Event) + Sync> Observer for F {
-    fn event(&self, event: Event) {
-        self(event)
-    }
-}
-
-/// An observer that ignores everything (tests, library use).
-pub struct Quiet;
-impl Observer for Quiet {
-    fn event(&self, _: Event) {}
-}
+pub use crate::progress::{Event, Observer, Quiet, Task};
 
 /// A download that failed for good, with what the user needs to act.
 #[derive(Debug, thiserror::Error)]

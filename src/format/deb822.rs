@@ -295,10 +295,6 @@ impl Document {
         self.paragraphs.iter().map(|(_, p)| p)
     }
 
-    pub fn paragraphs_mut(&mut self) -> impl Iterator<Item = &mut Paragraph> {
-        self.paragraphs.iter_mut().map(|(_, p)| p)
-    }
-
     /// Appends a paragraph, separated from the previous one by a blank line.
     pub fn push(&mut self, paragraph: Paragraph) {
         let sep = if self.paragraphs.is_empty() { "" } else { "\n" };

@@ -255,6 +255,40 @@ pub fn render(fields: &ReleaseFields, files: &[(String, crate::digest::Digests)]
     text
 }
 
+/// What the repository is called and what it holds: the recipes'
+/// `[repository]` table, the fields of the Release debforge writes.
+#[derive(Debug, Clone)]
+pub struct RepoConfig {
+    pub origin: String,
+    pub label: String,
+    pub suite: String,
+    pub codename: String,
+    pub component: String,
+    pub architectures: Vec<String>,
+    pub description: String,
+    /// Seconds after `Date` for `Valid-Until`, when wanted.
+    pub valid_for: Option<i64>,
+    /// Where lab machines reach the published repository (for the
+    /// repo-config package's apt source).
+    pub mirror: Option<String>,
+}
+
+impl Default for RepoConfig {
+    fn default() -> Self {
+        RepoConfig {
+            origin: "debforge".into(),
+            label: "debforge".into(),
+            suite: "bionic".into(),
+            codename: "bionic".into(),
+            component: "main".into(),
+            architectures: vec!["amd64".into()],
+            description: "Packages built by debforge".into(),
+            valid_for: None,
+            mirror: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,18 +49,6 @@ pub enum VersionError {
     RevisionBadChar,
 }
 
-impl VersionError {
-    /// True for the problems dpkg reports as warnings and then compares anyway.
-    pub fn is_warning(&self) -> bool {
-        matches!(
-            self,
-            VersionError::UpstreamNotDigit
-                | VersionError::UpstreamBadChar
-                | VersionError::RevisionBadChar
-        )
-    }
-}
-
 impl Version {
     /// Parses a version that Debian Policy allows; dpkg's warnings are errors here
     /// (a package we build must not carry a version dpkg complains about).

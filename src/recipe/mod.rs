@@ -577,7 +577,10 @@ struct RawRepository {
 
 /// Parses `repository.toml`: what the built repository is called (defaults:
 /// suite and codename `bionic`, component `main`, architecture `amd64`).
-pub fn parse_repository(file: &Path, text: &str) -> Result<crate::repo::RepoConfig, RecipeError> {
+pub fn parse_repository(
+    file: &Path,
+    text: &str,
+) -> Result<crate::format::release::RepoConfig, RecipeError> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Top {
@@ -586,7 +589,7 @@ pub fn parse_repository(file: &Path, text: &str) -> Result<crate::repo::RepoConf
     let top: Top = toml::from_str(text).map_err(|e| toml_error(file, text, e))?;
     let span = top.repository.span();
     let raw = top.repository.into_inner();
-    let mut c = crate::repo::RepoConfig::default();
+    let mut c = crate::format::release::RepoConfig::default();
     let word = |v: &str| {
         !v.is_empty()
             && v.bytes()
@@ -778,12 +781,12 @@ fn parse_build(file: &Path, text: &str, b: Spanned<RawBuild>) -> Result<BuildRec
 }
 
 /// Reads `dir/repository.toml` when present, else the defaults.
-pub fn load_repository(dir: &Path) -> Result<crate::repo::RepoConfig, RecipeError> {
+pub fn load_repository(dir: &Path) -> Result<crate::format::release::RepoConfig, RecipeError> {
     let file = dir.join("repository.toml");
     match std::fs::read_to_string(&file) {
         Ok(text) => parse_repository(&file, &text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Ok(crate::repo::RepoConfig::default())
+            Ok(crate::format::release::RepoConfig::default())
         }
         Err(e) => Err(RecipeError {
             file,

@@ -2,9 +2,10 @@
 //! the `Packages` indexes (plain, `.gz`, `.xz`, and `by-hash/` copies), the
 //! `Release` listing them, and its signatures `Release.gpg` and `InRelease`.
 //!
-//! Spec: <https://wiki.debian.org/DebianRepository/Format>. Everything is
-//! streamed: stanzas go straight into the index writers, each index is hashed
-//! while it is written.
+//! Spec: <https://wiki.debian.org/DebianRepository/Format>. Stanzas go
+//! straight into the index writers (memory stays flat in the number of
+//! packages); each finished index is then read once for its four digests and
+//! linked under `by-hash/`. [`write`] is the whole output transaction.
 
 /// The public keyring at the output's top level (`.gpg` for Signed-By, `.asc`).
 pub const KEYRING_NAME: &str = "debforge-archive-keyring";
@@ -12,8 +13,12 @@ pub const KEYRING_NAME: &str = "debforge-archive-keyring";
 pub const PREFERENCES_NAME: &str = "debforge.pref";
 
 pub mod index;
+pub mod policy;
 pub mod pool;
 pub mod verify;
+mod write;
+
+pub use write::{OutputReport, PoolEntry, PoolInput, RepoParams, write};
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
@@ -27,38 +32,7 @@ use crate::openpgp::sign::{SignError, SigningKey, sign_cleartext, sign_detached}
 
 pub use index::{IndexCache, IndexError, IndexStats, IndexedDeb, index_tree, read_deb, walk_debs};
 
-/// What the repository is called and what it holds.
-#[derive(Debug, Clone)]
-pub struct RepoConfig {
-    pub origin: String,
-    pub label: String,
-    pub suite: String,
-    pub codename: String,
-    pub component: String,
-    pub architectures: Vec<String>,
-    pub description: String,
-    /// Seconds after `Date` for `Valid-Until`, when wanted.
-    pub valid_for: Option<i64>,
-    /// Where lab machines reach the published repository (for the
-    /// repo-config package's apt source).
-    pub mirror: Option<String>,
-}
-
-impl Default for RepoConfig {
-    fn default() -> Self {
-        RepoConfig {
-            origin: "debforge".into(),
-            label: "debforge".into(),
-            suite: "bionic".into(),
-            codename: "bionic".into(),
-            component: "main".into(),
-            architectures: vec!["amd64".into()],
-            description: "Packages built by debforge".into(),
-            valid_for: None,
-            mirror: None,
-        }
-    }
-}
+pub use crate::format::release::RepoConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
@@ -68,6 +42,19 @@ pub enum RepoError {
     Io { path: PathBuf, source: io::Error },
     #[error("{0}")]
     Sign(#[from] SignError),
+    #[error("{}: {reason}", path.display())]
+    BadPackage { path: PathBuf, reason: String },
+    #[error(
+        "{}: the file changed since it was verified (sha256 {expected} expected, {found} found); remove it from the cache and build again",
+        path.display()
+    )]
+    Changed {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
+    #[error("another debforge build is writing {} (it holds {}); wait for it to finish", out.display(), lock.display())]
+    Busy { out: PathBuf, lock: PathBuf },
     #[error("{filename}: architecture {arch} is not one of the repository's ({archs})")]
     ForeignArch {
         filename: String,
@@ -276,25 +263,4 @@ impl<'c> DistsWriter<'c> {
             files: listed.into_iter().map(|(r, _)| r).collect(),
         })
     }
-}
-
-/// Writes `dists/<suite>/` for the debs under `root/pool/<component>/`,
-/// indexed through `cache`.
-pub fn write_dists(
-    root: &Path,
-    config: &RepoConfig,
-    cache: &IndexCache,
-    date: i64,
-    keys: &[SigningKey],
-) -> Result<IndexReport, RepoError> {
-    let mut writer = DistsWriter::new(root, config)?;
-    let mut stats = IndexStats::default();
-    index_tree(
-        cache,
-        root,
-        &format!("pool/{}", config.component),
-        &mut stats,
-        &mut |deb| writer.add(deb),
-    )?;
-    writer.finish(date, keys, stats)
 }

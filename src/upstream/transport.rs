@@ -29,7 +29,8 @@ pub trait Transport: Sync {
 }
 
 pub struct HttpTransport<'a> {
-    pub http: &'a Http,
+    /// Shared by every source's transport and direct URL downloads.
+    pub http: std::sync::Arc<Http>,
     /// Ends with `/`.
     pub base: String,
     pub observer: &'a dyn Observer,

@@ -177,8 +177,8 @@ fn repacked_nccl() -> (Lab, PathBuf, PathBuf) {
     let out = lab.dir.path().join("repo-out");
     ok(lab.cmd("build").arg("--out").arg(&out));
     let pool = out.join("pool/main/libn");
-    let a = pool.join("libnccl2/libnccl2_2.4.2-1+cuda10.1_amd64.deb");
-    let b = pool.join("libnccl-dev/libnccl-dev_2.4.2-1+cuda10.1_amd64.deb");
+    let a = pool.join("libnccl2/libnccl2_2.4.2-1+cuda10.1+debforge1_amd64.deb");
+    let b = pool.join("libnccl-dev/libnccl-dev_2.4.2-1+cuda10.1+debforge1_amd64.deb");
     (lab, a, b)
 }
 
@@ -204,7 +204,7 @@ fn link_scripts_install_reconfigure_upgrade_remove_and_purge() {
     ));
 
     // Re-configure and reinstall (an upgrade to the same version): harmless.
-    c.ok("/var/lib/dpkg/info/libnccl2.postinst configure 2.4.2-1+cuda10.1");
+    c.ok("/var/lib/dpkg/info/libnccl2.postinst configure 2.4.2-1+cuda10.1+debforge1");
     c.ok(&format!("dpkg -i {a}"));
     let dirs = fs::read_to_string(c.path("/var/lib/debforge/cuda-links/dirs")).unwrap();
     assert_eq!(
@@ -247,7 +247,7 @@ fn link_scripts_install_reconfigure_upgrade_remove_and_purge() {
         fs::read_link(c.path("/usr/lib/x86_64-linux-gnu/libnccl.so.2")).unwrap(),
         Path::new("libnccl.so.2.4.8")
     );
-    c.ok("dpkg -i /tmp/libnccl2_2.4.2-1+cuda10.1_amd64.deb");
+    c.ok("dpkg -i /tmp/libnccl2_2.4.2-1+cuda10.1+debforge1_amd64.deb");
 
     // Removing one keeps what the other still uses; removing both leaves nothing of ours.
     c.ok("dpkg -r libnccl-dev");

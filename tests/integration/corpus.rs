@@ -294,13 +294,16 @@ fn differences(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Ve
     d
 }
 
+/// The state after each step: (step, package → status and version).
+type StepStates = Vec<(String, BTreeMap<String, String>)>;
+
 /// One machine's run through every step; the state after each.
 fn run_steps(
     dist: Dist,
     repo: &Path,
     targets: &[&str],
     old: &[(String, String)],
-) -> (Vec<(String, BTreeMap<String, String>)>, String) {
+) -> (StepStates, String) {
     let c = Chroot::of(dist);
     ok(Command::new("cp")
         .arg("-a")

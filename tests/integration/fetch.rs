@@ -629,11 +629,19 @@ fn the_pool_links_cached_files_and_catches_a_changed_one() {
     assert!(lab.cache.join("digests").read_dir().unwrap().count() >= 7);
 
     // Same size, other bytes, a new time: the record no longer vouches.
+    let verified = sha256_of(&cached);
     let mut bytes = fs::read(&pooled).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     fs::write(&pooled, bytes).unwrap();
     let (code, err) = fails(lab.cmd("build").arg("--locked").arg("--out").arg(&out));
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("SHA256 mismatch"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{CUDNN}: the file changed since it was verified (sha256 {} expected, {} found); remove it from the cache and build again",
+            verified,
+            sha256_of(&pooled)
+        )),
+        "{err}"
+    );
 }

@@ -211,7 +211,8 @@ fn sha1_is_accepted_in_a_pinned_keys_binding_but_never_for_the_release() {
     );
     let public = dir.path().join("key.gpg");
     gpg(&["--output", public.to_str().unwrap(), "--export", &fpr]);
-    let ring = PinnedKeyring::from_bytes(&fs::read(&public).unwrap(), &[fpr.clone()]).unwrap();
+    let ring =
+        PinnedKeyring::from_bytes(&fs::read(&public).unwrap(), std::slice::from_ref(&fpr)).unwrap();
 
     let release = dir.path().join("Release");
     fs::write(&release, "Origin: Old\nSuite: old\n").unwrap();

@@ -83,13 +83,14 @@ fn the_metapackage_and_repo_config_are_right_and_lintian_clean() {
     };
     assert_eq!(
         field(&meta, "Depends"),
-        "libcudnn7 (= 7.5.0.56-1+cuda10.1), libcudnn7-dev (= 7.5.0.56-1+cuda10.1), libnccl2 (= 2.4.2-1+cuda10.1), libnccl-dev (= 2.4.2-1+cuda10.1), libc-ares-dev"
+        "libcudnn7 (= 7.5.0.56-1+cuda10.1+debforge1), libcudnn7-dev (= 7.5.0.56-1+cuda10.1+debforge1), libnccl2 (= 2.4.2-1+cuda10.1+debforge1), libnccl-dev (= 2.4.2-1+cuda10.1+debforge1), libc-ares-dev"
     );
     let x = out.parent().unwrap().join("x-meta");
     ok(Command::new("dpkg-deb").arg("-x").arg(&meta).arg(&x));
     let check = fs::read_to_string(x.join("usr/bin/gpu-stack-check")).unwrap();
     assert!(
-        check.contains("CUDNN_DEB=\"7.5.0.56-1+cuda10.1\"") && !check.contains("@VERSION_OF"),
+        check.contains("CUDNN_DEB=\"7.5.0.56-1+cuda10.1+debforge1\"")
+            && !check.contains("@VERSION_OF"),
         "versions filled in"
     );
 
@@ -118,7 +119,9 @@ fn the_metapackage_and_repo_config_are_right_and_lintian_clean() {
     );
     let pins = fs::read_to_string(xr.join("etc/apt/preferences.d/gpu-lab.pref")).unwrap();
     assert!(
-        pins.contains("Package: libcudnn7\nPin: version 7.5.0.56-1+cuda10.1\nPin-Priority: 1001"),
+        pins.contains(
+            "Package: libcudnn7\nPin: version 7.5.0.56-1+cuda10.1+debforge1\nPin-Priority: 1001"
+        ),
         "{pins}"
     );
 
@@ -146,13 +149,22 @@ fn installed_in_a_chroot_gpu_stack_check_passes_and_names_what_breaks() {
     let c = Chroot::new();
     let mut files = Vec::new();
     for (dir, f) in [
-        ("libc/libcudnn7", "libcudnn7_7.5.0.56-1+cuda10.1_amd64.deb"),
+        (
+            "libc/libcudnn7",
+            "libcudnn7_7.5.0.56-1+cuda10.1+debforge1_amd64.deb",
+        ),
         (
             "libc/libcudnn7-dev",
-            "libcudnn7-dev_7.5.0.56-1+cuda10.1_amd64.deb",
+            "libcudnn7-dev_7.5.0.56-1+cuda10.1+debforge1_amd64.deb",
         ),
-        ("libn/libnccl2", "libnccl2_2.4.2-1+cuda10.1_amd64.deb"),
-        ("libn/libnccl-dev", "libnccl-dev_2.4.2-1+cuda10.1_amd64.deb"),
+        (
+            "libn/libnccl2",
+            "libnccl2_2.4.2-1+cuda10.1+debforge1_amd64.deb",
+        ),
+        (
+            "libn/libnccl-dev",
+            "libnccl-dev_2.4.2-1+cuda10.1+debforge1_amd64.deb",
+        ),
         ("libc/libc-ares2", "libc-ares2_1.14.0-1ubuntu0.2_amd64.deb"),
         (
             "libc/libc-ares-dev",
@@ -373,16 +385,19 @@ fn lab_day(c: &Chroot, work: &Path, our_source: &str) {
     fs::rename(&aside, c.path(our_source)).unwrap();
     update_clean(c);
 
-    assert_eq!(candidate(c, "libcudnn7"), "7.5.0.56-1+cuda10.1");
-    assert_eq!(candidate(c, "libcudnn7-dev"), "7.5.0.56-1+cuda10.1");
-    assert_eq!(candidate(c, "libnccl2"), "2.4.2-1+cuda10.1");
+    assert_eq!(candidate(c, "libcudnn7"), "7.5.0.56-1+cuda10.1+debforge1");
+    assert_eq!(
+        candidate(c, "libcudnn7-dev"),
+        "7.5.0.56-1+cuda10.1+debforge1"
+    );
+    assert_eq!(candidate(c, "libnccl2"), "2.4.2-1+cuda10.1+debforge1");
     c.ok("apt-get install -y gpu-stack-cu101 2>&1");
     let installed = c.ok(
         "dpkg-query -W -f='${Package} ${Version}\\n' libcudnn7 libcudnn7-dev libnccl2 libnccl-dev",
     );
     assert_eq!(
         installed,
-        "libcudnn7 7.5.0.56-1+cuda10.1\nlibcudnn7-dev 7.5.0.56-1+cuda10.1\nlibnccl-dev 2.4.2-1+cuda10.1\nlibnccl2 2.4.2-1+cuda10.1\n"
+        "libcudnn7 7.5.0.56-1+cuda10.1+debforge1\nlibcudnn7-dev 7.5.0.56-1+cuda10.1+debforge1\nlibnccl-dev 2.4.2-1+cuda10.1+debforge1\nlibnccl2 2.4.2-1+cuda10.1+debforge1\n"
     );
     for (link, target) in [
         (
@@ -414,8 +429,8 @@ fn lab_day(c: &Chroot, work: &Path, our_source: &str) {
         upgrade.contains("0 upgraded, 0 newly installed, 0 to remove"),
         "{upgrade}"
     );
-    assert_eq!(candidate(c, "libcudnn7"), "7.5.0.56-1+cuda10.1");
-    assert_eq!(candidate(c, "libnccl2"), "2.4.2-1+cuda10.1");
+    assert_eq!(candidate(c, "libcudnn7"), "7.5.0.56-1+cuda10.1+debforge1");
+    assert_eq!(candidate(c, "libnccl2"), "2.4.2-1+cuda10.1+debforge1");
 
     // Remove, then purge: the links and our bookkeeping go.
     c.ok("apt-get remove -y gpu-stack-cu101 libcudnn7 libcudnn7-dev libnccl2 libnccl-dev 2>&1");
@@ -646,7 +661,7 @@ fn publish_to_s3_then_the_lab_day_from_the_bucket() {
     lab_day_through_repo_config(&c, &out, lab.dir.path());
 }
 
-/// A local rebuild marked `+lab1`: the version every downstream part uses is
+/// A local rebuild marked `+lab1` instead of the shipped `+debforge1`: the version every downstream part uses is
 /// the one in the repacked files themselves — pool names, the index, the
 /// metapackage's exact dependencies, the pins (one text in debforge.pref and
 /// in gpu-lab-repo), `policy`, what `build` prints — and apt on Ubuntu 18.04
@@ -657,7 +672,10 @@ fn a_version_suffix_flows_from_the_repacked_files_to_apt() {
     let port = free_port();
     let out = shipped_build_with(&lab, &format!("http://127.0.0.1:{port}/"), |_, text| {
         if text.contains("[repack]") {
-            text.replace("[repack]\n", "[repack]\nversion-suffix = \"+lab1\"\n")
+            text.replace(
+                "version-suffix = \"+debforge1\"",
+                "version-suffix = \"+lab1\"",
+            )
         } else {
             text
         }
@@ -743,11 +761,14 @@ fn a_version_suffix_flows_from_the_repacked_files_to_apt() {
 #[test]
 fn verify_rejects_a_repository_apt_could_not_install_from() {
     let lab = Lab::new();
-    // A user marks only libnccl2 as a local rebuild: libnccl-dev (upstream's,
-    // not rebuilt) still wants libnccl2 (= 2.4.2-1+cuda10.1).
+    // A user marks only libnccl2 as a rebuild (+lab1): libnccl-dev, still
+    // +debforge1, wants libnccl2 (= 2.4.2-1+cuda10.1+debforge1).
     let out = shipped_build_with(&lab, &lab.server.url("repo/"), |name, text| {
         if name == "libnccl2" {
-            text.replace("[repack]\n", "[repack]\nversion-suffix = \"+lab1\"\n")
+            text.replace(
+                "version-suffix = \"+debforge1\"",
+                "version-suffix = \"+lab1\"",
+            )
         } else {
             text
         }
@@ -755,7 +776,7 @@ fn verify_rejects_a_repository_apt_could_not_install_from() {
     let (code, stdout, _) = run(crate::common::debforge().arg("verify").arg(&out));
     assert_eq!(code, 1, "{stdout}");
     assert!(
-        stdout.contains("libnccl-dev 2.4.2-1+cuda10.1 Depends: libnccl2 (= 2.4.2-1+cuda10.1), which no package in this repository satisfies (it has libnccl2 2.4.2-1+cuda10.1+lab1); apt cannot install it"),
+        stdout.contains("libnccl-dev 2.4.2-1+cuda10.1+debforge1 Depends: libnccl2 (= 2.4.2-1+cuda10.1+debforge1), which no package in this repository satisfies (it has libnccl2 2.4.2-1+cuda10.1+lab1); apt cannot install it"),
         "{stdout}"
     );
 
@@ -768,7 +789,7 @@ fn verify_rejects_a_repository_apt_could_not_install_from() {
     fs::write(
         &pref,
         pins.replace(
-            "Pin: version 2.4.2-1+cuda10.1\n",
+            "Pin: version 2.4.2-1+cuda10.1+debforge1\n",
             "Pin: version 2.4.2-1+cuda10.1+lab1\n",
         ),
     )
@@ -776,7 +797,75 @@ fn verify_rejects_a_repository_apt_could_not_install_from() {
     let (code, stdout, _) = run(crate::common::debforge().arg("verify").arg(&out));
     assert_eq!(code, 1, "{stdout}");
     assert!(
-        stdout.contains("debforge.pref: pins libnccl2 to 2.4.2-1+cuda10.1+lab1 (priority 1001), which no index lists (it has 2.4.2-1+cuda10.1); apt would find no candidate"),
+        stdout.contains("debforge.pref: pins libnccl2 to 2.4.2-1+cuda10.1+lab1 (priority 1001), which no index lists (it has 2.4.2-1+cuda10.1+debforge1); apt would find no candidate"),
         "{stdout}"
     );
+}
+
+/// A lab machine that already has NVIDIA's own builds (installed by hand, as
+/// the blog does, so without the links) gets ours with the normal install:
+/// the shipped `+debforge1` builds are newer than NVIDIA's same version and
+/// pinned, so apt replaces them and the links appear. A machine with newer
+/// builds (7.6.5, 2.4.8) needs the downgrade allowed, which apt says and
+/// gpu-stack-check's hint names.
+#[test]
+fn a_machine_with_nvidias_own_builds_gets_ours_with_the_normal_install() {
+    let lab = Lab::new();
+    let port = free_port();
+    let out = shipped_build_in(&lab, &format!("http://127.0.0.1:{port}/"));
+    let _server = Serve::start(&out, port);
+    for (cudnn, nccl) in [
+        ("7.5.0.56-1+cuda10.1", "2.4.2-1+cuda10.1"),
+        ("7.6.5.32-1+cuda10.1", "2.4.8-1+cuda10.1"),
+    ] {
+        let c = Chroot::new();
+        c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
+        let debs: Vec<String> = [
+            ("libcudnn7", cudnn),
+            ("libcudnn7-dev", cudnn),
+            ("libnccl2", nccl),
+            ("libnccl-dev", nccl),
+        ]
+        .iter()
+        .map(|(p, v)| c.put(&lab.www().join(format!("nvidia/{p}_{v}_amd64.deb"))))
+        .collect();
+        c.ok(&format!("dpkg -i {} 2>&1", debs.join(" ")));
+        assert!(!c.path("/usr/local/cuda/nccl/lib/libnccl.so.2").exists());
+        let cfg = c.put(&pool(&out, "g/gpu-lab-repo", "gpu-lab-repo_1.0-1_all.deb"));
+        c.ok(&format!("dpkg -i {cfg}"));
+        update_clean(&c);
+        if cudnn.starts_with("7.6") {
+            let (code, text) = c.run("apt-get install -y gpu-stack-cu101 2>&1");
+            assert_eq!(code, 100, "{text}");
+            assert!(
+                text.contains(
+                    "E: Packages were downgraded and -y was used without --allow-downgrades."
+                ),
+                "{text}"
+            );
+            c.ok("apt-get install -y --allow-downgrades gpu-stack-cu101 2>&1");
+        } else {
+            c.ok("apt-get install -y gpu-stack-cu101 2>&1");
+        }
+        assert_eq!(
+            c.ok("dpkg-query -W -f='${Package} ${Version}\\n' libcudnn7 libcudnn7-dev libnccl2 libnccl-dev"),
+            "libcudnn7 7.5.0.56-1+cuda10.1+debforge1\nlibcudnn7-dev 7.5.0.56-1+cuda10.1+debforge1\nlibnccl-dev 2.4.2-1+cuda10.1+debforge1\nlibnccl2 2.4.2-1+cuda10.1+debforge1\n",
+            "{cudnn}"
+        );
+        let report = c.ok("gpu-stack-check");
+        assert!(report.contains("all checks passed"), "{report}");
+
+        // NVIDIA's newer NCCL put back by hand: the check names it and the fix.
+        if cudnn.starts_with("7.6") {
+            let n = c.put(&lab.www().join(format!("nvidia/libnccl2_{nccl}_amd64.deb")));
+            c.ok(&format!("dpkg -i --force-depends {n} 2>&1"));
+            let (code, report) = c.run("gpu-stack-check");
+            assert_eq!(code, 1, "{report}");
+            assert!(
+                report.contains("PROBLEM: libnccl2 is 2.4.8-1+cuda10.1, not the lab's 2.4.2-1+cuda10.1+debforge1")
+                    && report.contains("fix: sudo apt-get install --allow-downgrades -y gpu-stack-cu101"),
+                "{report}"
+            );
+        }
+    }
 }

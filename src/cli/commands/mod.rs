@@ -1,0 +1,31 @@
+//! One file per command (uv's layout): each turns parsed arguments into
+//! library calls and hands the results to `output`.
+
+pub(crate) mod build;
+pub(crate) mod bundle;
+pub(crate) mod deb;
+pub(crate) mod fetch;
+pub(crate) mod index;
+pub(crate) mod keygen;
+pub(crate) mod lock;
+pub(crate) mod policy;
+pub(crate) mod publish;
+pub(crate) mod serve;
+pub(crate) mod vercmp;
+pub(crate) mod verify;
+
+/// What every command uses.
+mod prelude {
+    pub(crate) use std::path::{Path, PathBuf};
+    pub(crate) use std::time::Duration;
+
+    pub(crate) use debforge::deb::{self, BuildOptions};
+    pub(crate) use debforge::format::version::{CompareOp, Version};
+    pub(crate) use debforge::pipeline::{self, PipelineError};
+
+    pub(crate) use crate::cli::args::*;
+    pub(crate) use crate::cli::{
+        EXIT_FALSE, EXIT_OK, Failure, default_cache_dir, open_session, output, passphrase,
+        progress, resolve_and_fetch, source_date_epoch,
+    };
+}

@@ -1,0 +1,28 @@
+//! `debforge serve`: the repository over HTTP.
+
+use super::prelude::*;
+
+pub(crate) fn run_serve(listen: &str, out: &std::path::Path) -> Result<u8, Failure> {
+    if !out.is_dir() {
+        return Err(
+            Failure::new(format!("{}: no such directory", out.display()))
+                .hint(Some("build the repository first, or pass --out DIR")),
+        );
+    }
+    let listener = std::net::TcpListener::bind(listen).map_err(|e| {
+        Failure::new(format!("cannot listen on {listen}: {e}")).hint(Some(
+            "is another server on that port? try --listen 127.0.0.1:0",
+        ))
+    })?;
+    let addr = listener.local_addr().map_err(Failure::new)?;
+    output::plain(&format!("serving {} on http://{addr}/\n", out.display()));
+    let log: debforge::serve::Logger = std::sync::Arc::new(|r: debforge::serve::RequestLog| {
+        output::request(&format!(
+            "{} {} {} {} {}",
+            r.peer, r.method, r.path, r.status, r.bytes
+        ));
+    });
+    debforge::serve::serve(listener, out, log)
+        .map_err(|e| Failure::new(format!("{}: {e}", out.display())))?;
+    Ok(EXIT_OK)
+}

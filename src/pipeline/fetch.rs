@@ -1,0 +1,151 @@
+//! Stage 2: every resolved file into the cache, verified, a few at a time.
+//! Only verified files are ever renamed into the cache, so a file found
+//! there under its SHA256 is not read from its source again.
+
+use std::fs;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use crate::fetch::Event;
+use crate::upstream;
+
+use super::resolve::{FetchFrom, Resolved};
+use super::{PipelineError, Session};
+
+/// A verified file in the cache.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub resolved: Resolved,
+    pub file: PathBuf,
+}
+
+impl Session<'_> {
+    /// The bytes `fetch` will really download or copy: files already in the
+    /// cache do not count (the total progress bar shows only real work).
+    pub fn bytes_to_fetch(&self, resolved: &[Resolved]) -> u64 {
+        let mut seen = std::collections::BTreeSet::new();
+        resolved
+            .iter()
+            .filter(|r| seen.insert(self.cache_path(r)))
+            .filter(|r| !self.in_cache(r))
+            .map(|r| r.locked.size)
+            .sum()
+    }
+
+    /// Fetches every resolved file into the cache, verified, a few at a time.
+    /// Files already in the cache are not downloaded again.
+    pub fn fetch(&self, resolved: &[Resolved]) -> Result<Vec<Fetched>, PipelineError> {
+        // Two recipes may name the same file (same digest and name): it is
+        // fetched once, then found in the cache, never by two workers at once.
+        let mut seen = std::collections::BTreeSet::new();
+        let (first, again): (Vec<_>, Vec<_>) = resolved
+            .iter()
+            .enumerate()
+            .partition(|(_, r)| seen.insert(self.cache_path(r)));
+        let queue = Mutex::new(first);
+        let results: Mutex<Vec<(usize, Result<Fetched, PipelineError>)>> = Mutex::new(Vec::new());
+        let workers = self
+            .settings
+            .parallel
+            .clamp(1, 16)
+            .min(resolved.len().max(1));
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| {
+                    loop {
+                        let Some((i, r)) = queue.lock().expect("queue").pop() else {
+                            break;
+                        };
+                        let result = self.fetch_one(r);
+                        let failed = result.is_err();
+                        results.lock().expect("results").push((i, result));
+                        if failed {
+                            // Stop handing out work; running downloads finish.
+                            queue.lock().expect("queue").clear();
+                        }
+                    }
+                });
+            }
+        });
+        let mut results = results.into_inner().expect("results");
+        if results.iter().all(|(_, r)| r.is_ok()) {
+            for (i, r) in again {
+                results.push((i, self.fetch_one(r)));
+            }
+        }
+        results.sort_by_key(|(i, _)| *i);
+        results.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// Where the verified file of `r` lives in the cache.
+    pub(super) fn cache_path(&self, r: &Resolved) -> PathBuf {
+        self.settings
+            .cache
+            .join("debs")
+            .join(&r.locked.sha256)
+            .join(r.file_name())
+    }
+
+    fn in_cache(&self, r: &Resolved) -> bool {
+        fs::metadata(self.cache_path(r)).is_ok_and(|m| m.len() == r.locked.size)
+    }
+
+    fn fetch_one(&self, r: &Resolved) -> Result<Fetched, PipelineError> {
+        let dest = self.cache_path(r);
+        let name = r.file_name().to_string();
+        let fail = |source| PipelineError::Fetch {
+            package: r.locked.name.clone(),
+            source,
+        };
+        if self.in_cache(r) {
+            self.observer.event(Event::Cached { name });
+        } else {
+            let expected = r.expected();
+            // The lock records only what vouched for the file (the index or
+            // the recipe), not the digests computed here.
+            match &r.from {
+                FetchFrom::Source(s) => {
+                    // Resolved through this source's transport, so it has one.
+                    let t = self
+                        .transport(s)
+                        .ok_or_else(|| PipelineError::NotInSnapshot {
+                            package: r.locked.name.clone(),
+                            source_name: s.clone(),
+                            dirs: self.dirs_text(),
+                        })?;
+                    t.fetch(&r.locked.path, &expected, &dest, &name)
+                        .map_err(fail)?;
+                    if t.is_local() {
+                        self.observer.event(Event::Copied {
+                            name,
+                            from: t.describe(&r.locked.path),
+                        });
+                    }
+                }
+                FetchFrom::Url(url) => {
+                    let http = self
+                        .http
+                        .as_ref()
+                        .ok_or_else(|| PipelineError::FileNotFound {
+                            package: r.locked.name.clone(),
+                            file: name.clone(),
+                            dirs: self.dirs_text(),
+                        })?;
+                    http.download(url, &expected, &dest, &name, self.observer)
+                        .map_err(fail)?;
+                }
+                FetchFrom::Local(path) => {
+                    upstream::copy_verified(path, &expected, &dest).map_err(fail)?;
+                    self.observer.event(Event::Copied {
+                        name,
+                        from: path.display().to_string(),
+                    });
+                }
+            };
+        }
+        Ok(Fetched {
+            resolved: r.clone(),
+            file: dest,
+        })
+    }
+}

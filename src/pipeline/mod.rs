@@ -1,0 +1,387 @@
+//! The chain behind `debforge lock`, `fetch` and `build`, one stage per
+//! module, each handing the next a typed value:
+//!
+//! ```text
+//! resolve ──▶ Resolved ──▶ fetch ──▶ Fetched ──▶ prepare (keep | repack) ──▶ Artifact
+//!                                                 build (action = "build") ──▶ Artifact
+//!                                                 repo::write(artifacts) ──▶ the repository
+//! ```
+//!
+//! An [`Artifact`] is what goes into the pool: its file, the control
+//! paragraph *of that file* (read once, when the file was made or fetched)
+//! and the digests taken while it was written. Everything downstream (pool
+//! names, index stanzas, exact dependencies, pins, what `build` prints)
+//! comes from it, never from what the recipe or the lock said it would be.
+
+mod build;
+mod fetch;
+mod prepare;
+mod resolve;
+mod snapshot;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::deb::DebFile;
+use crate::fetch::{FetchError, Http, HttpOptions, Observer};
+use crate::format::deb822::ControlParagraph;
+use crate::recipe::lock::{Lock, LockError, LockedPackage};
+use crate::recipe::{PackageRecipe, RecipeError, RecipeSet};
+use crate::upstream::{DirTransport, HttpTransport, Transport, UpstreamError};
+
+pub use crate::repo::{KEYRING_NAME, PREFERENCES_NAME};
+pub use fetch::Fetched;
+pub use resolve::Resolved;
+pub use snapshot::{OpenSourceFiles, write_snapshot};
+
+/// Where and how to work.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Verified downloads live here: `debs/<sha256>/<file>`, `indexes/…`.
+    pub cache: PathBuf,
+    /// `--source NAME=URL`: replace a source's base URL (tests, LAN caches).
+    pub overrides: BTreeMap<String, String>,
+    /// `--source-dir DIR`: air-gapped; never touch the network.
+    pub source_dirs: Vec<PathBuf>,
+    pub http: HttpOptions,
+    /// Downloads at once.
+    pub parallel: usize,
+    /// Seconds since the epoch, for `Valid-Until`.
+    pub now: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("{0}")]
+    Recipe(#[from] RecipeError),
+    #[error("{}: {source}", path.display())]
+    Lock { path: PathBuf, source: LockError },
+    #[error("{0}")]
+    Upstream(Box<UpstreamError>),
+    #[error("{package}: {source}")]
+    Fetch { package: String, source: FetchError },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("--source {0}: no such source in sources.toml")]
+    UnknownOverride(String),
+    #[error("{} does not exist: run `debforge lock` first (--locked needs it)", path.display())]
+    NoLock { path: PathBuf },
+    #[error("the lock file {} does not match what the recipes resolve to:\n  {}", path.display(), differences.join("\n  "))]
+    LockMismatch {
+        path: PathBuf,
+        differences: Vec<String>,
+    },
+    #[error(
+        "{package}: offline (--source-dir) and no snapshot of source '{source_name}' in {dirs}; a plain directory of debs needs the lock file's hashes"
+    )]
+    NotInSnapshot {
+        package: String,
+        source_name: String,
+        dirs: String,
+    },
+    #[error(
+        "{}: the snapshot of source '{source_name}' has no {missing}: it is incomplete (the signed Release is what vouches for every file in it); make it again with `debforge fetch --to DIR` where the upstream is reachable",
+        dir.display()
+    )]
+    SnapshotIncomplete {
+        source_name: String,
+        dir: PathBuf,
+        missing: String,
+    },
+    #[error("{}: {reason}", path.display())]
+    BadPackage { path: PathBuf, reason: String },
+    #[error("{package}: {file} is not in any --source-dir ({dirs})")]
+    FileNotFound {
+        package: String,
+        file: String,
+        dirs: String,
+    },
+    #[error("{}: {source}", path.display())]
+    Deb {
+        path: PathBuf,
+        source: crate::deb::DebError,
+    },
+    #[error("{0}")]
+    Repo(Box<crate::repo::RepoError>),
+    #[error("{}: {message}", path.display())]
+    Script { path: PathBuf, message: String },
+    #[error("{package}: {message}")]
+    Scratch { package: String, message: String },
+    #[error("{package}: {source}")]
+    Repack {
+        package: String,
+        source: crate::deb::repack::RepackError,
+    },
+}
+
+impl From<UpstreamError> for PipelineError {
+    fn from(e: UpstreamError) -> Self {
+        PipelineError::Upstream(Box::new(e))
+    }
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> PipelineError + '_ {
+    move |source| PipelineError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Stage 3's output: a package file ready for the pool.
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    pub recipe: PackageRecipe,
+    /// What vouched for the upstream file; `None` for packages built here.
+    pub locked: Option<LockedPackage>,
+    /// The file that goes into the pool (the fetched file, its repack, or a
+    /// package built from a recipe).
+    pub file: PathBuf,
+    /// The control paragraph of `file`, read from that file.
+    pub control: ControlParagraph,
+    /// Size and SHA256 of `file`, taken while it was written (or, for a
+    /// fetched file, as the chain of trust vouched for it).
+    pub size: u64,
+    pub sha256: String,
+}
+
+impl Artifact {
+    pub fn package(&self) -> &str {
+        self.control.get("Package").unwrap_or_default()
+    }
+    pub fn version(&self) -> &str {
+        self.control.get("Version").unwrap_or_default()
+    }
+    pub fn architecture(&self) -> &str {
+        self.control.get("Architecture").unwrap_or_default()
+    }
+    /// What `repo::write` needs of it.
+    pub fn pool_input(&self) -> crate::repo::PoolInput<'_> {
+        crate::repo::PoolInput {
+            file: &self.file,
+            control: &self.control,
+            sha256: &self.sha256,
+        }
+    }
+}
+
+/// The control paragraph of a package file (only its control member is read).
+fn read_control(path: &Path) -> Result<ControlParagraph, PipelineError> {
+    let deb = DebFile::open(path).map_err(|source| PipelineError::Deb {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let control = deb
+        .control_files()
+        .map_err(|source| PipelineError::Deb {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .control;
+    Ok(control)
+}
+
+/// Each package's version as its own file says (prepared artifacts) or as
+/// its recipe builds it (`action = "build"`): what exact dependencies,
+/// `@VERSION_OF:…@` and the pins use.
+pub fn package_versions(prepared: &[Artifact], recipes: &RecipeSet) -> BTreeMap<String, String> {
+    let mut v: BTreeMap<String, String> = prepared
+        .iter()
+        .map(|f| (f.package().to_string(), f.version().to_string()))
+        .collect();
+    for p in &recipes.packages {
+        if p.build.is_some() {
+            v.insert(p.name.clone(), p.version.clone());
+        }
+    }
+    v
+}
+
+/// Where a source's files come from in this run, decided once.
+enum SourceTransport<'a> {
+    Open(Box<dyn Transport + 'a>),
+    /// Offline and no snapshot of it: a plain directory of debs, vouched
+    /// for by the lock file's hashes.
+    Plain,
+}
+
+/// The state of one run: recipes, settings, and each source's transport.
+pub struct Session<'a> {
+    pub recipes: RecipeSet,
+    pub settings: Settings,
+    http: Option<Arc<Http>>,
+    observer: &'a dyn Observer,
+    lock_path: PathBuf,
+    transports: BTreeMap<String, SourceTransport<'a>>,
+}
+
+impl<'a> Session<'a> {
+    pub fn new(
+        recipes: RecipeSet,
+        settings: Settings,
+        observer: &'a dyn Observer,
+    ) -> Result<Session<'a>, PipelineError> {
+        for name in settings.overrides.keys() {
+            if !recipes.sources.contains_key(name) {
+                return Err(PipelineError::UnknownOverride(name.clone()));
+            }
+        }
+        let http = if settings.source_dirs.is_empty() {
+            Some(Arc::new(Http::new(settings.http.clone()).map_err(|e| {
+                PipelineError::Fetch {
+                    package: "(setup)".into(),
+                    source: e,
+                }
+            })?))
+        } else {
+            None
+        };
+        let mut transports = BTreeMap::new();
+        for (name, src) in &recipes.sources {
+            let t = transport_for(name, src, &settings, http.as_ref(), observer);
+            transports.insert(name.clone(), t);
+        }
+        let lock_path = recipes.dir.join("debforge.lock");
+        Ok(Session {
+            recipes,
+            settings,
+            http,
+            observer,
+            lock_path,
+            transports,
+        })
+    }
+
+    pub fn lock_path(&self) -> &Path {
+        &self.lock_path
+    }
+
+    /// The lock file on disk, if there is one.
+    pub fn read_lock(&self) -> Result<Option<Lock>, PipelineError> {
+        match fs::read_to_string(&self.lock_path) {
+            Ok(text) => Lock::parse(&text)
+                .map(Some)
+                .map_err(|source| PipelineError::Lock {
+                    path: self.lock_path.clone(),
+                    source,
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(&self.lock_path)(e)),
+        }
+    }
+
+    /// Writes the lock file atomically (temporary name, then rename).
+    pub fn write_lock(&self, lock: &Lock) -> Result<(), PipelineError> {
+        write_atomic(&self.lock_path, lock.to_text().as_bytes())
+    }
+
+    fn transport(&self, source: &str) -> Option<&(dyn Transport + 'a)> {
+        match self.transports.get(source) {
+            Some(SourceTransport::Open(t)) => Some(t.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+/// A source's transport: its snapshot offline (`--source-dir`), a
+/// directory for a `file://` URL, else HTTP (with `--source` overrides).
+fn transport_for<'a>(
+    name: &str,
+    src: &crate::recipe::Source,
+    settings: &Settings,
+    http: Option<&Arc<Http>>,
+    observer: &'a dyn Observer,
+) -> SourceTransport<'a> {
+    if !settings.source_dirs.is_empty() {
+        // Air-gapped: a snapshot directory holding this source's signed files.
+        return settings
+            .source_dirs
+            .iter()
+            .map(|d| d.join(name))
+            .find(|d| {
+                ["InRelease", "Release"]
+                    .iter()
+                    .any(|f| d.join(src.release_dir()).join(f).exists())
+            })
+            .map(|root| SourceTransport::Open(Box::new(DirTransport { root })))
+            .unwrap_or(SourceTransport::Plain);
+    }
+    let base = settings
+        .overrides
+        .get(name)
+        .cloned()
+        .unwrap_or_else(|| src.url.clone());
+    let base = if base.ends_with('/') {
+        base
+    } else {
+        format!("{base}/")
+    };
+    if let Some(path) = base.strip_prefix("file://") {
+        return SourceTransport::Open(Box::new(DirTransport {
+            root: PathBuf::from(path),
+        }));
+    }
+    match http {
+        Some(http) => SourceTransport::Open(Box::new(HttpTransport {
+            http: Arc::clone(http),
+            base,
+            observer,
+        })),
+        // Offline sessions have no HTTP client, and take the branch above.
+        None => SourceTransport::Plain,
+    }
+}
+
+/// The lock entry of a file that no index vouches for (a direct URL with the
+/// recipe's hash, or a local file).
+fn direct_entry(
+    p: &PackageRecipe,
+    origin: &str,
+    path: String,
+    url: String,
+    size: u64,
+    sha256: String,
+    sha512: Option<String>,
+) -> LockedPackage {
+    LockedPackage {
+        name: p.name.clone(),
+        version: p.version.clone(),
+        architecture: p.architecture.clone(),
+        origin: origin.into(),
+        path,
+        url,
+        size,
+        sha256,
+        sha512,
+        index_digests: Vec::new(),
+        index: String::new(),
+        index_sha256: String::new(),
+        release_sha256: String::new(),
+    }
+}
+
+/// Writes `data` to `path` through a temporary file in the same directory,
+/// readable by all (0644: a web server serves what we write; secrets are
+/// never written through here).
+pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), PipelineError> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
+    std::io::Write::write_all(&mut tmp, data).map_err(io(path))?;
+    tmp.as_file()
+        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .map_err(io(path))?;
+    tmp.as_file().sync_all().map_err(io(path))?;
+    tmp.persist(path).map_err(|e| PipelineError::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    Ok(())
+}

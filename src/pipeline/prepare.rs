@@ -1,0 +1,177 @@
+//! Stage 3: each fetched file becomes an [`Artifact`], kept as it is or
+//! repacked with our control fields and maintainer scripts.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::deb::DebFile;
+use crate::fetch::{Event, Task};
+
+use super::{Artifact, Fetched, PipelineError, Session, io, read_control, write_atomic};
+
+impl Session<'_> {
+    /// Turns each fetched file into an artifact: kept as it is, or, for
+    /// `action = "repack"` recipes, repacked (once: the result is cached
+    /// under a key of its inputs) and published instead of the upstream
+    /// file. `mtime` dates the new control member (SOURCE_DATE_EPOCH, else
+    /// the upstream's own ar date).
+    pub fn prepare(
+        &self,
+        fetched: &[Fetched],
+        source_date_epoch: Option<u64>,
+    ) -> Result<Vec<Artifact>, PipelineError> {
+        let mut out = Vec::with_capacity(fetched.len());
+        let total = fetched
+            .iter()
+            .filter(|f| f.resolved.recipe.repack.is_some())
+            .count() as u64;
+        let mut done = 0;
+        for f in fetched {
+            let locked = &f.resolved.locked;
+            let Some(r) = f.resolved.recipe.repack.clone() else {
+                out.push(Artifact {
+                    recipe: f.resolved.recipe.clone(),
+                    locked: Some(locked.clone()),
+                    control: read_control(&f.file)?,
+                    file: f.file.clone(),
+                    size: locked.size,
+                    sha256: locked.sha256.clone(),
+                });
+                continue;
+            };
+            self.observer.event(Event::Work {
+                task: Task::Repack,
+                done,
+                total,
+                item: locked.name.clone(),
+            });
+            let mut scripts = Vec::new();
+            let mut key = Sha256::new();
+            key.update(b"debforge-repack-1\0");
+            key.update(locked.sha256.as_bytes());
+            for (name, rel) in &r.scripts {
+                let path = self.recipes.dir.join(rel);
+                let script = load_script(&path, &r.vars, &locked.name, &locked.version)?;
+                key.update(name.as_bytes());
+                key.update(b"\0");
+                key.update(&script);
+                key.update(b"\0");
+                scripts.push((name.clone(), script));
+            }
+            let set: Vec<(String, String)> =
+                r.set.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            for (k, v) in &set {
+                key.update(format!("set {k}={v}\0").as_bytes());
+            }
+            if let Some(sfx) = &r.version_suffix {
+                key.update(format!("suffix {sfx}\0").as_bytes());
+            }
+            let mtime = match source_date_epoch {
+                Some(t) => t,
+                None => {
+                    DebFile::open(&f.file)
+                        .map_err(|source| PipelineError::Deb {
+                            path: f.file.clone(),
+                            source,
+                        })?
+                        .data_member()
+                        .mtime
+                }
+            };
+            key.update(format!("mtime {mtime}").as_bytes());
+            let key = hex::encode(key.finalize());
+            let dir = self.settings.cache.join("repacked").join(&key[..32]);
+            let dest = dir.join(f.resolved.file_name());
+            let sidecar = dir.join("sha256");
+            let cached = fs::read_to_string(&sidecar).ok().filter(|_| dest.exists());
+            let sha256 = match cached {
+                Some(s) => s.trim().to_string(),
+                None => {
+                    fs::create_dir_all(&dir).map_err(io(&dir))?;
+                    let opts = crate::deb::repack::RepackOptions {
+                        scripts,
+                        set,
+                        version_suffix: r.version_suffix.clone(),
+                        mtime,
+                    };
+                    let report =
+                        crate::deb::repack::repack(&f.file, &dest, &opts).map_err(|source| {
+                            PipelineError::Repack {
+                                package: locked.name.clone(),
+                                source,
+                            }
+                        })?;
+                    write_atomic(&sidecar, report.sha256.as_bytes())?;
+                    report.sha256
+                }
+            };
+            let size = fs::metadata(&dest).map_err(io(&dest))?.len();
+            out.push(Artifact {
+                recipe: f.resolved.recipe.clone(),
+                locked: Some(locked.clone()),
+                control: read_control(&dest)?,
+                file: dest,
+                size,
+                sha256,
+            });
+            done += 1;
+            self.observer.event(Event::Work {
+                task: Task::Repack,
+                done,
+                total,
+                item: locked.name.clone(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Reads one of our maintainer scripts and fills in `@NAME@` placeholders.
+fn load_script(
+    path: &Path,
+    vars: &BTreeMap<String, String>,
+    package: &str,
+    version: &str,
+) -> Result<Vec<u8>, PipelineError> {
+    let fail = |message: String| PipelineError::Script {
+        path: path.to_path_buf(),
+        message,
+    };
+    let bytes =
+        fs::read(path).map_err(|e| fail(format!("cannot read the maintainer script: {e}")))?;
+    let mut text =
+        String::from_utf8(bytes).map_err(|_| fail("is not a text file (not UTF-8)".into()))?;
+    if text.contains('\0') {
+        return Err(fail("is not a text file (NUL bytes)".into()));
+    }
+    if !text.starts_with("#!") {
+        return Err(fail(
+            "has no #! line; a maintainer script names its interpreter".into(),
+        ));
+    }
+    for (k, v) in vars.iter().chain([
+        (&"PACKAGE".to_string(), &package.to_string()),
+        (&"VERSION".to_string(), &version.to_string()),
+    ]) {
+        text = text.replace(&format!("@{k}@"), v);
+    }
+    if let Some(start) = text.find('@') {
+        let rest = &text[start + 1..];
+        if let Some(end) = rest.find('@') {
+            let name = &rest[..end];
+            if !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b == b'_' || b.is_ascii_digit())
+            {
+                return Err(fail(format!(
+                    "uses @{name}@, which the recipe's [repack.vars] does not set"
+                )));
+            }
+        }
+    }
+    Ok(text.into_bytes())
+}

@@ -1,0 +1,288 @@
+//! Stage 1: every recipe resolved through its trust chain (signed Release →
+//! index → file), and the lock file checked against the result.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::fetch::Expected;
+use crate::recipe::lock::{Lock, LockedPackage};
+use crate::recipe::{Origin, PackageRecipe};
+use crate::upstream::{self, OpenSource};
+
+use super::{OpenSourceFiles, PipelineError, Session, direct_entry, io};
+
+/// How a resolved file will be fetched.
+#[derive(Debug, Clone)]
+pub(super) enum FetchFrom {
+    /// Through the transport of this source (network or snapshot).
+    Source(String),
+    /// A direct URL.
+    Url(String),
+    /// A file on disk (local recipes, plain directories of debs).
+    Local(PathBuf),
+}
+
+/// One recipe's file, resolved through its trust chain.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub recipe: PackageRecipe,
+    pub locked: LockedPackage,
+    pub(super) from: FetchFrom,
+}
+
+impl Resolved {
+    pub fn file_name(&self) -> &str {
+        self.locked
+            .path
+            .rsplit('/')
+            .next()
+            .unwrap_or(&self.locked.path)
+    }
+    pub(super) fn expected(&self) -> Expected {
+        Expected {
+            size: self.locked.size,
+            sha256: Some(self.locked.sha256.clone()),
+            sha512: self.locked.sha512.clone(),
+        }
+    }
+}
+
+impl Session<'_> {
+    /// Resolves every recipe. Upstream packages go through their source's
+    /// signed Release and index; offline, a source with no snapshot falls back
+    /// to the lock file's hashes and a plain directory of debs.
+    pub fn resolve(
+        &self,
+        lock: Option<&Lock>,
+    ) -> Result<(Vec<Resolved>, Vec<OpenSourceFiles>), PipelineError> {
+        let mut out = Vec::new();
+        let mut opened = Vec::new();
+        let mut by_source: BTreeMap<&str, Vec<&PackageRecipe>> = BTreeMap::new();
+        for p in &self.recipes.packages {
+            match &p.origin {
+                Origin::Upstream { source } => {
+                    by_source.entry(source.as_str()).or_default().push(p)
+                }
+                Origin::Url { url, sha256, size } => {
+                    out.push(self.resolve_url(p, url, sha256, *size, lock)?)
+                }
+                Origin::Path { path } => out.push(self.resolve_path(p, path)?),
+                // Made by the build, after fetching: nothing to resolve.
+                Origin::Built => {}
+            }
+        }
+        let root = self.recipes.root();
+        for (name, recipes) in by_source {
+            let source = &self.recipes.sources[name];
+            let Some(transport) = self.transport(name) else {
+                // A directory named after the source is a snapshot: without
+                // its signed files it is broken, not a plain directory of debs.
+                if let Some(dir) = self
+                    .settings
+                    .source_dirs
+                    .iter()
+                    .map(|d| d.join(name))
+                    .find(|d| d.is_dir())
+                {
+                    return Err(PipelineError::SnapshotIncomplete {
+                        source_name: name.to_string(),
+                        missing: format!("{}InRelease (nor Release)", source.release_dir()),
+                        dir,
+                    });
+                }
+                for p in recipes {
+                    out.push(self.resolve_plain(p, name, lock)?);
+                }
+                continue;
+            };
+            let keyring = upstream::load_keyring(source, &root)?;
+            for fp in &keyring.missing {
+                self.observer.event(crate::fetch::Event::Warning {
+                    message: format!(
+                        "source '{name}': the key file {} does not hold the pinned key {fp}; a signature by another pinned key is still accepted",
+                        source.key.display()
+                    ),
+                });
+            }
+            let mut open = OpenSource::open(source, &keyring, transport, self.settings.now)?;
+            let names: Vec<&str> = recipes.iter().map(|p| p.name.as_str()).collect();
+            for p in &recipes {
+                open.load_index(&p.architecture, &names, &self.settings.cache)?;
+                let f = open.find(&p.name, &p.version, &p.architecture)?;
+                let url = format!("{}{}", source.url, f.path);
+                out.push(Resolved {
+                    recipe: (*p).clone(),
+                    locked: LockedPackage {
+                        name: p.name.clone(),
+                        version: p.version.clone(),
+                        architecture: p.architecture.clone(),
+                        origin: name.to_string(),
+                        path: f.path,
+                        url,
+                        size: f.size,
+                        sha256: f.sha256,
+                        sha512: f.sha512,
+                        index_digests: f.index_digests,
+                        index: f.index,
+                        index_sha256: f.index_sha256,
+                        release_sha256: f.release_sha256,
+                    },
+                    from: FetchFrom::Source(name.to_string()),
+                });
+            }
+            opened.push(OpenSourceFiles {
+                source: name.to_string(),
+                signed: open.signed_files.clone(),
+                indexes: open.index_files.clone(),
+            });
+        }
+        out.sort_by(|a, b| {
+            (&a.locked.name, &a.locked.architecture).cmp(&(&b.locked.name, &b.locked.architecture))
+        });
+        Ok((out, opened))
+    }
+
+    fn resolve_url(
+        &self,
+        p: &PackageRecipe,
+        url: &str,
+        sha256: &str,
+        size: u64,
+        lock: Option<&Lock>,
+    ) -> Result<Resolved, PipelineError> {
+        let file = url.rsplit('/').next().unwrap_or("package.deb").to_string();
+        let sha512 = lock
+            .and_then(|l| l.get(&p.name, &p.architecture))
+            .filter(|l| l.sha256 == sha256 && l.size == size)
+            .and_then(|l| l.sha512.clone());
+        let from = if self.settings.source_dirs.is_empty() {
+            FetchFrom::Url(url.to_string())
+        } else {
+            FetchFrom::Local(self.find_in_dirs(&p.name, &file)?)
+        };
+        Ok(Resolved {
+            recipe: p.clone(),
+            locked: direct_entry(
+                p,
+                "url",
+                file,
+                url.to_string(),
+                size,
+                sha256.to_string(),
+                sha512,
+            ),
+            from,
+        })
+    }
+
+    fn resolve_path(&self, p: &PackageRecipe, path: &Path) -> Result<Resolved, PipelineError> {
+        let full = self.recipes.dir.join(path);
+        // A local file vouches for itself; unchanged since the last run, it
+        // is not read again.
+        let d = crate::repo::pool::DigestStore::new(Some(self.settings.cache.join("digests")))
+            .digests_of(&full)
+            .map_err(io(&full))?;
+        let url = format!("file://{}", full.display());
+        Ok(Resolved {
+            recipe: p.clone(),
+            locked: direct_entry(
+                p,
+                "path",
+                path.display().to_string(),
+                url,
+                d.size,
+                d.sha256,
+                Some(d.sha512),
+            ),
+            from: FetchFrom::Local(full),
+        })
+    }
+
+    /// Offline, no snapshot of the source: the lock's entry vouches for a
+    /// file of that name in one of the directories.
+    fn resolve_plain(
+        &self,
+        p: &PackageRecipe,
+        source: &str,
+        lock: Option<&Lock>,
+    ) -> Result<Resolved, PipelineError> {
+        let dirs = self.dirs_text();
+        let Some(locked) = lock
+            .and_then(|l| l.get(&p.name, &p.architecture))
+            .filter(|l| l.version == p.version)
+        else {
+            return Err(PipelineError::NotInSnapshot {
+                package: p.name.clone(),
+                source_name: source.into(),
+                dirs,
+            });
+        };
+        let file = locked
+            .path
+            .rsplit('/')
+            .next()
+            .unwrap_or(&locked.path)
+            .to_string();
+        let local = self.find_in_dirs(&p.name, &file)?;
+        Ok(Resolved {
+            recipe: p.clone(),
+            locked: locked.clone(),
+            from: FetchFrom::Local(local),
+        })
+    }
+
+    pub(super) fn dirs_text(&self) -> String {
+        self.settings
+            .source_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn find_in_dirs(&self, package: &str, file: &str) -> Result<PathBuf, PipelineError> {
+        for d in &self.settings.source_dirs {
+            for candidate in [d.join(file), d.join("direct").join(file)] {
+                if candidate.is_file() {
+                    return Ok(candidate);
+                }
+            }
+        }
+        Err(PipelineError::FileNotFound {
+            package: package.into(),
+            file: file.into(),
+            dirs: self.dirs_text(),
+        })
+    }
+
+    /// Compares with the lock file: with `locked`, any difference is an error;
+    /// otherwise the lock is (re)written when it changed. Returns the lock in force.
+    pub fn check_lock(
+        &self,
+        resolved: &[Resolved],
+        locked: bool,
+    ) -> Result<(Lock, bool), PipelineError> {
+        let new = Lock::new(resolved.iter().map(|r| r.locked.clone()).collect());
+        let old = self.read_lock()?;
+        match (old, locked) {
+            (None, true) => Err(PipelineError::NoLock {
+                path: self.lock_path.clone(),
+            }),
+            (Some(old), true) => {
+                let differences = old.differences(&new);
+                if differences.is_empty() {
+                    Ok((old, false))
+                } else {
+                    Err(PipelineError::LockMismatch {
+                        path: self.lock_path.clone(),
+                        differences,
+                    })
+                }
+            }
+            (old, false) => {
+                let changed = old.as_ref() != Some(&new);
+                Ok((new, changed))
+            }
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! `debforge policy`: the candidate apt would pick for each package, from a
+//! repository's own indexes (and any others given) under its pins, as
+//! `apt-cache policy` shows it on a machine with nothing installed.
+
+use std::collections::BTreeMap;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use crate::deb::Compression;
+use crate::format::deb822::ParagraphReader;
+use crate::format::preferences::{Offer, Preferences, candidate};
+use crate::format::version::Version;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("{}: cannot read the preferences: {source}", path.display())]
+    Preferences {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {message}", path.display())]
+    BadPreferences { path: PathBuf, message: String },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: lz4 indexes are not read; decompress it with `lz4 -d`", path.display())]
+    Lz4 { path: PathBuf },
+    #[error("{}: {message}", path.display())]
+    BadIndex { path: PathBuf, message: String },
+}
+
+impl PolicyError {
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            PolicyError::Io { .. } => Some("build the repository first, or pass --out"),
+            _ => None,
+        }
+    }
+}
+
+/// One package's line of `apt-cache policy`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PolicyEntry {
+    pub package: String,
+    pub candidate: Option<String>,
+    /// Every version offered, with the priority apt gives it, best first.
+    pub table: Vec<(String, i32)>,
+}
+
+/// The policy for `packages` (all of the repository's own when empty):
+/// offers from `out/dists/**/Packages` and from `with_index`, pins from
+/// `preferences`.
+pub fn policy(
+    out: &Path,
+    preferences: &Path,
+    with_index: &[PathBuf],
+    packages: &[String],
+) -> Result<Vec<PolicyEntry>, PolicyError> {
+    let text = std::fs::read_to_string(preferences).map_err(|source| PolicyError::Preferences {
+        path: preferences.to_path_buf(),
+        source,
+    })?;
+    let prefs = Preferences::parse(&text).map_err(|e| PolicyError::BadPreferences {
+        path: preferences.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let mut indexes = own_indexes(&out.join("dists"))?;
+    let ours = indexes.len();
+    indexes.extend(with_index.iter().cloned());
+    let mut offers: BTreeMap<String, Vec<Offer>> = BTreeMap::new();
+    let mut our_names: Vec<String> = Vec::new();
+    for (i, path) in indexes.iter().enumerate() {
+        for (package, version) in read_offers(path)? {
+            if i < ours && !our_names.contains(&package) {
+                our_names.push(package.clone());
+            }
+            offers.entry(package).or_default().push(Offer {
+                version,
+                index_priority: 500,
+            });
+        }
+    }
+    let wanted = if packages.is_empty() {
+        our_names
+    } else {
+        packages.to_vec()
+    };
+    Ok(wanted
+        .into_iter()
+        .map(|name| {
+            let (best, table) = candidate(
+                &prefs,
+                &name,
+                offers.get(&name).map(Vec::as_slice).unwrap_or(&[]),
+            );
+            PolicyEntry {
+                candidate: best.map(|v| v.to_string()),
+                table: table.into_iter().map(|(v, p)| (v.to_string(), p)).collect(),
+                package: name,
+            }
+        })
+        .collect())
+}
+
+/// The plain `Packages` files under `dists/` (by-hash copies skipped), sorted.
+fn own_indexes(dists: &Path) -> Result<Vec<PathBuf>, PolicyError> {
+    let mut indexes = Vec::new();
+    let mut stack = vec![dists.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let rd = std::fs::read_dir(&d).map_err(|source| PolicyError::Io {
+            path: d.clone(),
+            source,
+        })?;
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() && p.file_name().is_some_and(|n| n != "by-hash") {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "Packages") {
+                indexes.push(p);
+            }
+        }
+    }
+    indexes.sort();
+    Ok(indexes)
+}
+
+/// (Package, Version) of every stanza of an index (plain, .gz or .xz).
+fn read_offers(path: &Path) -> Result<Vec<(String, Version)>, PolicyError> {
+    let name = path.to_string_lossy();
+    let compression = if name.ends_with(".xz") {
+        Compression::Xz
+    } else if name.ends_with(".gz") {
+        Compression::Gzip
+    } else if name.ends_with(".lz4") {
+        return Err(PolicyError::Lz4 {
+            path: path.to_path_buf(),
+        });
+    } else {
+        Compression::None
+    };
+    let io = |source| PolicyError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let reader = compression
+        .decoder(BufReader::new(file))
+        .map_err(|e| PolicyError::BadIndex {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+    let mut out = Vec::new();
+    for p in ParagraphReader::new(BufReader::new(reader)) {
+        let p = p.map_err(|e| PolicyError::BadIndex {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let (Some(pkg), Some(ver)) = (p.get("Package"), p.get("Version")) else {
+            continue;
+        };
+        // apt skips what it cannot parse; so does the policy.
+        let Ok((version, _)) = Version::parse_lenient(ver) else {
+            continue;
+        };
+        out.push((pkg.to_string(), version));
+    }
+    Ok(out)
+}

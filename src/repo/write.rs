@@ -1,0 +1,299 @@
+//! The output transaction: a complete repository (pool, signed indexes,
+//! public keyring, pins) built in a staging directory beside the output and
+//! swapped in at the end, so a failed or interrupted build leaves the
+//! previous output intact; a lock file beside it keeps a second build from
+//! interleaving.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::format::deb822::ControlParagraph;
+use crate::openpgp::sign::SigningKey;
+use crate::progress::{Event, Observer, Task};
+
+use super::pool::{DigestStore, place};
+use super::{
+    DistsWriter, IndexReport, IndexStats, IndexedDeb, KEYRING_NAME, PREFERENCES_NAME, RepoConfig,
+    RepoError, io_err,
+};
+
+/// What the repository is and who signs it.
+pub struct RepoParams<'k> {
+    pub config: RepoConfig,
+    pub keys: &'k [SigningKey],
+    /// `Date` of the Release (SOURCE_DATE_EPOCH or now).
+    pub date: i64,
+    /// Where digests of pool files are recorded between builds (the cache).
+    pub digest_records: Option<PathBuf>,
+}
+
+/// One package file for the pool, with the control paragraph read from it
+/// and the SHA256 it must still have.
+pub struct PoolInput<'a> {
+    pub file: &'a Path,
+    pub control: &'a ControlParagraph,
+    pub sha256: &'a str,
+}
+
+/// A package in the pool: its identity from its control paragraph, its
+/// digests from the copy that went into the pool.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PoolEntry {
+    pub package: String,
+    pub version: String,
+    pub architecture: String,
+    pub filename: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OutputReport {
+    pub pool: Vec<String>,
+    /// What went into the pool, from each file itself.
+    pub packages: Vec<PoolEntry>,
+    pub index: IndexReport,
+    pub keyring: String,
+    pub preferences: String,
+}
+
+/// Holds `.<out>.lock` beside the output while a build writes it.
+struct OutputLock {
+    _file: fs::File,
+}
+
+fn lock_output(parent: &Path, base: &str, out: &Path) -> Result<OutputLock, RepoError> {
+    let lock_path = parent.join(format!(".{base}.lock"));
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(io_err(&lock_path))?;
+    match file.try_lock() {
+        Ok(()) => Ok(OutputLock { _file: file }),
+        Err(fs::TryLockError::WouldBlock) => Err(RepoError::Busy {
+            out: out.to_path_buf(),
+            lock: lock_path,
+        }),
+        Err(fs::TryLockError::Error(e)) => Err(io_err(&lock_path)(e)),
+    }
+}
+
+/// Writes the complete repository for `packages` into `out`; see the
+/// module's comment for the transaction.
+pub fn write(
+    out: &Path,
+    packages: &[PoolInput],
+    params: &RepoParams,
+    pins: &str,
+    observer: &dyn Observer,
+) -> Result<OutputReport, RepoError> {
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fs::create_dir_all(parent).map_err(io_err(parent))?;
+    let base = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let lock = lock_output(parent, &base, out)?;
+    // Holding the lock, no other build is running: what a killed build left
+    // behind (a staging or a moved-aside directory) can go.
+    if let Ok(rd) = fs::read_dir(parent) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&format!(".{base}.staging-"))
+                || name.starts_with(&format!(".{base}.old-"))
+            {
+                let _ = fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let staging = tempfile::Builder::new()
+        .prefix(&format!(".{base}.staging-"))
+        .tempdir_in(parent)
+        .map_err(io_err(parent))?;
+    let root = staging.path();
+    // The repository is public (served as it is, or published): 0755, not
+    // the private mode of a fresh temporary directory.
+    fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .map_err(io_err(root))?;
+
+    let (entries, pooled) = fill_pool(root, packages, params, observer)?;
+
+    let total = entries.len() as u64;
+    let mut dists = DistsWriter::new(root, &params.config)?;
+    for (i, e) in entries.iter().enumerate() {
+        // One event per hundred stanzas: a line per package would cost more
+        // than the stanza.
+        if i % 100 == 0 {
+            observer.event(Event::Work {
+                task: Task::Index,
+                done: i as u64,
+                total,
+                item: e.filename.clone(),
+            });
+        }
+        dists.add(e)?;
+    }
+    observer.event(Event::Work {
+        task: Task::Index,
+        done: total,
+        total,
+        item: String::new(),
+    });
+    let stats = IndexStats {
+        read: entries.len(),
+        cached: 0,
+    };
+    let signers = params.keys.len() as u64;
+    observer.event(Event::Work {
+        task: Task::Sign,
+        done: 0,
+        total: signers,
+        item: format!("dists/{}/Release", params.config.suite),
+    });
+    let index = dists.finish(params.date, params.keys, stats)?;
+    observer.event(Event::Work {
+        task: Task::Sign,
+        done: signers,
+        total: signers,
+        item: format!("dists/{}/InRelease", params.config.suite),
+    });
+    let (binary, armored) = crate::openpgp::sign::export_public(params.keys);
+    write_public(&root.join(format!("{KEYRING_NAME}.gpg")), &binary)?;
+    write_public(&root.join(format!("{KEYRING_NAME}.asc")), &armored)?;
+    write_public(&root.join(PREFERENCES_NAME), pins.as_bytes())?;
+
+    // Swap: the previous output moves aside, the new one takes its name.
+    let staged = staging.keep();
+    let old = parent.join(format!(".{base}.old-{}", std::process::id()));
+    let had_old = out.exists();
+    if had_old {
+        fs::rename(out, &old).map_err(io_err(out))?;
+    }
+    if let Err(e) = fs::rename(&staged, out) {
+        if had_old {
+            let _ = fs::rename(&old, out);
+        }
+        let _ = fs::remove_dir_all(&staged);
+        return Err(io_err(out)(e));
+    }
+    if had_old {
+        fs::remove_dir_all(&old).map_err(io_err(&old))?;
+    }
+    drop(lock);
+    Ok(OutputReport {
+        pool: entries.into_iter().map(|e| e.filename).collect(),
+        packages: pooled,
+        index,
+        keyring: format!("{KEYRING_NAME}.gpg"),
+        preferences: PREFERENCES_NAME.to_string(),
+    })
+}
+
+/// Links (or copies) every package into `root/pool/…` under the name its
+/// own control paragraph gives; returns the index entries in pool order.
+fn fill_pool(
+    root: &Path,
+    packages: &[PoolInput],
+    params: &RepoParams,
+    observer: &dyn Observer,
+) -> Result<(Vec<IndexedDeb>, Vec<PoolEntry>), RepoError> {
+    // Each package goes into the pool linked from the cache. Its digests
+    // come from the record kept under the file's identity, or from one read
+    // when there is none; the SHA256 is checked against what the artifact
+    // says again, so a cache file changed through a link in an earlier
+    // output is caught.
+    let store = DigestStore::new(params.digest_records.clone());
+    let mut entries: Vec<IndexedDeb> = Vec::with_capacity(packages.len());
+    let mut out = Vec::with_capacity(packages.len());
+    let total = packages.len() as u64;
+    for (i, p) in packages.iter().enumerate() {
+        let control = p.control;
+        // The pool name comes from the package's own control paragraph.
+        let rel =
+            crate::format::packages::pool_path(&params.config.component, control).map_err(|e| {
+                RepoError::BadPackage {
+                    path: p.file.to_path_buf(),
+                    reason: e.to_string(),
+                }
+            })?;
+        observer.event(Event::Work {
+            task: Task::Pool,
+            done: i as u64,
+            total,
+            item: rel.clone(),
+        });
+        if let Some(e) = entries.iter().find(|e| e.filename == rel) {
+            // Two recipes that name the same file: one pool entry. The same
+            // name, version and architecture with other bytes: refused, as
+            // an archive refuses it.
+            if e.digests.sha256 == p.sha256 {
+                continue;
+            }
+            return Err(RepoError::BadPackage {
+                path: p.file.to_path_buf(),
+                reason: format!(
+                    "another package with the same name, version and architecture ({rel}) has other bytes (sha256 {} here, {} there)",
+                    p.sha256, e.digests.sha256
+                ),
+            });
+        }
+        let dest = root.join(&rel);
+        fs::create_dir_all(dest.parent().unwrap_or(root)).map_err(io_err(&dest))?;
+        // Linked from the cache where the filesystem allows, its digests
+        // recorded under the file's identity: an unchanged package is
+        // neither copied nor read again.
+        let (digests, _) = place(p.file, &dest, &store).map_err(io_err(&dest))?;
+        if digests.sha256 != p.sha256 {
+            return Err(RepoError::Changed {
+                path: p.file.to_path_buf(),
+                expected: p.sha256.to_string(),
+                found: digests.sha256,
+            });
+        }
+        let field = |k: &str| control.get(k).unwrap_or_default().to_string();
+        out.push(PoolEntry {
+            package: field("Package"),
+            version: field("Version"),
+            architecture: field("Architecture"),
+            filename: rel.clone(),
+            size: digests.size,
+            sha256: digests.sha256.clone(),
+        });
+        entries.push(IndexedDeb {
+            architecture: field("Architecture"),
+            stanza: crate::format::packages::stanza(control, &rel, &digests).to_string(),
+            filename: rel,
+            digests,
+        });
+    }
+    observer.event(Event::Work {
+        task: Task::Pool,
+        done: total,
+        total,
+        item: String::new(),
+    });
+    // Pool order, as a walk of the pool would give.
+    entries.sort_by(|a, b| Path::new(&a.filename).cmp(Path::new(&b.filename)));
+    out.sort_by(|a, b| a.filename.cmp(&b.filename));
+    Ok((entries, out))
+}
+
+/// Writes a public file of the repository (0644) through a temporary name.
+fn write_public(path: &Path, data: &[u8]) -> Result<(), RepoError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io_err(dir))?;
+    std::io::Write::write_all(&mut tmp, data).map_err(io_err(path))?;
+    tmp.as_file()
+        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .map_err(io_err(path))?;
+    tmp.persist(path).map_err(|e| RepoError::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    Ok(())
+}
