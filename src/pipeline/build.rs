@@ -8,7 +8,7 @@ use std::fs;
 use crate::digest::strong_digest_reader;
 use crate::repo::RepoConfig;
 
-use super::{Artifact, PipelineError, Session, io, read_control};
+use super::{Artifact, PipelineError, Session, io};
 
 impl Session<'_> {
     /// Builds the `action = "build"` recipes (the metapackage, the
@@ -30,27 +30,52 @@ impl Session<'_> {
         let mut out = Vec::new();
         for p in &self.recipes.packages {
             let Some(b) = &p.build else { continue };
-            let dir = self.settings.cache.join("built").join(&p.name);
-            let _ = fs::remove_dir_all(&dir);
-            let deb = crate::scratch::build_package(
+            // Built in a fresh directory, then kept under its SHA256: a
+            // rebuild with the same bytes leaves the earlier file (and the
+            // output's link to it) untouched.
+            let home = self.settings.cache.join("built").join(&p.name);
+            fs::create_dir_all(&home).map_err(io(&home))?;
+            let scratch = tempfile::Builder::new()
+                .prefix(".build-")
+                .tempdir_in(&home)
+                .map_err(io(&home))?;
+            let built = crate::scratch::build_package(
                 &self.recipes,
                 versions,
                 p,
                 b,
                 Some(&input),
                 date,
-                &dir,
+                scratch.path(),
             )
             .map_err(|e| PipelineError::Scratch {
                 package: p.name.clone(),
                 message: e.to_string(),
             })?;
-            let d =
-                strong_digest_reader(fs::File::open(&deb).map_err(io(&deb))?).map_err(io(&deb))?;
+            let d = strong_digest_reader(fs::File::open(&built).map_err(io(&built))?)
+                .map_err(io(&built))?;
+            let name = built.file_name().unwrap_or_default().to_owned();
+            let keep = home.join(&d.sha256);
+            let deb = keep.join(&name);
+            if !deb.is_file() {
+                let _ = fs::remove_dir_all(&keep);
+                fs::create_dir_all(&keep).map_err(io(&keep))?;
+                fs::rename(&built, &deb).map_err(io(&deb))?;
+            }
+            drop(scratch);
+            // Earlier builds of this recipe are no longer wanted.
+            if let Ok(rd) = fs::read_dir(&home) {
+                for e in rd.flatten() {
+                    if e.file_name() != d.sha256.as_str() {
+                        let _ = fs::remove_dir_all(e.path());
+                        let _ = fs::remove_file(e.path());
+                    }
+                }
+            }
             out.push(Artifact {
                 recipe: p.clone(),
                 locked: None,
-                control: read_control(&deb)?,
+                control: self.control_of(&deb, &d.sha256)?,
                 file: deb,
                 size: d.size,
                 sha256: d.sha256,

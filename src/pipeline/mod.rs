@@ -185,6 +185,30 @@ fn read_control(path: &Path) -> Result<ControlParagraph, PipelineError> {
     Ok(control)
 }
 
+impl Session<'_> {
+    /// The control paragraph of a verified file with this SHA256: read from
+    /// the file the first time, then from `cache/controls/` (a file's
+    /// control paragraph is a function of its bytes), so an unchanged
+    /// package is not opened again.
+    fn control_of(&self, file: &Path, sha256: &str) -> Result<ControlParagraph, PipelineError> {
+        let hex = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit());
+        if !hex {
+            return read_control(file);
+        }
+        let record = self.settings.cache.join("controls").join(sha256);
+        if let Some(p) = fs::read_to_string(&record)
+            .ok()
+            .and_then(|t| ControlParagraph::parse_single(&t).ok())
+        {
+            return Ok(p);
+        }
+        let p = read_control(file)?;
+        // Best effort: without the record the file is read again next time.
+        let _ = write_atomic(&record, p.to_string().as_bytes());
+        Ok(p)
+    }
+}
+
 /// Each package's version as its own file says (prepared artifacts) or as
 /// its recipe builds it (`action = "build"`): what exact dependencies,
 /// `@VERSION_OF:…@` and the pins use.

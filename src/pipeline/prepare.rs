@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use crate::deb::DebFile;
 use crate::fetch::{Event, Task};
 
-use super::{Artifact, Fetched, PipelineError, Session, io, read_control, write_atomic};
+use super::{Artifact, Fetched, PipelineError, Session, io, write_atomic};
 
 impl Session<'_> {
     /// Turns each fetched file into an artifact: kept as it is, or, for
@@ -35,7 +35,7 @@ impl Session<'_> {
                 out.push(Artifact {
                     recipe: f.resolved.recipe.clone(),
                     locked: Some(locked.clone()),
-                    control: read_control(&f.file)?,
+                    control: self.control_of(&f.file, &locked.sha256)?,
                     file: f.file.clone(),
                     size: locked.size,
                     sha256: locked.sha256.clone(),
@@ -112,7 +112,7 @@ impl Session<'_> {
             out.push(Artifact {
                 recipe: f.resolved.recipe.clone(),
                 locked: Some(locked.clone()),
-                control: read_control(&dest)?,
+                control: self.control_of(&dest, &sha256)?,
                 file: dest,
                 size,
                 sha256,

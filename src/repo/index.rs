@@ -45,7 +45,7 @@ pub struct IndexedDeb {
 }
 
 /// Counts of what an indexing run did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IndexStats {
     pub read: usize,
     pub cached: usize,

@@ -132,7 +132,7 @@ impl PackagesWriter {
 }
 
 /// What writing the indexes produced.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct IndexReport {
     pub packages: usize,
     pub stats: IndexStats,

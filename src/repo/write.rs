@@ -37,7 +37,7 @@ pub struct PoolInput<'a> {
 
 /// A package in the pool: its identity from its control paragraph, its
 /// digests from the copy that went into the pool.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PoolEntry {
     pub package: String,
     pub version: String,
@@ -47,7 +47,7 @@ pub struct PoolEntry {
     pub sha256: String,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct OutputReport {
     pub pool: Vec<String>,
     /// What went into the pool, from each file itself.
@@ -55,6 +55,9 @@ pub struct OutputReport {
     pub index: IndexReport,
     pub keyring: String,
     pub preferences: String,
+    /// Nothing changed since the last build: the output was left as it was.
+    #[serde(default)]
+    pub unchanged: bool,
 }
 
 /// Holds `.<out>.lock` beside the output while a build writes it.
@@ -99,6 +102,22 @@ pub fn write(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let lock = lock_output(parent, &base, out)?;
+    // The same inputs over an output nobody touched since: nothing to do.
+    let stamp_path = parent.join(format!(".{base}.stamp"));
+    let key = inputs_key(packages, params, pins);
+    if let Some(mut report) = Stamp::read(&stamp_path)
+        .filter(|s| s.key == key)
+        .filter(|s| tree_identity(out).is_ok_and(|files| files == s.files))
+        .map(|s| s.report)
+    {
+        report.unchanged = true;
+        return Ok(report);
+    }
+    // From here on the stamp no longer describes the output.
+    match fs::remove_file(&stamp_path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&stamp_path)(e)),
+        _ => {}
+    }
     // Holding the lock, no other build is running: what a killed build left
     // behind (a staging or a moved-aside directory) can go.
     if let Ok(rd) = fs::read_dir(parent) {
@@ -184,14 +203,100 @@ pub fn write(
     if had_old {
         fs::remove_dir_all(&old).map_err(io_err(&old))?;
     }
-    drop(lock);
-    Ok(OutputReport {
+    let report = OutputReport {
         pool: entries.into_iter().map(|e| e.filename).collect(),
         packages: pooled,
         index,
         keyring: format!("{KEYRING_NAME}.gpg"),
         preferences: PREFERENCES_NAME.to_string(),
-    })
+        unchanged: false,
+    };
+    // Best effort: without a stamp the next build simply does the work.
+    if let Ok(files) = tree_identity(out) {
+        let stamp = Stamp {
+            key,
+            files,
+            report: report.clone(),
+        };
+        let _ = write_public(&stamp_path, &serde_json::to_vec(&stamp).unwrap_or_default());
+    }
+    drop(lock);
+    Ok(report)
+}
+
+/// What a finished build leaves beside its output (`.<out>.stamp`): a key of
+/// everything that went in, and the identity of every file that came out.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Stamp {
+    key: String,
+    files: Vec<FileIdentity>,
+    report: OutputReport,
+}
+
+impl Stamp {
+    fn read(path: &Path) -> Option<Stamp> {
+        serde_json::from_slice(&fs::read(path).ok()?).ok()
+    }
+}
+
+/// A path under the output and what a change to it would change: kind,
+/// size, inode, modification and status-change times (ctime cannot be set
+/// back by hand, so a file edited in place or replaced always shows).
+type FileIdentity = (String, u64, u64, i64, i64, i64, i64);
+
+/// Every entry under `root`, sorted by path: one `lstat` each.
+fn tree_identity(root: &Path) -> std::io::Result<Vec<FileIdentity>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        for e in fs::read_dir(&dir)? {
+            let e = e?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let child = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            let m = e.path().symlink_metadata()?;
+            if m.is_dir() {
+                stack.push((e.path(), child.clone()));
+            }
+            out.push((
+                child,
+                m.size(),
+                m.ino(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec(),
+            ));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// A digest of everything `write` would turn into the output: each
+/// package's bytes (by SHA256, in order), the repository's configuration,
+/// the date, the signing keys and the pins.
+fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(concat!(
+        "debforge-output ",
+        env!("CARGO_PKG_VERSION"),
+        " 1\0"
+    ));
+    for p in packages {
+        h.update(p.sha256.as_bytes());
+        h.update(b"\0");
+    }
+    h.update(format!("{:?}\0{}\0", params.config, params.date).as_bytes());
+    h.update(crate::openpgp::sign::export_public(params.keys).0);
+    h.update(b"\0");
+    h.update(pins.as_bytes());
+    hex::encode(h.finalize())
 }
 
 /// Links (or copies) every package into `root/pool/…` under the name its

@@ -645,3 +645,72 @@ fn the_pool_links_cached_files_and_catches_a_changed_one() {
         "{err}"
     );
 }
+
+/// A build with the same inputs over an output nobody touched writes
+/// nothing (the output's files keep their inodes and times); any change to
+/// the output, or to an input, makes it build again, and what it builds
+/// verifies.
+#[test]
+fn a_build_with_nothing_changed_writes_nothing_and_a_touched_output_is_rebuilt() {
+    use std::os::unix::fs::MetadataExt;
+    let lab = Lab::new();
+    let out = lab.dir.path().join("out");
+    let build = || {
+        let (code, stdout, err) = run(lab
+            .cmd("build")
+            .arg("--out")
+            .arg(&out)
+            .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+        assert_eq!(code, 0, "{err}");
+        stdout
+    };
+    let first = build();
+    assert!(first.contains("wrote 7 packages into"), "{first}");
+    let release = out.join("dists/bionic/InRelease");
+    let before = fs::metadata(&release).unwrap();
+    let again = build();
+    assert!(
+        again.contains(&format!(
+            "7 packages in {}, unchanged since the last build: nothing was written",
+            out.display()
+        )),
+        "{again}"
+    );
+    // The same package lines as the build that wrote them.
+    let lines = |s: &str| {
+        s.lines()
+            .filter(|l| l.contains(" sha256:"))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(lines(&first), lines(&again));
+    let after = fs::metadata(&release).unwrap();
+    assert_eq!(
+        (before.ino(), before.mtime_nsec()),
+        (after.ino(), after.mtime_nsec())
+    );
+
+    // A file of the output removed by hand: built again, complete.
+    fs::remove_file(out.join("dists/bionic/main/binary-amd64/Packages.gz")).unwrap();
+    let third = build();
+    assert!(third.contains("wrote 7 packages into"), "{third}");
+    assert!(
+        out.join("dists/bionic/main/binary-amd64/Packages.gz")
+            .exists()
+    );
+    ok(crate::common::debforge().arg("verify").arg(&out));
+
+    // Another date is another Release.
+    let (code, stdout, err) = run(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .env("SOURCE_DATE_EPOCH", "1700000000"));
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("wrote 7 packages into"), "{stdout}");
+    assert!(
+        fs::read_to_string(out.join("dists/bionic/Release"))
+            .unwrap()
+            .contains("Date: Tue, 14 Nov 2023 22:13:20 UTC")
+    );
+}

@@ -731,6 +731,28 @@ fn a_version_suffix_flows_from_the_repacked_files_to_apt() {
         .arg(&out)
         .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
     assert_eq!(code, 0, "{err}");
+    // Nothing changed: nothing written, the same report.
+    assert!(
+        stdout.contains("9 packages in") && stdout.contains("unchanged since the last build"),
+        "{stdout}"
+    );
+    // Progress of the local work, as lines in a pipe: each kind ends with a
+    // line of its own (here a rebuild: the stamp is gone).
+    fs::remove_file(out.parent().unwrap().join(".repo-out.stamp")).unwrap();
+    let (code, stdout, err) = run(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+    assert_eq!(code, 0, "{err}");
+    for done in [
+        "repack: 4 of 4 done",
+        "pool: 9 of 9 done",
+        "index: 9 of 9 done",
+        "sign: 1 of 1 done",
+    ] {
+        assert!(err.lines().any(|l| l == done), "{done}: {err}");
+    }
     let sha = debforge::digest::strong_digest_reader(fs::File::open(&nccl).unwrap()).unwrap();
     assert!(
         stdout.contains(&format!(

@@ -56,17 +56,26 @@ pub(crate) fn run_build(
     let report = debforge::repo::write(out, &inputs, &params, &pins, &progress)
         .map_err(|e| Failure::from(PipelineError::Repo(Box::new(e))))?;
     progress.finish();
-    output::built(
-        &report.packages,
-        &format!(
-            "wrote {} packages into {} (signed by {} key{}; keyring {}, pins {})",
-            report.pool.len(),
-            out.display(),
-            signing.len(),
-            if signing.len() == 1 { "" } else { "s" },
-            report.keyring,
-            report.preferences
-        ),
+    let keys = format!(
+        "signed by {} key{}; keyring {}, pins {}",
+        signing.len(),
+        if signing.len() == 1 { "" } else { "s" },
+        report.keyring,
+        report.preferences
     );
+    let summary = if report.unchanged {
+        format!(
+            "{} packages in {}, unchanged since the last build: nothing was written ({keys})",
+            report.pool.len(),
+            out.display()
+        )
+    } else {
+        format!(
+            "wrote {} packages into {} ({keys})",
+            report.pool.len(),
+            out.display()
+        )
+    };
+    output::built(&report.packages, &summary);
     Ok(EXIT_OK)
 }
