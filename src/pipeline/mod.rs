@@ -209,6 +209,22 @@ impl Session<'_> {
     }
 }
 
+/// The newest date among the artifacts' data members (the time dpkg-deb or
+/// our repack wrote into each): what packages built around them are dated
+/// by when SOURCE_DATE_EPOCH is not set.
+pub fn newest_date(artifacts: &[Artifact]) -> Result<Option<i64>, PipelineError> {
+    let mut newest = None;
+    for a in artifacts {
+        let deb = DebFile::open(&a.file).map_err(|source| PipelineError::Deb {
+            path: a.file.clone(),
+            source,
+        })?;
+        let t = deb.data_member().mtime as i64;
+        newest = Some(newest.map_or(t, |n: i64| n.max(t)));
+    }
+    Ok(newest)
+}
+
 /// Each package's version as its own file says (prepared artifacts) or as
 /// its recipe builds it (`action = "build"`): what exact dependencies,
 /// `@VERSION_OF:…@` and the pins use.

@@ -9,7 +9,8 @@ use std::io;
 use std::path::Path;
 
 use super::{
-    PublishError, Recorder, Step, io_err, named_by_content, referenced, stale, tree_files,
+    PublishError, Recorder, Step, io_err, named_by_content, referenced, refuse_changed_pool, stale,
+    tree_files,
 };
 
 const PART_SUFFIX: &str = ".debforge-part";
@@ -40,6 +41,7 @@ pub(super) fn publish(
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_err(&target.join(rel))(e)),
     })?;
+    refuse_changed_pool(out, files, &previous, &target.display().to_string())?;
     for rel in files {
         let src = out.join(rel);
         let dst = target.join(rel);

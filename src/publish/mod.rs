@@ -17,7 +17,7 @@ pub mod dir;
 pub mod rsync;
 pub mod s3;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs;
 use std::io::{self, BufReader};
@@ -44,6 +44,15 @@ pub enum PublishError {
     Rsync { target: String, detail: String },
     #[error("`rsync` is not installed (apt-get install rsync)")]
     RsyncMissing,
+    #[error(
+        "{target}: {path} would change under clients of the Release in force: it lists sha256 {published}, this build has {built}; a package rebuilt at the same name, version and architecture with other bytes"
+    )]
+    ChangedInPlace {
+        target: String,
+        path: String,
+        published: String,
+        built: String,
+    },
     #[error("{target}: {action} {key}: {detail}")]
     Store {
         target: String,
@@ -66,6 +75,9 @@ impl PublishError {
             PublishError::ReadOnly { .. } => {
                 Some("give the publishing user write access; nothing was changed")
             }
+            PublishError::ChangedInPlace { .. } => Some(
+                "nothing was published; give the package a new version (bump the recipe's version, or its version-suffix), or build with the SOURCE_DATE_EPOCH of the published build so it comes out byte for byte the same",
+            ),
             PublishError::Rsync { .. } | PublishError::Store { .. } => Some(
                 "the previous Release is still in force on the target; run the same publish again to complete it",
             ),
@@ -333,15 +345,25 @@ pub(crate) fn read_by_referenced(rel: &str) -> bool {
 /// Reads one file of a target: None if it is not there.
 pub(crate) type ReadTarget<'a> = dyn FnMut(&str) -> Result<Option<Vec<u8>>, PublishError> + 'a;
 
-/// The files a target's Releases reference, directly or through their
-/// indexes: the Release files, the listed indexes and their by-hash copies,
-/// and the pool files of the plain Packages indexes. `existing` is what the
-/// target holds; `read` fetches one of its files (None if missing).
+/// What a target's Releases reference.
+#[derive(Debug, Default)]
+pub(crate) struct Referenced {
+    /// Every file, directly or through the indexes: the Release files, the
+    /// listed indexes and their by-hash copies, the pool files.
+    pub files: BTreeSet<String>,
+    /// Each pool file's SHA256, as the indexes list it.
+    pub pool: BTreeMap<String, String>,
+}
+
+/// What the target's Releases reference (see [`Referenced`]). `existing`
+/// is what the target holds; `read` fetches one of its files (None if
+/// missing).
 pub(crate) fn referenced(
     existing: &[String],
     read: &mut ReadTarget<'_>,
-) -> Result<BTreeSet<String>, PublishError> {
+) -> Result<Referenced, PublishError> {
     let mut refs = BTreeSet::new();
+    let mut pool = BTreeMap::new();
     let releases: Vec<&String> = existing
         .iter()
         .filter(|f| {
@@ -391,12 +413,48 @@ pub(crate) fn referenced(
                 for para in ParagraphReader::new(BufReader::new(&bytes[..])).flatten() {
                     if let Some(name) = para.get("Filename") {
                         refs.insert(name.to_string());
+                        if let Some(sha) = para.get("SHA256") {
+                            pool.insert(name.to_string(), sha.to_string());
+                        }
                     }
                 }
             }
         }
     }
-    Ok(refs)
+    Ok(Referenced { files: refs, pool })
+}
+
+/// Refuses a publish that would replace a pool file the Release in force
+/// lists with other bytes: a client that fetched that Release would get
+/// "File has unexpected size" (or a hash mismatch) for it. Checked before
+/// anything is copied.
+pub(crate) fn refuse_changed_pool(
+    out: &Path,
+    files: &[String],
+    previous: &Referenced,
+    target: &str,
+) -> Result<(), PublishError> {
+    if previous.pool.is_empty() {
+        return Ok(());
+    }
+    let ours = referenced(files, &mut |rel| match fs::read(out.join(rel)) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(&out.join(rel))(e)),
+    })?;
+    for (path, built) in &ours.pool {
+        if let Some(published) = previous.pool.get(path)
+            && published != built
+        {
+            return Err(PublishError::ChangedInPlace {
+                target: target.to_string(),
+                path: path.clone(),
+                published: published.clone(),
+                built: built.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// What goes after the new Release is in: files neither the new repository
@@ -404,8 +462,9 @@ pub(crate) fn referenced(
 pub(crate) fn stale<'a>(
     existing: &'a [String],
     current: &[String],
-    previous: &BTreeSet<String>,
+    previous: &Referenced,
 ) -> Vec<&'a String> {
+    let previous = &previous.files;
     let current: BTreeSet<&String> = current.iter().collect();
     existing
         .iter()

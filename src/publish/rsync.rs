@@ -16,7 +16,7 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::{PublishError, Recorder, Step, io_err, rank, referenced};
+use super::{PublishError, Recorder, Step, io_err, rank, referenced, refuse_changed_pool};
 
 pub(super) fn publish(
     out: &Path,
@@ -56,6 +56,7 @@ pub(super) fn publish(
             Err(e) => Err(io_err(&scratch.path().join(rel))(e)),
         },
     )?;
+    refuse_changed_pool(out, files, &previous, dest)?;
 
     let mut first = true;
     for phase in 0..=5u8 {
@@ -111,7 +112,7 @@ pub(super) fn publish(
     // Only deletions: nothing is sent (`--existing --ignore-existing`), and
     // what the previous Release references is protected for one more round.
     let mut protect = tempfile::NamedTempFile::new().map_err(io_err(&std::env::temp_dir()))?;
-    for p in &previous {
+    for p in &previous.files {
         writeln!(protect, "P /{p}").map_err(io_err(protect.path()))?;
     }
     protect.flush().map_err(io_err(protect.path()))?;

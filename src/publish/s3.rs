@@ -27,7 +27,8 @@ use object_store::{
 };
 
 use super::{
-    PublishError, Recorder, Step, io_err, named_by_content, read_by_referenced, referenced, stale,
+    PublishError, Recorder, Step, io_err, named_by_content, read_by_referenced, referenced,
+    refuse_changed_pool, stale,
 };
 
 /// Files up to this size go up in one PUT; bigger ones in parts of this size.
@@ -118,6 +119,7 @@ async fn run(
         }
     }
     let previous = referenced(&existing, &mut |rel| Ok(fetched.remove(rel)))?;
+    refuse_changed_pool(out, files, &previous, loc.display)?;
 
     for rel in files {
         let path = out.join(rel);

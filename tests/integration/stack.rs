@@ -891,3 +891,69 @@ fn a_machine_with_nvidias_own_builds_gets_ours_with_the_normal_install() {
         }
     }
 }
+
+/// Publish never changes a file a live Release references: the packages
+/// built here come out byte for byte the same when rebuilt without
+/// SOURCE_DATE_EPOCH (dated by the packages they are built around), and a
+/// package rebuilt with other bytes at the same version is refused before
+/// anything is copied, naming both digests.
+#[test]
+fn publish_refuses_to_change_a_published_package_in_place() {
+    let lab = Lab::new();
+    let out = shipped_build_in(&lab, &lab.server.url("repo/"));
+    let meta = pool(&out, "g/gpu-stack-cu101", "gpu-stack-cu101_1.0-1_all.deb");
+    let target = lab.dir.path().join("mirror");
+    let build = || ok(lab.cmd("build").arg("--out").arg(&out));
+    let publish = || {
+        run(crate::common::debforge()
+            .arg("publish")
+            .arg("--to")
+            .arg(&target)
+            .arg("--out")
+            .arg(&out))
+    };
+    build();
+    let first = fs::read(&meta).unwrap();
+    let (code, _, err) = publish();
+    assert_eq!(code, 0, "{err}");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    build();
+    assert_eq!(
+        fs::read(&meta).unwrap(),
+        first,
+        "a rebuild gives the same bytes"
+    );
+    let (code, _, err) = publish();
+    assert_eq!(code, 0, "{err}");
+
+    // Same version, other contents: refused, the mirror left as it was.
+    let recipe = lab.recipes.join("packages/gpu-stack-cu101.toml");
+    let text = fs::read_to_string(&recipe).unwrap();
+    fs::write(&recipe, text.replace("exactly\"", "exactly, rebuilt\"")).unwrap();
+    build();
+    let published = debforge::digest::strong_digest_reader(&first[..])
+        .unwrap()
+        .sha256;
+    let built = debforge::digest::strong_digest_reader(fs::File::open(&meta).unwrap())
+        .unwrap()
+        .sha256;
+    assert_ne!(published, built);
+    let release = fs::read(target.join("dists/bionic/InRelease")).unwrap();
+    let (code, _, err) = publish();
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "debforge: error: {}: pool/main/g/gpu-stack-cu101/gpu-stack-cu101_1.0-1_all.deb would change under clients of the Release in force: it lists sha256 {published}, this build has {built}; a package rebuilt at the same name, version and architecture with other bytes\n  hint: nothing was published; give the package a new version (bump the recipe's version, or its version-suffix), or build with the SOURCE_DATE_EPOCH of the published build so it comes out byte for byte the same\n",
+            target.display()
+        )
+    );
+    assert_eq!(
+        fs::read(target.join("dists/bionic/InRelease")).unwrap(),
+        release
+    );
+    assert_eq!(
+        fs::read(target.join("pool/main/g/gpu-stack-cu101/gpu-stack-cu101_1.0-1_all.deb")).unwrap(),
+        first
+    );
+}

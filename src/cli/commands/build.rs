@@ -45,7 +45,15 @@ pub(crate) fn run_build(
     let pins = debforge::format::preferences::exact_pins(
         versions.iter().map(|(n, v)| (n.as_str(), v.as_str())),
     );
-    artifacts.extend(session.build_from_recipes(&config, &keyring, date, &versions, &pins)?);
+    // Packages built here are dated by SOURCE_DATE_EPOCH, else by the newest
+    // of the packages they are built around (a function of the lock), never
+    // by the clock: rebuilding the same inputs gives the same bytes, so a
+    // published package never changes under its name and version.
+    let built_date = match sde {
+        Some(t) => t as i64,
+        None => pipeline::newest_date(&artifacts)?.unwrap_or(date),
+    };
+    artifacts.extend(session.build_from_recipes(&config, &keyring, built_date, &versions, &pins)?);
     let params = debforge::repo::RepoParams {
         config,
         keys: &signing,
