@@ -25,6 +25,9 @@ pub struct RepoParams<'k> {
     pub date: i64,
     /// Where digests of pool files are recorded between builds (the cache).
     pub digest_records: Option<PathBuf>,
+    /// Tests only: swap with two renames and, between them, create this
+    /// file and wait (so a test can kill the build inside that window).
+    pub pause_in_swap: Option<PathBuf>,
 }
 
 /// One package file for the pool, with the control paragraph read from it
@@ -118,13 +121,16 @@ pub fn write(
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&stamp_path)(e)),
         _ => {}
     }
-    // Holding the lock, no other build is running: what a killed build left
-    // behind (a staging or a moved-aside directory) can go.
+    // Holding the lock, no other build is running. A build killed between
+    // the two renames of a swap left no output and the previous one moved
+    // aside: put it back first. Then what killed builds left (staging
+    // directories, a moved-aside output once the output is there) can go.
+    restore_moved_aside(parent, &base, out, observer)?;
     if let Ok(rd) = fs::read_dir(parent) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with(&format!(".{base}.staging-"))
-                || name.starts_with(&format!(".{base}.old-"))
+                || (name.starts_with(&format!(".{base}.old-")) && out.exists())
             {
                 let _ = fs::remove_dir_all(e.path());
             }
@@ -186,23 +192,13 @@ pub fn write(
     write_public(&root.join(format!("{KEYRING_NAME}.asc")), &armored)?;
     write_public(&root.join(PREFERENCES_NAME), pins.as_bytes())?;
 
-    // Swap: the previous output moves aside, the new one takes its name.
-    let staged = staging.keep();
-    let old = parent.join(format!(".{base}.old-{}", std::process::id()));
-    let had_old = out.exists();
-    if had_old {
-        fs::rename(out, &old).map_err(io_err(out))?;
-    }
-    if let Err(e) = fs::rename(&staged, out) {
-        if had_old {
-            let _ = fs::rename(&old, out);
-        }
-        let _ = fs::remove_dir_all(&staged);
-        return Err(io_err(out)(e));
-    }
-    if had_old {
-        fs::remove_dir_all(&old).map_err(io_err(&old))?;
-    }
+    swap_in(
+        staging.keep(),
+        out,
+        parent,
+        &base,
+        params.pause_in_swap.as_deref(),
+    )?;
     let report = OutputReport {
         pool: entries.into_iter().map(|e| e.filename).collect(),
         packages: pooled,
@@ -222,6 +218,104 @@ pub fn write(
     }
     drop(lock);
     Ok(report)
+}
+
+/// Puts the new output in place. Where the filesystem can, in one step
+/// (`renameat2(RENAME_EXCHANGE)`): at every instant `out` is a complete
+/// repository, the old one or the new one. Elsewhere with two renames; a
+/// build killed between them leaves the previous output at
+/// `.<out>.old-<pid>`, which the next build restores before anything else.
+fn swap_in(
+    staged: PathBuf,
+    out: &Path,
+    parent: &Path,
+    base: &str,
+    pause: Option<&Path>,
+) -> Result<(), RepoError> {
+    let had_old = fs::symlink_metadata(out).is_ok();
+    if !had_old {
+        if let Err(e) = fs::rename(&staged, out) {
+            let _ = fs::remove_dir_all(&staged);
+            return Err(io_err(out)(e));
+        }
+        return Ok(());
+    }
+    if pause.is_none() && exchange(&staged, out).is_ok() {
+        // `staged` now holds the previous output.
+        let _ = fs::remove_dir_all(&staged);
+        return Ok(());
+    }
+    let old = parent.join(format!(".{base}.old-{}", std::process::id()));
+    fs::rename(out, &old).map_err(io_err(out))?;
+    if let Some(p) = pause {
+        let _ = fs::write(p, b"");
+        while p.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    if let Err(e) = fs::rename(&staged, out) {
+        let _ = fs::rename(&old, out);
+        let _ = fs::remove_dir_all(&staged);
+        return Err(io_err(out)(e));
+    }
+    fs::remove_dir_all(&old).map_err(io_err(&old))
+}
+
+/// Swaps two paths atomically (Linux 3.15+, on filesystems that support it).
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
+    let (a, b) = (c(a)?, c(b)?);
+    // SAFETY: both are valid NUL-terminated paths; renameat2 only reads them.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// With no output but a moved-aside one (`.<out>.old-<pid>`, from a build
+/// killed inside a two-rename swap), renames the newest of those back.
+fn restore_moved_aside(
+    parent: &Path,
+    base: &str,
+    out: &Path,
+    observer: &dyn Observer,
+) -> Result<(), RepoError> {
+    if fs::symlink_metadata(out).is_ok() {
+        return Ok(());
+    }
+    let prefix = format!(".{base}.old-");
+    let newest = fs::read_dir(parent)
+        .map_err(io_err(parent))?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max();
+    if let Some((_, old)) = newest {
+        fs::rename(&old, out).map_err(io_err(out))?;
+        observer.event(Event::Warning {
+            message: format!(
+                "restored the previous repository {} from {}, where a build killed while swapping it left it",
+                out.display(),
+                old.display()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// What a finished build leaves beside its output (`.<out>.stamp`): a key of

@@ -59,6 +59,8 @@ pub(crate) fn run_build(
         keys: &signing,
         date,
         digest_records: Some(session.settings.cache.join("digests")),
+        // A test hook (tests/integration/faults.rs): pause inside the swap.
+        pause_in_swap: std::env::var_os("DEBFORGE_TEST_PAUSE_IN_SWAP").map(PathBuf::from),
     };
     let inputs: Vec<_> = artifacts.iter().map(|a| a.pool_input()).collect();
     let report = debforge::repo::write(out, &inputs, &params, &pins, &progress)
