@@ -149,7 +149,9 @@ pub fn build_package(
 
     let mut conffiles = Vec::new();
     for f in &build.files {
-        let src = recipes.dir.join(&f.source);
+        let src = recipes
+            .file(&f.source)
+            .map_err(|e| fail(format!("build.files: {e}")))?;
         let bytes =
             fs::read(&src).map_err(|e| fail(format!("build.files: {}: {e}", src.display())))?;
         let bytes = match String::from_utf8(bytes) {
@@ -204,7 +206,9 @@ pub fn build_package(
     }
 
     // What Debian Policy asks of every package: its copyright and changelog.
-    let copyright_src = recipes.dir.join(&build.copyright);
+    let copyright_src = recipes
+        .file(&build.copyright)
+        .map_err(|e| fail(format!("build.copyright: {e}")))?;
     let copyright = fs::read(&copyright_src)
         .map_err(|e| fail(format!("build.copyright: {}: {e}", copyright_src.display())))?;
     write(

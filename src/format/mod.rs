@@ -7,6 +7,7 @@ pub mod control;
 pub mod date;
 pub mod deb822;
 pub mod packages;
+pub mod path;
 pub mod preferences;
 pub mod relation;
 pub mod release;

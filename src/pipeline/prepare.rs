@@ -53,7 +53,7 @@ impl Session<'_> {
             key.update(b"debforge-repack-1\0");
             key.update(locked.sha256.as_bytes());
             for (name, rel) in &r.scripts {
-                let path = self.recipes.dir.join(rel);
+                let path = self.recipes.file(rel).map_err(PipelineError::Recipe)?;
                 let script = load_script(&path, &r.vars, &locked.name, &locked.version)?;
                 key.update(name.as_bytes());
                 key.update(b"\0");

@@ -2,6 +2,7 @@
 //! index → file), and the lock file checked against the result.
 
 use std::collections::BTreeMap;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::fetch::Expected;
@@ -177,6 +178,19 @@ impl Session<'_> {
 
     fn resolve_path(&self, p: &PackageRecipe, path: &Path) -> Result<Resolved, PipelineError> {
         let full = self.recipes.dir.join(path);
+        // A package file may live outside recipes/ (a build's output
+        // directory), but it must be a regular file: `/dev/zero` would be
+        // read for ever.
+        match fs::metadata(&full) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => {
+                return Err(PipelineError::BadPackage {
+                    path: full,
+                    reason: format!("{}: from.path is not a regular file", p.name),
+                });
+            }
+            Err(e) => return Err(io(&full)(e)),
+        }
         // A local file vouches for itself; unchanged since the last run, it
         // is not read again.
         let d = crate::repo::pool::DigestStore::new(Some(self.settings.cache.join("digests")))

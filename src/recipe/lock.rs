@@ -107,6 +107,13 @@ pub enum LockError {
     Syntax { line: usize, message: String },
     #[error("lock file version {0} is not supported (this debforge writes version {LOCK_VERSION})")]
     Version(u32),
+    #[error("{package}: {field} {value:?} {problem}")]
+    Bad {
+        package: String,
+        field: &'static str,
+        value: String,
+        problem: String,
+    },
 }
 
 impl Lock {
@@ -132,6 +139,32 @@ impl Lock {
         })?;
         if lock.version != LOCK_VERSION {
             return Err(LockError::Version(lock.version));
+        }
+        // Digests name cache directories and paths name files in
+        // snapshots: both are checked before anything uses them.
+        use crate::format::path::{check_relative, is_hex_digest};
+        for p in &lock.package {
+            let bad = |field, value: &str, problem: &str| LockError::Bad {
+                package: p.name.clone(),
+                field,
+                value: value.to_string(),
+                problem: problem.to_string(),
+            };
+            if !is_hex_digest(&p.sha256, 64) {
+                return Err(bad("sha256", &p.sha256, "is not 64 lower-case hex digits"));
+            }
+            if let Some(h) = &p.sha512
+                && !is_hex_digest(h, 128)
+            {
+                return Err(bad("sha512", h, "is not 128 lower-case hex digits"));
+            }
+            // Local files (`path`) are named as the recipe names them.
+            if p.origin != "path" {
+                check_relative(&p.path).map_err(|e| bad("path", &p.path, &e.to_string()))?;
+            }
+            if !p.index.is_empty() {
+                check_relative(&p.index).map_err(|e| bad("index", &p.index, &e.to_string()))?;
+            }
         }
         Ok(lock)
     }

@@ -13,6 +13,7 @@ pub mod lock;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::fs;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -325,6 +326,34 @@ pub struct RecipeSet {
 }
 
 impl RecipeSet {
+    /// A file a recipe names (a copyright file, a file to install, a
+    /// maintainer script): it must be a regular file inside the recipes
+    /// directory once symlinks are resolved, so a recipe cannot pack
+    /// `/etc/shadow` (or read `/dev/zero` forever) into a package.
+    pub fn file(&self, rel: &Path) -> Result<PathBuf, RecipeError> {
+        let fail = |message: String| RecipeError {
+            file: self.dir.join(rel),
+            line: None,
+            message,
+        };
+        let dir = fs::canonicalize(&self.dir)
+            .map_err(|e| fail(format!("cannot resolve the recipes directory: {e}")))?;
+        let full = fs::canonicalize(self.dir.join(rel))
+            .map_err(|e| fail(format!("cannot read the file: {e}")))?;
+        if !full.starts_with(&dir) {
+            return Err(fail(format!(
+                "resolves to {}, outside the recipes directory {}; recipes may only use files inside it",
+                full.display(),
+                dir.display()
+            )));
+        }
+        let meta = fs::metadata(&full).map_err(|e| fail(format!("cannot read the file: {e}")))?;
+        if !meta.is_file() {
+            return Err(fail("is not a regular file".into()));
+        }
+        Ok(full)
+    }
+
     /// The project root (the recipes directory's parent), where `keys/` is.
     pub fn root(&self) -> PathBuf {
         self.dir
@@ -373,6 +402,13 @@ pub fn parse_sources(file: &Path, text: &str) -> Result<BTreeMap<String, Source>
                 span,
                 "layout \"dists\" needs 'suite' and 'component'".into(),
             ));
+        }
+        for (field, value) in [("suite", &raw.suite), ("component", &raw.component)] {
+            if let Some(v) = value
+                && let Err(e) = crate::format::path::check_relative(v)
+            {
+                return Err(at(span.clone(), format!("field '{field}': {e}")));
+            }
         }
         if raw.layout == Layout::Flat && (raw.suite.is_some() || raw.component.is_some()) {
             return Err(at(

@@ -395,11 +395,9 @@ impl<'t> OpenSource<'t> {
         };
         let filename = p.get("Filename").ok_or_else(|| bad("has no Filename"))?;
         let path = filename.trim_start_matches("./").to_string();
-        if path.is_empty()
-            || path.starts_with('/')
-            || path.split('/').any(|c| c == ".." || c.is_empty())
-        {
-            return Err(bad(&format!("has an unsafe Filename {filename:?}")));
+        // Decoded as the HTTP client would: `%2e%2e/` is `../`.
+        if let Err(e) = crate::format::path::check_relative(&path) {
+            return Err(bad(&format!("has an unsafe Filename: {e}")));
         }
         let size = p
             .get("Size")

@@ -438,6 +438,29 @@ fn trust_chain_failures() {
             "7.5.0.56-1+cuda10.1 (amd64) is not in",
         ),
         (
+            "a Filename that leaves the source's base once decoded",
+            |www, _| {
+                let repo = www.join("nvidia");
+                let index = repo.join("Packages");
+                let text = fs::read_to_string(&index).unwrap();
+                assert!(text.contains("Filename: ./libcudnn7_7.5.0.56"));
+                fs::write(
+                    &index,
+                    text.replace(
+                        "Filename: ./libcudnn7_7.5.0.56",
+                        "Filename: %2e%2e/other/libcudnn7_7.5.0.56",
+                    ),
+                )
+                .unwrap();
+                for f in ["Packages.gz", "Packages.xz"] {
+                    fs::remove_file(repo.join(f)).unwrap();
+                }
+                let release = write_release(&repo, &[("Origin", "NVIDIA")]);
+                TestKey::shared().sign_detached(&release);
+            },
+            "has an unsafe Filename: \"%2e%2e/other/libcudnn7_7.5.0.56-1+cuda10.1_amd64.deb\" has a `.`, `..` or empty component (after %-decoding)",
+        ),
+        (
             "expired Valid-Until on a live source",
             |www, work| {
                 crate::standin::dists_repo(

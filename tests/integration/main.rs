@@ -11,6 +11,7 @@ mod standin;
 mod deb822_lists;
 mod deb_build;
 mod deb_read;
+mod escapes;
 mod faults;
 mod fetch;
 mod hostile;

@@ -239,7 +239,7 @@ fn recipe_mistakes_are_named_before_anything_is_written() {
         nccl.replace("scripts/cuda-links.postrm", "scripts/missing.postrm"),
     )
     .unwrap();
-    fails("scripts/missing.postrm: cannot read the maintainer script");
+    fails("scripts/missing.postrm: cannot read the file: No such file or directory");
     fs::write(
         lab.recipes.join("packages/libnccl2.toml"),
         nccl.replace("vars = { LINKS", "vars = { OTHER"),
