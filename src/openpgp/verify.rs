@@ -241,8 +241,16 @@ impl VerificationHelper for Helper<'_> {
                 for result in results {
                     match result {
                         Ok(good) => {
-                            self.good
-                                .get_or_insert_with(|| good.ka.cert().fingerprint());
+                            // Sequoia checks the key was alive when it
+                            // signed; gpgv (and so apt) also wants it alive
+                            // now: an expired key gives EXPKEYSIG.
+                            match expired_now(good.ka.cert(), &good.ka.key().fingerprint()) {
+                                Some(why) => self.reasons.push(why),
+                                None => {
+                                    self.good
+                                        .get_or_insert_with(|| good.ka.cert().fingerprint());
+                                }
+                            }
                         }
                         Err(e) => self.reasons.push(describe(&e)),
                     }
@@ -257,6 +265,46 @@ impl VerificationHelper for Helper<'_> {
             Err(anyhow::anyhow!(self.reasons.join("; ")))
         }
     }
+}
+
+/// Why the signing key `key` of `cert` is not usable now (expired, or its
+/// certificate is), as apt would refuse it; `None` when it is alive.
+fn expired_now(cert: &Cert, key: &Fingerprint) -> Option<String> {
+    let policy = AptPolicy::new();
+    let now = std::time::SystemTime::now();
+    let valid = match cert.with_policy(&policy, now) {
+        Ok(v) => v,
+        Err(e) => {
+            return Some(format!(
+                "the certificate {} is not valid now: {e} (apt refuses its signatures)",
+                cert.fingerprint()
+            ));
+        }
+    };
+    let expiry = |t: Option<std::time::SystemTime>| {
+        t.map(|t| {
+            crate::format::date::format_rfc2822(
+                t.duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64),
+            )
+        })
+        .unwrap_or_default()
+    };
+    if valid.alive().is_err() {
+        return Some(format!(
+            "signed by key {} which expired on {} (apt refuses it: EXPKEYSIG)",
+            cert.fingerprint(),
+            expiry(valid.primary_key().key_expiration_time())
+        ));
+    }
+    let ka = valid.keys().key_handle(key.clone()).next()?;
+    if ka.alive().is_err() {
+        return Some(format!(
+            "signed by key {key} which expired on {} (apt refuses it: EXPKEYSIG)",
+            expiry(ka.key_expiration_time())
+        ));
+    }
+    None
 }
 
 fn describe(e: &openpgp::parse::stream::VerificationError) -> String {

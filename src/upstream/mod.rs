@@ -59,6 +59,10 @@ pub enum UpstreamErrorKind {
         "{what} expired on {until} (Valid-Until); set `archive = true` for this source if it is a frozen archive"
     )]
     Expired { what: String, until: String },
+    #[error(
+        "{what} is dated {date}, in the future: apt refuses it as not valid yet; check this machine's clock (and the upstream's)"
+    )]
+    NotYetValid { what: String, date: String },
     #[error("none of {candidates} is listed in {release} (with SHA256 or SHA512)")]
     IndexNotInRelease { candidates: String, release: String },
     #[error("index {index} is not readable: {reason}")]
@@ -215,6 +219,17 @@ impl<'t> OpenSource<'t> {
                 .unwrap_or_default()
                 .to_string();
             return Err(fail(UpstreamErrorKind::Expired { what, until }));
+        }
+        // apt allows a little clock skew, no more (it says "not valid yet").
+        if let Some(date) = release.date().map_err(rel_err)?
+            && date > now + 10
+        {
+            let date = release
+                .paragraph()
+                .get("Date")
+                .unwrap_or_default()
+                .to_string();
+            return Err(fail(UpstreamErrorKind::NotYetValid { what, date }));
         }
         Ok(OpenSource {
             source: source.clone(),

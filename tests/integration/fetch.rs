@@ -461,6 +461,17 @@ fn trust_chain_failures() {
             "has an unsafe Filename: \"%2e%2e/other/libcudnn7_7.5.0.56-1+cuda10.1_amd64.deb\" has a `.`, `..` or empty component (after %-decoding)",
         ),
         (
+            "a Release dated in the future",
+            |www, _| {
+                let release = www.join("nvidia/Release");
+                crate::standin::edit_release(&release, |p| {
+                    p.set("Date", "Thu, 01 Jan 2099 00:00:00 UTC");
+                });
+                TestKey::shared().sign_detached(&release);
+            },
+            "/nvidia/Release is dated Thu, 01 Jan 2099 00:00:00 UTC, in the future: apt refuses it as not valid yet",
+        ),
+        (
             "expired Valid-Until on a live source",
             |www, work| {
                 crate::standin::dists_repo(
@@ -736,4 +747,32 @@ fn a_build_with_nothing_changed_writes_nothing_and_a_touched_output_is_rebuilt()
             .unwrap()
             .contains("Date: Tue, 14 Nov 2023 22:13:20 UTC")
     );
+}
+
+/// A Release signed by a key that was valid when it signed but has expired
+/// since: apt refuses it (gpgv's EXPKEYSIG), so `lock` does too.
+#[test]
+fn a_signature_by_a_key_that_has_expired_is_refused() {
+    let lab = Lab::new();
+    let expired = TestKey::expired();
+    expired.sign_detached(&lab.www().join("nvidia/Release"));
+    let project = lab.recipes.parent().unwrap();
+    fs::write(project.join("keys/upstream.asc"), &expired.public).unwrap();
+    let sources = lab.recipes.join("sources.toml");
+    let text = fs::read_to_string(&sources).unwrap();
+    fs::write(
+        &sources,
+        text.replace(&TestKey::shared().fingerprint, &expired.fingerprint),
+    )
+    .unwrap();
+    let (code, err) = fails(&mut lab.cmd("lock"));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "signed by key {} which expired on Thu, 02 Jan 2020 00:00:00 UTC (apt refuses it: EXPKEYSIG)",
+            expired.fingerprint
+        )),
+        "{err}"
+    );
+    assert!(lab.cached_debs().is_empty());
 }

@@ -18,19 +18,33 @@ pub struct TestKey {
     pub fingerprint: String,
     /// The armored public key.
     pub public: Vec<u8>,
+    /// gpg's `--faked-system-time` for everything this key does.
+    faked_time: Option<&'static str>,
 }
 
 impl TestKey {
     fn generate(dir: &Path, uid: &str) -> TestKey {
+        TestKey::generate_at(dir, uid, None, "never")
+    }
+
+    /// A key made at `faked_time` (gpg's `--faked-system-time`), valid for
+    /// `expire` (`never`, `1d`, …).
+    fn generate_at(
+        dir: &Path,
+        uid: &str,
+        faked_time: Option<&'static str>,
+        expire: &str,
+    ) -> TestKey {
         let home = dir.to_path_buf();
         fs::create_dir_all(&home).unwrap();
         fs::set_permissions(&home, fs::Permissions::from_mode(0o700)).unwrap();
         let gpg = |args: &[&str]| {
-            ok(Command::new("gpg")
-                .arg("--homedir")
-                .arg(&home)
-                .args(["--batch", "--quiet"])
-                .args(args))
+            let mut c = Command::new("gpg");
+            c.arg("--homedir").arg(&home).args(["--batch", "--quiet"]);
+            if let Some(t) = faked_time {
+                c.args(["--faked-system-time", t]);
+            }
+            ok(c.args(args))
         };
         gpg(&[
             "--pinentry-mode",
@@ -41,7 +55,7 @@ impl TestKey {
             uid,
             "ed25519",
             "sign",
-            "never",
+            expire,
         ]);
         let listing = gpg(&["--with-colons", "--list-keys", uid]);
         let fingerprint = listing
@@ -51,11 +65,36 @@ impl TestKey {
             .trim_matches(':')
             .to_string();
         let public = gpg(&["--armor", "--export", &fingerprint]).into_bytes();
+        stop_agent(&home);
         TestKey {
             home,
             fingerprint,
             public,
+            faked_time,
         }
+    }
+
+    /// A key made on 2020-01-01 that expired a day later; it signs as of
+    /// 2020-01-01 06:00, when it was still valid.
+    pub fn expired() -> &'static TestKey {
+        static KEY: OnceLock<(tempfile::TempDir, TestKey)> = OnceLock::new();
+        &KEY.get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let key = TestKey::generate_at(
+                &dir.path().join("gnupg"),
+                "expired upstream <expired@example.org>",
+                Some("20200101T000000!"),
+                "1d",
+            );
+            (
+                dir,
+                TestKey {
+                    faked_time: Some("20200101T060000!"),
+                    ..key
+                },
+            )
+        })
+        .1
     }
 
     /// The key of every stand-in (generated once per test run).
@@ -95,6 +134,9 @@ impl TestKey {
             "--passphrase",
             "",
         ]);
+        if let Some(t) = self.faked_time {
+            c.args(["--faked-system-time", t]);
+        }
         c.args(["--local-user", &self.fingerprint, "--digest-algo", "SHA512"]);
         c
     }
@@ -107,6 +149,7 @@ impl TestKey {
             .args(["--armor", "--detach-sign", "--output"])
             .arg(&out)
             .arg(release));
+        stop_agent(&self.home);
     }
 
     /// Writes `InRelease` (cleartext-signed) next to `release`.
@@ -117,7 +160,19 @@ impl TestKey {
             .args(["--clearsign", "--output"])
             .arg(&out)
             .arg(release));
+        stop_agent(&self.home);
     }
+}
+
+/// The stand-in keys live for the whole run in static homes that are never
+/// dropped: their gpg-agent is stopped after each use, so none outlives the
+/// suite (the next gpg call starts it again).
+fn stop_agent(home: &Path) {
+    let _ = Command::new("gpgconf")
+        .arg("--homedir")
+        .arg(home)
+        .args(["--kill", "gpg-agent"])
+        .status();
 }
 
 /// A fake package at the real paths.
