@@ -239,12 +239,17 @@ pub fn deb_info(deb: &DebFile, control: &ControlFiles, json: bool) {
 
 pub fn deb_contents(deb: &DebFile, json: bool) -> Result<(), Failure> {
     if json {
-        let mut entries = Vec::new();
+        // Streamed, an entry at a time: memory stays flat however many
+        // entries the package has.
+        let mut first = true;
         deb.visit_data(|e| {
-            entries.push(serde_json::to_value(&e).map_err(io::Error::other)?);
+            let entry = serde_json::to_string_pretty(&e).map_err(io::Error::other)?;
+            let entry = entry.replace('\n', "\n  ");
+            out(&format!("{}\n  {entry}", if first { "[" } else { "," }));
+            first = false;
             Ok(())
         })?;
-        json_out(&Value::Array(entries));
+        out(if first { "[]\n" } else { "\n]\n" });
         return Ok(());
     }
     let mut fmt = ContentsFormatter::default();

@@ -13,6 +13,7 @@ pub mod compression;
 pub mod listing;
 pub mod read;
 pub mod repack;
+pub mod targuard;
 
 use std::io;
 use std::path::PathBuf;

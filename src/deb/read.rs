@@ -11,8 +11,9 @@ use super::{DebError, DebErrorKind};
 use crate::format::control::check_binary_control;
 use crate::format::deb822::ControlParagraph;
 
-/// Upper bound for one control file held in memory (a huge `md5sums` is a few MB).
-const MAX_CONTROL_FILE: u64 = 64 << 20;
+/// Upper bound for the control member once decompressed, so for all control
+/// files held in memory together (the largest real `md5sums` are a few MB).
+pub const MAX_CONTROL_MEMBER: u64 = 32 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -174,7 +175,9 @@ impl DebFile {
     }
 
     /// The member's tar stream, decompressed on the fly.
-    pub fn member_tar(&self, member: &Member) -> io::Result<Box<dyn Read + '_>> {
+    /// The member's tar stream, decompressed and guarded (see
+    /// [`super::targuard`]): at most `limit` bytes, no oversized long names.
+    pub fn member_tar(&self, member: &Member, limit: u64) -> io::Result<Box<dyn Read + '_>> {
         // Buffers sized to the member: a small package costs no large
         // allocations (each one above 128 KiB is an mmap and page faults).
         let raw = BufReader::with_capacity(buffer_for(member.size), self.raw_member(member));
@@ -184,7 +187,16 @@ impl DebFile {
             .decoder(raw)?;
         // tar reads in 512-byte headers and 8 KiB chunks: buffer above the
         // decompressor so each call into it does real work.
-        Ok(Box::new(BufReader::with_capacity(64 * 1024, decoder)))
+        let what = if member.role == MemberRole::Control {
+            "control"
+        } else {
+            "data"
+        };
+        Ok(Box::new(super::targuard::TarGuard::new(
+            BufReader::with_capacity(64 * 1024, decoder),
+            limit,
+            what,
+        )))
     }
 
     /// Reads and checks the control member: plain files at its top level only
@@ -193,7 +205,9 @@ impl DebFile {
     pub fn control_files(&self) -> Result<ControlFiles, DebError> {
         let err = |kind| DebError::new(&self.path, kind);
         let tar_err = |e: io::Error| err(DebErrorKind::ControlTar(e));
-        let reader = self.member_tar(self.control_member()).map_err(tar_err)?;
+        let reader = self
+            .member_tar(self.control_member(), MAX_CONTROL_MEMBER)
+            .map_err(tar_err)?;
         let mut archive = tar::Archive::new(reader);
         let mut files = Vec::new();
         for entry in archive.entries().map_err(tar_err)? {
@@ -233,8 +247,10 @@ impl DebFile {
                 ));
             }
             let size = entry.header().size().map_err(tar_err)?;
-            if size > MAX_CONTROL_FILE {
-                return Err(unsafe_entry("is larger than 64 MiB"));
+            if size > MAX_CONTROL_MEMBER {
+                return Err(unsafe_entry(
+                    "is larger than 32 MiB, the limit for the control member",
+                ));
             }
             let mode = entry.header().mode().map_err(tar_err)?;
             let mut data = Vec::with_capacity(size as usize);
@@ -245,6 +261,8 @@ impl DebFile {
                 data,
             });
         }
+        // What follows the end marker, and the compressor's checksum.
+        super::targuard::drain(archive.into_inner()).map_err(tar_err)?;
         let control = files
             .iter()
             .find(|f| f.name == "control")
@@ -274,7 +292,9 @@ impl DebFile {
         mut visit: impl FnMut(DataEntry) -> io::Result<()>,
     ) -> Result<(), DebError> {
         let tar_err = |e: io::Error| DebError::new(&self.path, DebErrorKind::DataTar(e));
-        let reader = self.member_tar(self.data_member()).map_err(tar_err)?;
+        let reader = self
+            .member_tar(self.data_member(), u64::MAX)
+            .map_err(tar_err)?;
         let mut archive = tar::Archive::new(reader);
         for entry in archive.entries().map_err(tar_err)? {
             let entry = entry.map_err(tar_err)?;
@@ -306,6 +326,7 @@ impl DebFile {
             };
             visit(data_entry).map_err(tar_err)?;
         }
+        super::targuard::drain(archive.into_inner()).map_err(tar_err)?;
         Ok(())
     }
 }

@@ -347,7 +347,15 @@ pub enum ParseErrorKind {
     NotUtf8,
     #[error("read failed: {0}")]
     Io(String),
+    #[error("{what} is longer than {limit} bytes, the limit when streaming an index")]
+    TooLong { what: &'static str, limit: usize },
 }
+
+/// Limits of [`ParagraphReader`], which reads untrusted indexes: one line,
+/// one paragraph. (Real Packages stanzas are a few KB; the longest
+/// `Description`s a few hundred.)
+pub const MAX_STREAMED_LINE: usize = 1 << 20;
+pub const MAX_STREAMED_PARAGRAPH: usize = 16 << 20;
 
 /// The line-at-a-time state machine shared by [`Document::parse`] and
 /// [`ParagraphReader`].
@@ -361,6 +369,12 @@ struct LineParser {
     pending: String,
     /// Comment lines inside the current paragraph since its last field.
     pending_comments: String,
+    /// Streaming: keep no separator text (blank lines and comments between
+    /// paragraphs), which no caller reads and which a hostile index could
+    /// make as large as itself; bound each paragraph.
+    streaming: bool,
+    /// Bytes of the current paragraph so far.
+    current_bytes: usize,
 }
 
 impl LineParser {
@@ -375,13 +389,25 @@ impl LineParser {
         let content = line.strip_suffix('\n').unwrap_or(line);
         if content.chars().all(is_blank) {
             let closed = self.close();
-            self.pending.push_str(line);
+            if !self.streaming {
+                self.pending.push_str(line);
+            }
             return Ok(closed);
         }
+        if self.streaming {
+            self.current_bytes += line.len();
+            if self.current_bytes > MAX_STREAMED_PARAGRAPH {
+                return Err(err(ParseErrorKind::TooLong {
+                    what: "a paragraph",
+                    limit: MAX_STREAMED_PARAGRAPH,
+                }));
+            }
+        }
         if content.starts_with('#') {
-            match self.current {
-                Some(_) => self.pending_comments.push_str(line),
-                None => self.pending.push_str(line),
+            match (&self.current, self.streaming) {
+                (Some(_), _) => self.pending_comments.push_str(line),
+                (None, false) => self.pending.push_str(line),
+                (None, true) => {}
             }
             return Ok(None);
         }
@@ -437,6 +463,7 @@ impl LineParser {
     }
 
     fn close(&mut self) -> Option<(String, Paragraph)> {
+        self.current_bytes = 0;
         let paragraph = self.current.take()?;
         self.field_lines.clear();
         let sep = std::mem::take(&mut self.pending);
@@ -472,7 +499,10 @@ impl<R: BufRead> ParagraphReader<R> {
     pub fn new(reader: R) -> Self {
         ParagraphReader {
             reader,
-            parser: Some(LineParser::default()),
+            parser: Some(LineParser {
+                streaming: true,
+                ..LineParser::default()
+            }),
             buf: Vec::new(),
         }
     }
@@ -486,7 +516,19 @@ impl<R: BufRead> Iterator for ParagraphReader<R> {
             let parser = self.parser.as_mut()?;
             self.buf.clear();
             let line_no = parser.line_no + 1;
-            match self.reader.read_until(b'\n', &mut self.buf) {
+            let read = std::io::Read::take(&mut self.reader, MAX_STREAMED_LINE as u64 + 1)
+                .read_until(b'\n', &mut self.buf);
+            if self.buf.len() > MAX_STREAMED_LINE {
+                self.parser = None;
+                return Some(Err(ParseError {
+                    line: line_no,
+                    kind: ParseErrorKind::TooLong {
+                        what: "a line",
+                        limit: MAX_STREAMED_LINE,
+                    },
+                }));
+            }
+            match read {
                 Ok(0) => {
                     let parser = self.parser.take()?;
                     return parser.finish().0.map(|(_, p)| Ok(p));

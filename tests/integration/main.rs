@@ -8,6 +8,7 @@ mod corpus;
 mod server;
 mod standin;
 
+mod bombs;
 mod deb822_lists;
 mod deb_build;
 mod deb_read;
