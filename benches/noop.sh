@@ -37,7 +37,9 @@ recipes_for() {
   done
 }
 
-build() { "$bin" build --recipes "$1" --cache "$work/cache-$2" --keys "$work/keys" --out "$work/out-$2" "${@:3}"; }
+# build RECIPES NAME [ARGS…]: the command line of a build (for `best`).
+b() { echo "$bin" build --recipes "$1" --cache "$work/cache-$2" --keys "$work/keys" --out "$work/out-$2" "${@:3}"; }
+build() { $(b "$@"); }
 
 # 1. one 300 MB package (incompressible data, stored without compression)
 big=$work/big; mkdir -p "$big/tree/DEBIAN" "$big/tree/usr/share/big" "$big/debs"
@@ -48,7 +50,7 @@ rm -rf "$big/tree"
 recipes_for "$big/debs" "$work/r-big"
 build "$work/r-big" big >/dev/null 2>&1
 build "$work/r-big" big --locked >/dev/null 2>&1
-read -r t_big m_big < <(best build "$work/r-big" big --locked)
+read -r t_big m_big < <(best $(b "$work/r-big" big --locked))
 read -r t_walk_big _ < <(best find "$work/out-big" -printf '%s %T@\n')
 read -r t_cp _ < <(best cp "$big/debs/big-data_1.0-1_amd64.deb" "$work/copy.deb")
 
@@ -56,12 +58,12 @@ read -r t_cp _ < <(best cp "$big/debs/big-data_1.0-1_amd64.deb" "$work/copy.deb"
 pool=/tmp/debforge-bench-pool-$n
 [ -d "$pool/pool" ] || bash benches/gen-pool.sh "$n" "$pool" >/dev/null
 recipes_for "$pool/pool" "$work/r-many"
-read -r t_cold m_cold < <(/usr/bin/time -f "%e %M" -o "$work/t" bash -c "$(declare -f build); bin=$bin work=$work; build '$work/r-many' many" >/dev/null 2>&1; cat "$work/t")
-read -r t_many m_many < <(best build "$work/r-many" many --locked)
+read -r t_cold m_cold < <(/usr/bin/time -f "%e %M" -o "$work/t" $(b "$work/r-many" many) >/dev/null 2>&1; cat "$work/t")
+read -r t_many m_many < <(best $(b "$work/r-many" many --locked))
 read -r t_walk_many _ < <(best find "$work/out-many" -printf '%s %T@\n')
 mkdir -p "$work/r-few/packages"
 ls "$work/r-many/packages" | head -n "$small" | while read -r f; do cp "$work/r-many/packages/$f" "$work/r-few/packages/"; done
-read -r t_few_cold m_few_cold < <(/usr/bin/time -f "%e %M" -o "$work/t" bash -c "$(declare -f build); bin=$bin work=$work; build '$work/r-few' few" >/dev/null 2>&1; cat "$work/t")
+read -r t_few_cold m_few_cold < <(/usr/bin/time -f "%e %M" -o "$work/t" $(b "$work/r-few" few) >/dev/null 2>&1; cat "$work/t")
 
 echo "== no-op build --locked (best of 5)"
 printf '  one 300 MB package:  debforge %6.2f s   stat walk %6.3f s   cp of the file %6.2f s   ratio to walk %s\n' "$t_big" "$t_walk_big" "$t_cp" "$(ratio "$t_big" "$t_walk_big")"

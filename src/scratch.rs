@@ -101,10 +101,15 @@ pub fn build_package(
         file: recipe.file.clone(),
         message,
     };
-    let tmp = tempfile::tempdir().map_err(|source| ScratchError::Io {
-        path: std::env::temp_dir(),
-        source,
-    })?;
+    // The tree is built beside the package (under the cache, where the next
+    // build clears what a killed one left), not in the system temp dir.
+    let tmp = tempfile::Builder::new()
+        .prefix(".tree-")
+        .tempdir_in(out_dir)
+        .map_err(|source| ScratchError::Io {
+            path: out_dir.to_path_buf(),
+            source,
+        })?;
     let root = tmp.path().join("tree");
     let name = &recipe.name;
 

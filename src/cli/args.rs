@@ -350,9 +350,9 @@ impl ProjectArgs {
             overrides,
             source_dirs: self.source_dirs.clone(),
             http: HttpOptions {
-                timeout: Duration::from_secs_f64(self.timeout.max(0.1)),
+                timeout: seconds("--timeout", self.timeout, 0.1)?,
                 retries: self.retries,
-                backoff: Duration::from_secs_f64(self.retry_wait.max(0.0)),
+                backoff: seconds("--retry-wait", self.retry_wait, 0.0)?,
             },
             parallel: self.jobs.max(1),
             now,
@@ -393,4 +393,16 @@ impl From<CompressionArg> for Compression {
             CompressionArg::None => Compression::None,
         }
     }
+}
+
+/// A number of seconds from the command line: finite, at least `min`, at
+/// most a day (a larger value is a typo, and `inf` would overflow).
+fn seconds(flag: &str, value: f64, min: f64) -> Result<Duration, Failure> {
+    if !value.is_finite() || value < min || value > 86_400.0 {
+        return Err(Failure::new(format!(
+            "{flag} {value}: expected a number of seconds from {min} to 86400"
+        ))
+        .hint(Some(format!("e.g. {flag} 30"))));
+    }
+    Ok(Duration::from_secs_f64(value))
 }

@@ -26,14 +26,36 @@ pub(super) fn publish(
         target: target.display().to_string(),
         detail: e.to_string(),
     };
-    if !dry_run {
+    // One publish to a directory at a time: a second waits for nothing
+    // and says so.
+    let _lock = if dry_run {
+        None
+    } else {
         fs::create_dir_all(target).map_err(read_only)?;
         tempfile::Builder::new()
             .prefix(".debforge-probe-")
             .tempfile_in(target)
             .map_err(read_only)?;
+        let lock_path = target.join(".debforge-publish.lock");
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io_err(&lock_path))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(PublishError::Busy {
+                    target: target.display().to_string(),
+                    lock: lock_path.display().to_string(),
+                });
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
+        }
         remove_parts(target).map_err(io_err(target))?;
-    }
+        Some(lock)
+    };
     let existing = tree_files(target).map_err(io_err(target))?;
     // What the Release in force until now still needs.
     let previous = referenced(&existing, &mut |rel| match fs::read(target.join(rel)) {
@@ -95,19 +117,26 @@ fn copy_in(src: &Path, meta: &fs::Metadata, dst: &Path) -> Result<(), PublishErr
         ".{}{PART_SUFFIX}",
         dst.file_name().unwrap_or_default().to_string_lossy()
     ));
-    fs::copy(src, &tmp).map_err(io_err(&tmp))?;
-    let f = fs::File::options()
-        .write(true)
-        .open(&tmp)
-        .map_err(io_err(&tmp))?;
-    if let Ok(m) = meta.modified() {
-        f.set_modified(m).map_err(io_err(&tmp))?;
+    let result = (|| {
+        fs::copy(src, &tmp).map_err(io_err(&tmp))?;
+        let f = fs::File::options()
+            .write(true)
+            .open(&tmp)
+            .map_err(io_err(&tmp))?;
+        if let Ok(m) = meta.modified() {
+            f.set_modified(m).map_err(io_err(&tmp))?;
+        }
+        // Everything published is public, whatever mode the source file had.
+        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .map_err(io_err(&tmp))?;
+        f.sync_all().map_err(io_err(&tmp))?;
+        fs::rename(&tmp, dst).map_err(io_err(dst))
+    })();
+    // A full disk (or any failure) leaves no half-copied file behind.
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
     }
-    // Everything published is public, whatever mode the source file had.
-    f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .map_err(io_err(&tmp))?;
-    f.sync_all().map_err(io_err(&tmp))?;
-    fs::rename(&tmp, dst).map_err(io_err(dst))
+    result
 }
 
 /// Half-copied files of a publish that was killed.

@@ -53,6 +53,10 @@ pub enum PublishError {
         published: String,
         built: String,
     },
+    #[error(
+        "{target}: another debforge publish is writing it (it holds {lock}); wait for it to finish"
+    )]
+    Busy { target: String, lock: String },
     #[error("{target}: {action} {key}: {detail}")]
     Store {
         target: String,

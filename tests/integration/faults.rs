@@ -122,3 +122,170 @@ fn a_build_killed_inside_the_swap_loses_nothing() {
         "nothing left aside"
     );
 }
+
+/// Two publishes to one directory at once: the second is refused at once
+/// (no collision on temporary files), and says who holds the target.
+#[test]
+fn a_second_publish_to_the_same_directory_waits_for_nothing() {
+    let lab = Lab::new();
+    let out = lab.dir.path().join("repo-out");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let target = lab.dir.path().join("mirror");
+    let publish = || {
+        run(crate::common::debforge()
+            .arg("publish")
+            .arg("--to")
+            .arg(&target)
+            .arg("--out")
+            .arg(&out))
+    };
+    let (code, _, err) = publish();
+    assert_eq!(code, 0, "{err}");
+    // Another publish holds the lock.
+    let held = fs::File::open(target.join(".debforge-publish.lock")).unwrap();
+    held.lock().unwrap();
+    let (code, _, err) = publish();
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: another debforge publish is writing it",
+            target.display()
+        )),
+        "{err}"
+    );
+    drop(held);
+    let (code, _, err) = publish();
+    assert_eq!(code, 0, "{err}");
+}
+
+/// A full disk during a publish: a clear error, the previous Release still
+/// in force, and no half-copied `.debforge-part` file left.
+#[test]
+fn a_full_disk_during_publish_leaves_no_partial_file() {
+    let lab = Lab::new();
+    // A 2 MB package, on a 1 MB filesystem.
+    let tree = lab.dir.path().join("big-tree");
+    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    fs::create_dir_all(tree.join("usr/share/big")).unwrap();
+    fs::write(
+        tree.join("DEBIAN/control"),
+        "Package: big\nVersion: 1.0\nArchitecture: all\nMaintainer: x <x@example.org>\nDescription: big\n incompressible.\n",
+    )
+    .unwrap();
+    let noise: Vec<u8> = (0..2u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    fs::write(tree.join("usr/share/big/noise"), noise).unwrap();
+    let deb = lab.recipes.join("big_1.0_all.deb");
+    ok(crate::common::debforge()
+        .args(["deb", "build", "-Z", "none"])
+        .arg(&tree)
+        .arg("-o")
+        .arg(&deb));
+    fs::write(
+        lab.recipes.join("packages/big.toml"),
+        "name = \"big\"\nversion = \"1.0\"\narchitecture = \"all\"\nfrom = { path = \"big_1.0_all.deb\" }\n",
+    )
+    .unwrap();
+    let out = lab.dir.path().join("repo-out");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let target = lab.dir.path().join("small");
+    fs::create_dir_all(&target).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&target)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("SKIPPED: cannot mount a small tmpfs here (not root?)");
+        return;
+    }
+    struct Unmount<'a>(&'a std::path::Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&target);
+    let (code, _, err) = run(crate::common::debforge()
+        .arg("publish")
+        .arg("--to")
+        .arg(&target)
+        .arg("--out")
+        .arg(&out));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    let mut parts = Vec::new();
+    crate::common::walk_files(&target, &mut |p| {
+        if p.to_string_lossy().ends_with(".debforge-part") {
+            parts.push(p.to_path_buf());
+        }
+    });
+    assert!(parts.is_empty(), "{parts:?}");
+    assert!(
+        !target.join("dists/bionic/InRelease").exists(),
+        "no Release published"
+    );
+}
+
+/// Numbers that cannot be seconds are usage errors, not panics.
+#[test]
+fn impossible_timeouts_are_usage_errors() {
+    let lab = Lab::new();
+    for (flag, value) in [
+        ("--timeout", "inf"),
+        ("--timeout", "NaN"),
+        ("--retry-wait", "1e300"),
+        ("--timeout", "-1"),
+    ] {
+        let (code, _, err) = run(crate::common::debforge()
+            .args(["lock", "--recipes"])
+            .arg(&lab.recipes)
+            .arg(format!("{flag}={value}")));
+        assert_eq!(code, 2, "{flag} {value}: {err}");
+        assert!(
+            err.contains(&format!("{flag} ")) && err.contains("expected a number of seconds from"),
+            "{flag} {value}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+/// A killed build of `action = "build"` recipes leaves its temporary tree
+/// under the cache, where the next build clears it, not in the system's
+/// temporary directory.
+#[test]
+fn packages_built_here_are_built_under_the_cache() {
+    let lab = Lab::new();
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes");
+    fs::create_dir_all(lab.recipes.join("files")).unwrap();
+    for f in ["copyright", "gpu-stack-check"] {
+        fs::copy(
+            shipped.join("files").join(f),
+            lab.recipes.join("files").join(f),
+        )
+        .unwrap();
+    }
+    let meta = fs::read_to_string(shipped.join("packages/gpu-stack-cu101.toml"))
+        .unwrap()
+        .replace(
+            "depends-exact = [\"libcudnn7\", \"libcudnn7-dev\", \"libnccl2\", \"libnccl-dev\"]",
+            "depends-exact = [\"libcudnn7\", \"libnccl2\"]",
+        );
+    fs::write(lab.recipes.join("packages/gpu-stack-cu101.toml"), meta).unwrap();
+    let tmp = lab.dir.path().join("tmp");
+    fs::create_dir_all(&tmp).unwrap();
+    let out = lab.dir.path().join("repo-out");
+    ok(lab.cmd("build").arg("--out").arg(&out).env("TMPDIR", &tmp));
+    assert_eq!(fs::read_dir(&tmp).unwrap().count(), 0, "nothing in TMPDIR");
+    let built = lab.cache.join("built/gpu-stack-cu101");
+    let entries: Vec<String> = fs::read_dir(&built)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries.len(), 1, "one kept build, no scratch: {entries:?}");
+    // What a killed build leaves there goes with the next build.
+    fs::create_dir_all(built.join(".build-killed/.tree-x/tree")).unwrap();
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    assert!(!built.join(".build-killed").exists());
+}
