@@ -112,7 +112,20 @@ fn source_chain(e: &dyn std::error::Error) -> String {
     parts.join(": ")
 }
 
+/// What [`Paced`] says when a transfer is too slow.
+#[derive(Debug)]
+struct TooSlow(String);
+impl std::fmt::Display for TooSlow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for TooSlow {}
+
 fn io_kind(e: &io::Error, timeout: Duration) -> FetchErrorKind {
+    if let Some(slow) = e.get_ref().and_then(|i| i.downcast_ref::<TooSlow>()) {
+        return FetchErrorKind::TooSlow(slow.0.clone());
+    }
     // reqwest reports a body stall as an io error wrapping its timeout.
     let text = source_chain(e);
     if e.kind() == io::ErrorKind::TimedOut
@@ -122,6 +135,49 @@ fn io_kind(e: &io::Error, timeout: Duration) -> FetchErrorKind {
         FetchErrorKind::Timeout(timeout)
     } else {
         FetchErrorKind::Transfer(text)
+    }
+}
+
+/// The slowest average a transfer may keep once `timeout` has passed: a
+/// server that trickles a few bytes a second never lets the idle timeout
+/// fire, so without this a download (and `lock`) could last for ever.
+const MIN_RATE: u64 = 1024;
+
+/// A response body that fails when, after the first `timeout`, it has
+/// averaged less than [`MIN_RATE`] bytes a second.
+struct Paced<R> {
+    inner: R,
+    start: std::time::Instant,
+    timeout: Duration,
+    bytes: u64,
+}
+
+impl<R: Read> Paced<R> {
+    fn new(inner: R, timeout: Duration) -> Self {
+        Paced {
+            inner,
+            start: std::time::Instant::now(),
+            timeout,
+            bytes: 0,
+        }
+    }
+}
+
+impl<R: Read> Read for Paced<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes += n as u64;
+        let elapsed = self.start.elapsed();
+        if n > 0 && elapsed > self.timeout {
+            let rate = self.bytes as f64 / elapsed.as_secs_f64();
+            if rate < MIN_RATE as f64 {
+                return Err(io::Error::other(TooSlow(format!(
+                    "the server sends {rate:.0} bytes/s, below the {MIN_RATE} bytes/s a transfer must keep up after {:.0}s",
+                    self.timeout.as_secs_f64()
+                ))));
+            }
+        }
+        Ok(n)
     }
 }
 
@@ -194,7 +250,8 @@ impl Http {
                 return Err(err(url, FetchErrorKind::Status(status.as_u16())));
             }
             let mut body = Vec::new();
-            resp.take(limit + 1)
+            Paced::new(resp, self.opts.timeout)
+                .take(limit + 1)
                 .read_to_end(&mut body)
                 .map_err(|e| err(url, io_kind(&e, self.opts.timeout)))?;
             if body.len() as u64 > limit {
@@ -341,7 +398,7 @@ impl Http {
         });
 
         let mut received = start;
-        let mut body = resp;
+        let mut body = Paced::new(resp, self.opts.timeout);
         let mut buf = vec![0u8; 256 * 1024];
         let mut last_report = received;
         loop {

@@ -30,6 +30,8 @@ pub enum FetchErrorKind {
     Connect(String),
     #[error("no data for {0:?}: the server stalled")]
     Timeout(Duration),
+    #[error("too slow: {0}")]
+    TooSlow(String),
     #[error("transfer failed: {0}")]
     Transfer(String),
     #[error("the server sent more than the {expected} bytes the index announces")]
@@ -62,6 +64,7 @@ impl FetchErrorKind {
             FetchErrorKind::Status(s) => *s >= 500 || *s == 408 || *s == 429,
             FetchErrorKind::Connect(_)
             | FetchErrorKind::Timeout(_)
+            | FetchErrorKind::TooSlow(_)
             | FetchErrorKind::Transfer(_) => true,
             FetchErrorKind::TooShort { .. } => true,
             _ => false,

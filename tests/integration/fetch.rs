@@ -776,3 +776,22 @@ fn a_signature_by_a_key_that_has_expired_is_refused() {
     );
     assert!(lab.cached_debs().is_empty());
 }
+
+/// A server that trickles a byte every half second never lets the idle
+/// timeout fire; the transfer's average rate does: `lock --timeout 2
+/// --retries 1` ends within seconds, saying why.
+#[test]
+fn a_trickling_server_cannot_hold_a_run_for_ever() {
+    let lab = Lab::new();
+    lab.server.fault("nvidia/Release", Fault::Trickle);
+    let start = std::time::Instant::now();
+    let (code, err) = fails(lab.cmd("lock").args(["--retries", "1"]));
+    let took = start.elapsed();
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("too slow: the server sends")
+            && err.contains("bytes/s, below the 1024 bytes/s"),
+        "{err}"
+    );
+    assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
+}

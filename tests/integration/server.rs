@@ -20,6 +20,8 @@ pub enum Fault {
     Stall(usize),
     /// First request: send this many bytes and close the connection.
     DropAfter(usize),
+    /// Send the body a byte every half second (until stopped).
+    Trickle,
 }
 
 #[derive(Debug, Clone)]
@@ -166,6 +168,22 @@ fn handle(
                         break;
                     }
                     thread::sleep(Duration::from_millis(50));
+                }
+                return Ok(());
+            }
+            (Some((Fault::Trickle, _)), Some(data)) => {
+                write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+                    data.len()
+                )?;
+                for b in data.iter() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    conn.write_all(&[*b])?;
+                    conn.flush()?;
+                    thread::sleep(Duration::from_millis(500));
                 }
                 return Ok(());
             }
