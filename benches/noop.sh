@@ -62,7 +62,7 @@ read -r t_cold m_cold < <(/usr/bin/time -f "%e %M" -o "$work/t" $(b "$work/r-man
 read -r t_many m_many < <(best $(b "$work/r-many" many --locked))
 read -r t_walk_many _ < <(best find "$work/out-many" -printf '%s %T@\n')
 mkdir -p "$work/r-few/packages"
-ls "$work/r-many/packages" | head -n "$small" | while read -r f; do cp "$work/r-many/packages/$f" "$work/r-few/packages/"; done
+ls "$work/r-many/packages" | sed -n "1,${small}p" | while read -r f; do cp "$work/r-many/packages/$f" "$work/r-few/packages/"; done
 read -r t_few_cold m_few_cold < <(/usr/bin/time -f "%e %M" -o "$work/t" $(b "$work/r-few" few) >/dev/null 2>&1; cat "$work/t")
 
 echo "== no-op build --locked (best of 5)"

@@ -38,11 +38,36 @@ fn install_script(suite: &str, component: &str) -> String {
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
+fail() {{ echo "install.sh: $*; nothing was changed" >&2; exit 1; }}
+# Only regular files and directories, each file once, no hard links: a
+# symlink, FIFO or device here is not from debforge (and could point at
+# /etc/shadow or hang the check below).
+odd=$(find . ! -type f ! -type d | head -n 5)
+[ -z "$odd" ] || fail "the bundle holds something that is not a regular file: $odd"
+linked=$(find . -type f -links +1 | head -n 5)
+[ -z "$linked" ] || fail "the bundle holds hard-linked files: $linked"
+# Exactly the files SHA256SUMS lists, each listed once, none outside.
+if grep -v -E '^[0-9a-f]{{64}}  [A-Za-z0-9_][A-Za-z0-9._+~/%-]*$' SHA256SUMS | grep -q .; then
+    fail "SHA256SUMS has a line that is not '<sha256>  <path>'"
+fi
+if cut -c67- SHA256SUMS | grep -q -E '(^|/)\.\.?(/|$)|//'; then
+    fail "SHA256SUMS lists a path with . or .."
+fi
+listed=$(cut -c67- SHA256SUMS | LC_ALL=C sort)
+[ -z "$(printf '%s\n' "$listed" | uniq -d)" ] || fail "SHA256SUMS lists a file twice"
+present=$(find . -type f ! -path ./SHA256SUMS | sed 's|^\./||' | LC_ALL=C sort)
+[ "$listed" = "$present" ] || fail "the files here are not exactly those SHA256SUMS lists"
 if ! sha256sum --check --quiet --strict SHA256SUMS; then
-    echo "install.sh: the bundle is corrupted (SHA256SUMS does not match); copy it again" >&2
-    exit 1
+    fail "the bundle is corrupted (SHA256SUMS does not match); copy it again"
 fi
 dest=${{DEBFORGE_BUNDLE_DIR:-/var/lib/debforge-bundle}}
+case "$dest" in
+    /*) ;;
+    *) fail "DEBFORGE_BUNDLE_DIR must be an absolute path, not $dest" ;;
+esac
+case "$dest" in
+    *[!A-Za-z0-9._/+-]*) fail "DEBFORGE_BUNDLE_DIR=$dest: apt's file: URIs take no spaces or special characters; choose a plain path" ;;
+esac
 mkdir -p "$dest"
 cp -R repo/. "$dest/"
 chmod -R a+rX "$dest"
@@ -200,6 +225,7 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
     let mut archive = tar::Archive::new(BufReader::with_capacity(1 << 20, file));
     let mut expected: Option<BTreeMap<String, String>> = None;
     let mut problems = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     let entries = archive.entries().map_err(io_err(path))?;
     for entry in entries {
         let mut entry = match entry {
@@ -209,15 +235,42 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
                 break;
             }
         };
-        let name = entry
-            .path()
-            .map_err(io_err(path))?
-            .to_string_lossy()
-            .into_owned();
-        let Some(rel) = name.strip_prefix(&format!("{TOP}/")).map(str::to_string) else {
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let kind = entry.header().entry_type();
+        if kind.is_dir() && (name == TOP || name == format!("{TOP}/")) {
+            continue;
+        }
+        let Some(rel) = name
+            .strip_prefix(&format!("{TOP}/"))
+            .map(|r| r.trim_end_matches('/').to_string())
+        else {
             problems.push(format!("{name}: outside {TOP}/"));
             continue;
         };
+        if let Err(e) = crate::format::path::check_relative(&rel) {
+            problems.push(format!("{name}: {e}"));
+            continue;
+        }
+        if kind.is_dir() {
+            continue;
+        }
+        if !matches!(kind, tar::EntryType::Regular | tar::EntryType::Continuous) {
+            let what = match kind {
+                tar::EntryType::Symlink => "a symlink",
+                tar::EntryType::Link => "a hard link",
+                tar::EntryType::Fifo => "a FIFO",
+                tar::EntryType::Char | tar::EntryType::Block => "a device",
+                _ => "not a regular file",
+            };
+            problems.push(format!(
+                "{rel}: is {what}; a bundle holds only regular files and directories"
+            ));
+            continue;
+        }
+        if !seen.insert(rel.clone()) {
+            problems.push(format!("{rel}: appears twice in the archive"));
+            continue;
+        }
         let mut data_hash = Sha256::new();
         let mut buf = vec![0u8; 1 << 20];
         let mut sums_text = Vec::new();
@@ -239,14 +292,20 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
         }
         if rel == "SHA256SUMS" {
             let text = String::from_utf8_lossy(&sums_text);
-            expected = Some(
-                text.lines()
-                    .filter_map(|l| {
-                        l.split_once("  ")
-                            .map(|(h, f)| (f.to_string(), h.to_string()))
-                    })
-                    .collect(),
-            );
+            let mut sums = BTreeMap::new();
+            for line in text.lines() {
+                let Some((h, f)) = line.split_once("  ").filter(|(h, f)| {
+                    crate::format::path::is_hex_digest(h, 64)
+                        && crate::format::path::check_relative(f).is_ok()
+                }) else {
+                    problems.push(format!("SHA256SUMS: {line:?} is not '<sha256>  <path>'"));
+                    continue;
+                };
+                if sums.insert(f.to_string(), h.to_string()).is_some() {
+                    problems.push(format!("SHA256SUMS lists {f} twice"));
+                }
+            }
+            expected = Some(sums);
             continue;
         }
         let Some(sums) = expected.as_mut() else {

@@ -9,6 +9,7 @@ mod server;
 mod standin;
 
 mod bombs;
+mod bundles;
 mod deb822_lists;
 mod deb_build;
 mod deb_read;
