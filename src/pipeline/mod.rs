@@ -30,6 +30,7 @@ use crate::format::deb822::ControlParagraph;
 use crate::recipe::lock::{Lock, LockError, LockedPackage};
 use crate::recipe::{PackageRecipe, RecipeError, RecipeSet};
 use crate::upstream::{DirTransport, HttpTransport, Transport, UpstreamError};
+use sha2::{Digest, Sha256};
 
 pub use crate::repo::{KEYRING_NAME, PREFERENCES_NAME};
 pub use fetch::Fetched;
@@ -195,16 +196,28 @@ impl Session<'_> {
         if !hex {
             return read_control(file);
         }
+        // A record is the text's own SHA256, a newline, the text: one torn by
+        // a crash (records are not synced) fails that check and is redone.
         let record = self.settings.cache.join("controls").join(sha256);
-        if let Some(p) = fs::read_to_string(&record)
-            .ok()
-            .and_then(|t| ControlParagraph::parse_single(&t).ok())
-        {
+        if let Some(p) = fs::read_to_string(&record).ok().and_then(|t| {
+            let (digest, text) = t.split_once('\n')?;
+            (hex::encode(Sha256::digest(text.as_bytes())) == digest)
+                .then(|| ControlParagraph::parse_single(text).ok())
+                .flatten()
+        }) {
             return Ok(p);
         }
         let p = read_control(file)?;
+        let text = p.to_string();
+        let body = format!("{}\n{text}", hex::encode(Sha256::digest(text.as_bytes())));
         // Best effort: without the record the file is read again next time.
-        let _ = write_atomic(&record, p.to_string().as_bytes());
+        if let Some(dir) = record.parent()
+            && fs::create_dir_all(dir).is_ok()
+            && let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir)
+            && std::io::Write::write_all(&mut tmp, body.as_bytes()).is_ok()
+        {
+            let _ = tmp.persist(&record);
+        }
         Ok(p)
     }
 }

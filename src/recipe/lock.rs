@@ -187,9 +187,17 @@ impl Lock {
     /// How `new` differs from this lock in what it would build, one line per
     /// difference; empty when the same files would be used.
     pub fn differences(&self, new: &Lock) -> Vec<String> {
+        // Indexed once: thousands of packages, each looked up by name.
+        fn index(l: &Lock) -> std::collections::HashMap<(&str, &str), &LockedPackage> {
+            l.package
+                .iter()
+                .map(|p| ((p.name.as_str(), p.architecture.as_str()), p))
+                .collect()
+        }
+        let (olds, news) = (index(self), index(new));
         let mut out = Vec::new();
         for p in &new.package {
-            match self.get(&p.name, &p.architecture) {
+            match olds.get(&(p.name.as_str(), p.architecture.as_str())).copied() {
                 None => out.push(format!(
                     "{} {} ({}) is not in the lock file",
                     p.name, p.version, p.architecture
@@ -222,7 +230,7 @@ impl Lock {
             }
         }
         for old in &self.package {
-            if new.get(&old.name, &old.architecture).is_none() {
+            if !news.contains_key(&(old.name.as_str(), old.architecture.as_str())) {
                 out.push(format!(
                     "{} ({}) is locked but no recipe asks for it",
                     old.name, old.architecture

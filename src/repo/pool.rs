@@ -78,11 +78,14 @@ impl DigestStore {
         };
         let Some(dir) = path.parent() else { return };
         let _ = fs::create_dir_all(dir);
-        if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) {
-            let ok = serde_json::to_writer(&mut tmp, &r).is_ok();
-            if ok {
-                let _ = tmp.persist(&path);
-            }
+        // One write of the whole record (serde_json writes field by field).
+        let Ok(bytes) = serde_json::to_vec(&r) else {
+            return;
+        };
+        if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir)
+            && std::io::Write::write_all(&mut tmp, &bytes).is_ok()
+        {
+            let _ = tmp.persist(&path);
         }
     }
 }
