@@ -189,6 +189,7 @@ pub(crate) fn resolve_and_fetch(
     progress.expect_total(session.bytes_to_fetch(&resolved));
     let fetched = session.fetch(&resolved);
     progress.finish();
+    session.save_records();
     let fetched = fetched?;
     let resolved: Vec<_> = fetched.iter().map(|f| f.resolved.clone()).collect();
     let (lock, changed) = session.check_lock(&resolved, locked)?;

@@ -6,7 +6,10 @@ use std::fs;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use crate::fetch::Event;
+use std::path::Path;
+
+use crate::digest::StrongDigests;
+use crate::fetch::{Event, Expected, FetchError, FetchErrorKind};
 use crate::upstream;
 
 use super::resolve::{FetchFrom, Resolved};
@@ -86,6 +89,56 @@ impl Session<'_> {
             .join(r.file_name())
     }
 
+    /// A local file into the cache: hard-linked where the filesystem allows
+    /// (one copy on disk), its digests from the record kept under its
+    /// identity (taken when it was resolved) and checked like a download's;
+    /// copied and hashed otherwise.
+    fn link_or_copy_verified(
+        &self,
+        src: &Path,
+        expected: &Expected,
+        dest: &Path,
+    ) -> Result<(), FetchError> {
+        let fail = |kind| FetchError {
+            url: src.display().to_string(),
+            kind,
+        };
+        let io_fail = |path: &Path, source| {
+            fail(FetchErrorKind::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        };
+        let dir = dest.parent().unwrap_or(Path::new("."));
+        fs::create_dir_all(dir).map_err(|e| io_fail(dir, e))?;
+        let part = dest.with_extension("deb.link-part");
+        let _ = fs::remove_file(&part);
+        if fs::hard_link(src, &part).is_err() {
+            upstream::copy_verified(src, expected, dest)?;
+            return Ok(());
+        }
+        let checked = self
+            .records
+            .digests_of(&part)
+            .map_err(|e| io_fail(&part, e))
+            .and_then(|d| {
+                expected
+                    .check(&StrongDigests {
+                        size: d.size,
+                        sha256: d.sha256,
+                        sha512: d.sha512,
+                    })
+                    .map_err(fail)
+            });
+        match checked {
+            Ok(()) => fs::rename(&part, dest).map_err(|e| io_fail(dest, e)),
+            Err(e) => {
+                let _ = fs::remove_file(&part);
+                Err(e)
+            }
+        }
+    }
+
     fn in_cache(&self, r: &Resolved) -> bool {
         fs::metadata(self.cache_path(r)).is_ok_and(|m| m.len() == r.locked.size)
     }
@@ -136,6 +189,14 @@ impl Session<'_> {
                 }
                 FetchFrom::Local(path) => {
                     upstream::copy_verified(path, &expected, &dest).map_err(fail)?;
+                    self.observer.event(Event::Copied {
+                        name,
+                        from: path.display().to_string(),
+                    });
+                }
+                FetchFrom::Project(path) => {
+                    self.link_or_copy_verified(path, &expected, &dest)
+                        .map_err(fail)?;
                     self.observer.event(Event::Copied {
                         name,
                         from: path.display().to_string(),

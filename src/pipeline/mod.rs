@@ -30,7 +30,6 @@ use crate::format::deb822::ControlParagraph;
 use crate::recipe::lock::{Lock, LockError, LockedPackage};
 use crate::recipe::{PackageRecipe, RecipeError, RecipeSet};
 use crate::upstream::{DirTransport, HttpTransport, Transport, UpstreamError};
-use sha2::{Digest, Sha256};
 
 pub use crate::repo::{KEYRING_NAME, PREFERENCES_NAME};
 pub use fetch::Fetched;
@@ -188,36 +187,22 @@ fn read_control(path: &Path) -> Result<ControlParagraph, PipelineError> {
 
 impl Session<'_> {
     /// The control paragraph of a verified file with this SHA256: read from
-    /// the file the first time, then from `cache/controls/` (a file's
-    /// control paragraph is a function of its bytes), so an unchanged
-    /// package is not opened again.
+    /// the file the first time, then from the records (a file's control
+    /// paragraph is a function of its bytes), so an unchanged package is not
+    /// opened again.
     fn control_of(&self, file: &Path, sha256: &str) -> Result<ControlParagraph, PipelineError> {
-        let hex = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit());
-        if !hex {
+        if !crate::format::path::is_hex_digest(sha256, 64) {
             return read_control(file);
         }
-        // A record is the text's own SHA256, a newline, the text: one torn by
-        // a crash (records are not synced) fails that check and is redone.
-        let record = self.settings.cache.join("controls").join(sha256);
-        if let Some(p) = fs::read_to_string(&record).ok().and_then(|t| {
-            let (digest, text) = t.split_once('\n')?;
-            (hex::encode(Sha256::digest(text.as_bytes())) == digest)
-                .then(|| ControlParagraph::parse_single(text).ok())
-                .flatten()
-        }) {
+        if let Some(p) = self
+            .records
+            .control(sha256)
+            .and_then(|t| ControlParagraph::parse_single(&t).ok())
+        {
             return Ok(p);
         }
         let p = read_control(file)?;
-        let text = p.to_string();
-        let body = format!("{}\n{text}", hex::encode(Sha256::digest(text.as_bytes())));
-        // Best effort: without the record the file is read again next time.
-        if let Some(dir) = record.parent()
-            && fs::create_dir_all(dir).is_ok()
-            && let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir)
-            && std::io::Write::write_all(&mut tmp, body.as_bytes()).is_ok()
-        {
-            let _ = tmp.persist(&record);
-        }
+        self.records.put_control(sha256, &p.to_string());
         Ok(p)
     }
 }
@@ -270,6 +255,9 @@ pub struct Session<'a> {
     observer: &'a dyn Observer,
     lock_path: PathBuf,
     transports: BTreeMap<String, SourceTransport<'a>>,
+    /// Digests and control paragraphs recorded between runs (one file in
+    /// the cache, written by [`Session::save_records`]).
+    pub records: crate::repo::pool::DigestStore,
 }
 
 impl<'a> Session<'a> {
@@ -299,6 +287,8 @@ impl<'a> Session<'a> {
             transports.insert(name.clone(), t);
         }
         let lock_path = recipes.dir.join("debforge.lock");
+        let records =
+            crate::repo::pool::DigestStore::new(Some(settings.cache.join("records.json")));
         Ok(Session {
             recipes,
             settings,
@@ -306,7 +296,13 @@ impl<'a> Session<'a> {
             observer,
             lock_path,
             transports,
+            records,
         })
+    }
+
+    /// Keeps what this run learned about files for the next one.
+    pub fn save_records(&self) {
+        self.records.save();
     }
 
     pub fn lock_path(&self) -> &Path {

@@ -19,8 +19,12 @@ pub(super) enum FetchFrom {
     Source(String),
     /// A direct URL.
     Url(String),
-    /// A file on disk (local recipes, plain directories of debs).
+    /// A file on disk outside the project (a snapshot, a plain directory of
+    /// debs, often on removable media): copied into the cache.
     Local(PathBuf),
+    /// A `from.path` recipe's file: linked into the cache where possible
+    /// (one copy of a big package on disk).
+    Project(PathBuf),
 }
 
 /// One recipe's file, resolved through its trust chain.
@@ -193,9 +197,7 @@ impl Session<'_> {
         }
         // A local file vouches for itself; unchanged since the last run, it
         // is not read again.
-        let d = crate::repo::pool::DigestStore::new(Some(self.settings.cache.join("digests")))
-            .digests_of(&full)
-            .map_err(io(&full))?;
+        let d = self.records.digests_of(&full).map_err(io(&full))?;
         let url = format!("file://{}", full.display());
         Ok(Resolved {
             recipe: p.clone(),
@@ -208,7 +210,7 @@ impl Session<'_> {
                 d.sha256,
                 Some(d.sha512),
             ),
-            from: FetchFrom::Local(full),
+            from: FetchFrom::Project(full),
         })
     }
 

@@ -197,7 +197,10 @@ impl Lock {
         let (olds, news) = (index(self), index(new));
         let mut out = Vec::new();
         for p in &new.package {
-            match olds.get(&(p.name.as_str(), p.architecture.as_str())).copied() {
+            match olds
+                .get(&(p.name.as_str(), p.architecture.as_str()))
+                .copied()
+            {
                 None => out.push(format!(
                     "{} {} ({}) is not in the lock file",
                     p.name, p.version, p.architecture

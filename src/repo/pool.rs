@@ -5,7 +5,7 @@
 //! download, or the repacked file) where the filesystem allows, else a copy.
 //! Its digests come from a record kept under the cache file's identity
 //! (device, inode, size, modification time): a file whose identity changed
-//! is read and hashed again. The change time is not part of the identity:
+//! is read and hashed again. The records live in one file ([`DigestStore`]). The change time is not part of the identity:
 //! linking the file into each new output changes it.
 
 use std::fs::{self, File};
@@ -26,12 +26,30 @@ pub enum Placed {
     Copied,
 }
 
-/// Digest records by file identity, in one directory of small JSON files.
+/// Records kept between builds, in one file read at the start and written
+/// once at the end (thousands of packages cost two file operations, not
+/// thousands): each file's digests by its identity, and each package's
+/// control paragraph by its SHA256. The file is only a cache: one that is
+/// missing, torn or from another version is ignored, and an identity that
+/// changed means the file is read again.
 pub struct DigestStore {
-    dir: Option<PathBuf>,
+    path: Option<PathBuf>,
+    records: std::sync::Mutex<Records>,
+    changed: std::sync::atomic::AtomicBool,
 }
 
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct Records {
+    version: u32,
+    /// `dev-ino` → identity and digests.
+    digests: std::collections::BTreeMap<String, Record>,
+    /// SHA256 of a package file → its control paragraph's text.
+    controls: std::collections::BTreeMap<String, String>,
+}
+
+const RECORDS_VERSION: u32 = 1;
+
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 struct Record {
     identity: [i64; 5],
     digests: Digests,
@@ -47,45 +65,87 @@ fn identity(meta: &fs::Metadata) -> [i64; 5] {
     ]
 }
 
-impl DigestStore {
-    /// Records under `dir`; `None` keeps none (everything is hashed).
-    pub fn new(dir: Option<PathBuf>) -> DigestStore {
-        DigestStore { dir }
-    }
+fn key(meta: &fs::Metadata) -> String {
+    format!("{}-{}", meta.dev(), meta.ino())
+}
 
-    fn record_path(&self, meta: &fs::Metadata) -> Option<PathBuf> {
-        Some(
-            self.dir
-                .as_ref()?
-                .join(format!("{}-{}.json", meta.dev(), meta.ino())),
-        )
+impl DigestStore {
+    /// The records in `path` (a file); `None` keeps none (everything is
+    /// hashed, every control member read).
+    pub fn new(path: Option<PathBuf>) -> DigestStore {
+        let records = path
+            .as_ref()
+            .and_then(|p| fs::read(p).ok())
+            .and_then(|b| serde_json::from_slice::<Records>(&b).ok())
+            .filter(|r| r.version == RECORDS_VERSION)
+            .unwrap_or(Records {
+                version: RECORDS_VERSION,
+                ..Records::default()
+            });
+        DigestStore {
+            path,
+            records: std::sync::Mutex::new(records),
+            changed: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     fn get(&self, meta: &fs::Metadata) -> Option<Digests> {
-        let text = fs::read(self.record_path(meta)?).ok()?;
-        let r: Record = serde_json::from_slice(&text).ok()?;
-        (r.identity == identity(meta)).then_some(r.digests)
+        let records = self.records.lock().ok()?;
+        let r = records.digests.get(&key(meta))?;
+        (r.identity == identity(meta)).then(|| r.digests.clone())
     }
 
-    /// A record that cannot be written only costs a hash next time.
     fn put(&self, meta: &fs::Metadata, digests: &Digests) {
-        let Some(path) = self.record_path(meta) else {
+        if let Ok(mut records) = self.records.lock() {
+            records.digests.insert(
+                key(meta),
+                Record {
+                    identity: identity(meta),
+                    digests: digests.clone(),
+                },
+            );
+            self.changed
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// The control paragraph's text recorded for the file with this SHA256.
+    pub fn control(&self, sha256: &str) -> Option<String> {
+        self.records.lock().ok()?.controls.get(sha256).cloned()
+    }
+
+    pub fn put_control(&self, sha256: &str, text: &str) {
+        if let Ok(mut records) = self.records.lock() {
+            records
+                .controls
+                .insert(sha256.to_string(), text.to_string());
+            self.changed
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Writes the records back (through a temporary file and a rename) if
+    /// anything was added. A failure only costs reading files again.
+    pub fn save(&self) {
+        let Some(path) = &self.path else { return };
+        if !self
+            .changed
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        let Ok(records) = self.records.lock() else {
             return;
         };
-        let r = Record {
-            identity: identity(meta),
-            digests: digests.clone(),
+        let Ok(bytes) = serde_json::to_vec(&*records) else {
+            return;
         };
         let Some(dir) = path.parent() else { return };
         let _ = fs::create_dir_all(dir);
-        // One write of the whole record (serde_json writes field by field).
-        let Ok(bytes) = serde_json::to_vec(&r) else {
-            return;
-        };
         if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir)
             && std::io::Write::write_all(&mut tmp, &bytes).is_ok()
         {
-            let _ = tmp.persist(&path);
+            let _ = tmp.persist(path);
         }
     }
 }

@@ -23,8 +23,8 @@ pub struct RepoParams<'k> {
     pub keys: &'k [SigningKey],
     /// `Date` of the Release (SOURCE_DATE_EPOCH or now).
     pub date: i64,
-    /// Where digests of pool files are recorded between builds (the cache).
-    pub digest_records: Option<PathBuf>,
+    /// Digests of pool files recorded between builds (the cache's).
+    pub records: &'k DigestStore,
     /// Tests only: swap with two renames and, between them, create this
     /// file and wait (so a test can kill the build inside that window).
     pub pause_in_swap: Option<PathBuf>,
@@ -406,7 +406,7 @@ fn fill_pool(
     // when there is none; the SHA256 is checked against what the artifact
     // says again, so a cache file changed through a link in an earlier
     // output is caught.
-    let store = DigestStore::new(params.digest_records.clone());
+    let store = params.records;
     let mut entries: Vec<IndexedDeb> = Vec::with_capacity(packages.len());
     let mut out = Vec::with_capacity(packages.len());
     let total = packages.len() as u64;
@@ -446,7 +446,7 @@ fn fill_pool(
         // Linked from the cache where the filesystem allows, its digests
         // recorded under the file's identity: an unchanged package is
         // neither copied nor read again.
-        let (digests, _) = place(p.file, &dest, &store).map_err(io_err(&dest))?;
+        let (digests, _) = place(p.file, &dest, store).map_err(io_err(&dest))?;
         if digests.sha256 != p.sha256 {
             return Err(RepoError::Changed {
                 path: p.file.to_path_buf(),

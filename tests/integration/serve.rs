@@ -150,3 +150,159 @@ fn apt_updates_from_serve_and_http_is_right() {
     assert!(log.contains("GET /dists/bionic/InRelease 200"), "{log}");
     assert!(log.contains("GET /escape/passwd 403"), "{log}");
 }
+
+/// The server's resident memory, in KB.
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// Sends raw bytes, then reads until the server closes (or 5 s pass).
+fn raw(addr: &str, request: &[u8]) -> String {
+    use std::io::Write;
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    c.write_all(request).unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What a hostile LAN client can try: headers without end, a body smuggled
+/// behind a GET, a bad Range, escape sequences for the operator's log; and
+/// 1,000 idle connections plus slow-header clients while a normal client
+/// keeps getting answers quickly.
+#[test]
+fn serve_holds_up_against_hostile_clients() {
+    use std::io::Write;
+    let lab = Lab::new();
+    let out = lab.dir.path().join("repo-out");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let mut s = serve(&out);
+    let addr = s
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let pid = s.child.id();
+    let release_len = std::fs::metadata(out.join("dists/bionic/Release"))
+        .unwrap()
+        .len();
+
+    // Headers that never end: each connection is cut off at the line limit;
+    // the server's memory stays small.
+    let bombers: Vec<_> = (0..4)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let mut c = std::net::TcpStream::connect(&addr).unwrap();
+                c.write_all(b"GET / HTTP/1.1\r\nX-Bomb: ").unwrap();
+                let chunk = vec![b'a'; 1 << 20];
+                let mut sent = 0usize;
+                while sent < 300 << 20 {
+                    if c.write_all(&chunk).is_err() {
+                        break;
+                    }
+                    sent += chunk.len();
+                }
+                sent
+            })
+        })
+        .collect();
+    for b in bombers {
+        let sent = b.join().unwrap();
+        assert!(sent < 300 << 20, "the server read a 300 MB header");
+    }
+    assert!(rss_kb(pid) < 64 * 1024, "serve RSS {} KB", rss_kb(pid));
+
+    // A body behind a GET is refused, never read as a second request.
+    for smuggle in [
+        "GET /dists/bionic/Release HTTP/1.1\r\nHost: x\r\nContent-Length: 41\r\n\r\nGET /dists/bionic/InRelease HTTP/1.1\r\n\r\n",
+        "GET /dists/bionic/Release HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 41\r\n\r\nGET /dists/bionic/InRelease HTTP/1.1\r\n\r\n",
+        "GET /dists/bionic/Release HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n29\r\nGET /dists/bionic/InRelease HTTP/1.1\r\n\r\n\r\n0\r\n\r\n",
+    ] {
+        let answer = raw(&addr, smuggle.as_bytes());
+        assert_eq!(answer.matches("HTTP/1.1 ").count(), 1, "{answer}");
+        assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    }
+
+    // Range syntax that is not `bytes=N-M`: ignored, the whole file.
+    let answer = raw(
+        &addr,
+        b"GET /dists/bionic/Release HTTP/1.1\r\nRange: bytes=abc\r\nConnection: close\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    assert!(
+        answer.contains(&format!("Content-Length: {release_len}\r\n")),
+        "{answer}"
+    );
+
+    // An escape sequence in the path reaches the log escaped.
+    raw(
+        &addr,
+        b"GET /\x1b[2J\x1b]0;owned\x07 HTTP/1.1\r\nConnection: close\r\n\r\n",
+    );
+
+    // 1,000 idle connections and 100 that send headers a byte a second.
+    let idle: Vec<_> = (0..1000)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let slow: Vec<_> = (0..100)
+        .map(|_| {
+            let (addr, stop) = (addr.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let Ok(mut c) = std::net::TcpStream::connect(&addr) else {
+                    return;
+                };
+                let _ = c.write_all(b"GET /dists/bionic/Release HTTP/1.1\r\nX-Slow: ");
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    if c.write_all(b"a").is_err() {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1000));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut times = Vec::new();
+    for _ in 0..200 {
+        let t = std::time::Instant::now();
+        let answer = raw(
+            &addr,
+            b"GET /dists/bionic/Release HTTP/1.1\r\nConnection: close\r\n\r\n",
+        );
+        times.push(t.elapsed());
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+    }
+    times.sort();
+    let p99 = times[times.len() * 99 / 100];
+    eprintln!(
+        "serve under 1,000 idle + 100 slow clients: p50 {:?}, p99 {p99:?}",
+        times[times.len() / 2]
+    );
+    assert!(p99 < std::time::Duration::from_millis(100), "p99 {p99:?}");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for t in slow {
+        t.join().unwrap();
+    }
+    drop(idle);
+
+    let _ = s.child.kill();
+    let mut log = String::new();
+    s.child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(!log.contains('\x1b'), "a raw escape reached the log");
+    assert!(log.contains("/\\x1b[2J\\x1b]0;owned\\x07"), "{log}");
+}

@@ -58,7 +58,7 @@ pub(crate) fn run_build(
         config,
         keys: &signing,
         date,
-        digest_records: Some(session.settings.cache.join("digests")),
+        records: &session.records,
         // A test hook (tests/integration/faults.rs): pause inside the swap.
         pause_in_swap: std::env::var_os("DEBFORGE_TEST_PAUSE_IN_SWAP").map(PathBuf::from),
     };
@@ -66,6 +66,7 @@ pub(crate) fn run_build(
     let report = debforge::repo::write(out, &inputs, &params, &pins, &progress)
         .map_err(|e| Failure::from(PipelineError::Repo(Box::new(e))))?;
     progress.finish();
+    session.save_records();
     let keys = format!(
         "signed by {} key{}; keyring {}, pins {}",
         signing.len(),
