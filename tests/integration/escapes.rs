@@ -124,7 +124,7 @@ fn recipes_only_pack_regular_files_from_inside_recipes() {
         (lab, meta)
     };
     let (lab, meta) = setup();
-    ok(&mut lab
+    ok(lab
         .cmd("build")
         .arg("--out")
         .arg(lab.dir.path().join("good")));
