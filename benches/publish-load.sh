@@ -6,6 +6,11 @@
 # payloads, a package coming and going). Prints the count of failed updates;
 # the goal is 0.
 #   benches/publish-load.sh [ROUNDS]   (default 20)
+#   SAME=1 benches/publish-load.sh     rebuilds at the same version: the same
+#                                       inputs again (no SOURCE_DATE_EPOCH: the
+#                                       bytes must come out the same), and every
+#                                       third round other bytes at that version,
+#                                       which publish must refuse
 #   NAIVE=1 benches/publish-load.sh    the control: a plain `rsync -a --delete`
 #                                       (alphabetical order: InRelease before
 #                                       the indexes it lists) in place of publish
@@ -53,6 +58,18 @@ TOML
 
 round() { # n
   local n=$1
+  if [ -n "${SAME:-}" ]; then
+    for pkg in alpha beta gamma; do
+      if (( n % 3 == 0 && n > 0 )); then
+        head -c 4000000 /dev/urandom > "$P/recipes/files/$pkg-same"
+      elif [ ! -e "$P/recipes/files/$pkg-same" ]; then
+        head -c 4000000 /dev/urandom > "$P/recipes/files/$pkg-same"
+      fi
+      recipe "$pkg" "1.0-1" "$pkg-same"
+    done
+    "$BIN" build --recipes "$P/recipes" --cache "$W/cache" --keys "$P/keys" --out "$W/out" >/dev/null
+    return
+  fi
   for pkg in alpha beta gamma; do
     head -c $((4000000 + n * 1000)) /dev/urandom > "$P/recipes/files/$pkg-$n"
     recipe "$pkg" "1.$n-1" "$pkg-$n"
@@ -104,17 +121,20 @@ CONF
 LOOP=$!
 
 START=$(date +%s.%N)
+REFUSED=0
 for n in $(seq 1 "$ROUNDS"); do
   round "$n"
   if [ -n "${NAIVE:-}" ]; then
     rsync -a --delete --exclude='.*' "$W/out/" "$W/www/"
-  else
-    "$BIN" publish --to "$W/www" --out "$W/out" >/dev/null
+  elif ! "$BIN" publish --to "$W/www" --out "$W/out" >/dev/null 2>"$W/publish-err"; then
+    # Only a same-version change of bytes may be refused.
+    grep -q "would change under clients of the Release in force" "$W/publish-err" || { cat "$W/publish-err"; exit 1; }
+    REFUSED=$((REFUSED + 1))
   fi
 done
 END=$(date +%s.%N)
 touch "$W/done"; wait $LOOP
 OKS=$(grep -c '^ok' "$W/updates" || true)
 FAILS=$(grep -c '^fail' "$W/updates" || true)
-echo "${NAIVE:+naive rsync }publishes: $ROUNDS in $(awk "BEGIN { printf \"%.1f\", $END - $START }") s; apt-get update runs: $((OKS + FAILS)); failed: $FAILS"
+echo "${NAIVE:+naive rsync }${SAME:+same-version }publishes: $ROUNDS ($REFUSED refused) in $(awk "BEGIN { printf \"%.1f\", $END - $START }") s; apt-get update runs: $((OKS + FAILS)); failed: $FAILS"
 if [ "$FAILS" -gt 0 ]; then head -40 "$W/failures"; exit 1; fi

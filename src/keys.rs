@@ -26,6 +26,8 @@ pub enum KeyError {
     NoKeys { dir: PathBuf },
     #[error("{0}")]
     Generate(SignError),
+    #[error("{} already holds a signing key ({}); every key there signs, so a second one is a rotation: pass --add if that is what you want", dir.display(), existing.join(", "))]
+    AlreadyHasKey { dir: PathBuf, existing: Vec<String> },
 }
 
 /// A loaded key and what the user should be told about it.
@@ -90,13 +92,31 @@ pub fn load_signing_keys(
 
 /// Generates a key into `keys/signing/<slug>-<fingerprint>.key` (mode 0600,
 /// never overwriting). Returns the file and the fingerprint.
+/// What `keys/signing/.gitignore` holds: the secret keys never reach git.
+pub const SIGNING_GITIGNORE: &str =
+    "# Secret signing keys (written by debforge keygen): never commit them.\n*\n";
+
 pub fn keygen(
     keys: &Path,
     uid: &str,
     algo: KeyAlgo,
     valid_for: Option<Duration>,
     passphrase: Option<&str>,
+    add: bool,
 ) -> Result<(PathBuf, String), KeyError> {
+    let existing: Vec<String> = fs::read_dir(signing_dir(keys))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".key"))
+        .collect();
+    if !existing.is_empty() && !add {
+        return Err(KeyError::AlreadyHasKey {
+            dir: signing_dir(keys),
+            existing,
+        });
+    }
     let secret = sign::generate(uid, algo, valid_for, passphrase).map_err(KeyError::Generate)?;
     let key = SigningKey::from_bytes(&secret, passphrase).map_err(KeyError::Generate)?;
     let fpr = key.fingerprint();
@@ -111,6 +131,15 @@ pub fn keygen(
             source,
         }
     })?;
+    // Ignored by git from the first key on, whatever the project's own
+    // .gitignore says.
+    let ignore = dir.join(".gitignore");
+    if !ignore.exists() {
+        fs::write(&ignore, SIGNING_GITIGNORE).map_err(|source| KeyError::Io {
+            path: ignore.clone(),
+            source,
+        })?;
+    }
     let slug: String = uid
         .chars()
         .take_while(|&c| c != '<')

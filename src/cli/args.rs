@@ -144,6 +144,9 @@ pub(crate) enum Command {
         /// Protect the key with the passphrase in this file (or DEBFORGE_KEY_PASSPHRASE)
         #[arg(long)]
         passphrase_file: Option<PathBuf>,
+        /// Add a key beside the existing ones (a rotation: every key signs)
+        #[arg(long)]
+        add: bool,
     },
     /// Check a built or published repository as apt would, listing every problem
     #[command(

@@ -88,6 +88,7 @@ pub fn run() -> ExitCode {
             email,
             expire_days,
             passphrase_file,
+            add,
         } => keygen::run_keygen(
             &keys,
             algo,
@@ -95,6 +96,7 @@ pub fn run() -> ExitCode {
             email.as_deref(),
             expire_days,
             passphrase_file.as_deref(),
+            add,
         ),
         Command::Index {
             dir,

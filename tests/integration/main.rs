@@ -17,6 +17,7 @@ mod escapes;
 mod faults;
 mod fetch;
 mod hostile;
+mod mutants;
 mod publish;
 mod publish_remote;
 mod real_archives;

@@ -137,10 +137,9 @@ fn signing_keys_permissions_passphrases_and_rotation() {
     let keys = lab.keys();
     let key_file = fs::read_dir(keys.join("signing"))
         .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "key"))
+        .unwrap();
     assert_eq!(
         fs::metadata(&key_file).unwrap().permissions().mode() & 0o777,
         0o600
@@ -157,11 +156,23 @@ fn signing_keys_permissions_passphrases_and_rotation() {
     );
     fs::set_permissions(&key_file, fs::Permissions::from_mode(0o600)).unwrap();
 
-    // A second key, protected by a passphrase: both sign (rotation).
+    // A second key, protected by a passphrase: both sign (rotation), which
+    // has to be asked for.
     let pass = lab.dir.path().join("pass");
     fs::write(&pass, "s3cret\n").unwrap();
+    let (code, _, err) = run(debforge().arg("keygen").arg("--keys").arg(&keys));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("already holds a signing key") && err.contains("pass --add"),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read_to_string(keys.join("signing/.gitignore")).unwrap(),
+        debforge::keys::SIGNING_GITIGNORE
+    );
     ok(debforge()
         .arg("keygen")
+        .arg("--add")
         .arg("--keys")
         .arg(&keys)
         .args([
@@ -403,4 +414,91 @@ fn rsa4096_keys_sign_what_gpgv_accepts() {
     // VALIDSIG's 8th field is the hash algorithm: 10 is SHA512.
     let validsig = status.lines().find(|l| l.contains("VALIDSIG")).unwrap();
     assert_eq!(validsig.split_whitespace().nth(9), Some("10"), "{validsig}");
+}
+
+/// After keygen, build, bundle and publish in a git project, `git status`
+/// shows no key, and no secret-key material is in the output, the bundle
+/// or the published tree.
+#[test]
+fn secret_keys_stay_out_of_git_and_out_of_everything_published() {
+    let lab = Lab::new();
+    let project = lab.recipes.parent().unwrap().to_path_buf();
+    fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(".gitignore"),
+        project.join(".gitignore"),
+    )
+    .unwrap();
+    let git = |args: &[&str]| ok(Command::new("git").arg("-C").arg(&project).args(args));
+    git(&["init", "-q"]);
+    let keys = project.join("fresh-keys");
+    ok(debforge().arg("keygen").arg("--keys").arg(&keys));
+    let status = git(&["status", "--porcelain", "--untracked-files=all"]);
+    assert!(
+        !status.contains("fresh-keys/signing") && !status.contains(".key"),
+        "{status}"
+    );
+    let key_file = fs::read_dir(keys.join("signing"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "key"))
+        .unwrap();
+    let secret = fs::read(&key_file).unwrap();
+
+    let out = lab.dir.path().join("out");
+    ok(debforge()
+        .arg("build")
+        .arg("--recipes")
+        .arg(&lab.recipes)
+        .arg("--cache")
+        .arg(&lab.cache)
+        .arg("--keys")
+        .arg(&keys)
+        .arg("--out")
+        .arg(&out));
+    let bundle = lab.dir.path().join("lab.tar");
+    ok(debforge()
+        .args(["bundle", "-o"])
+        .arg(&bundle)
+        .arg("--out")
+        .arg(&out));
+    let published = lab.dir.path().join("published");
+    ok(debforge()
+        .arg("publish")
+        .arg("--to")
+        .arg(&published)
+        .arg("--out")
+        .arg(&out));
+    let status = git(&["status", "--porcelain", "--untracked-files=all"]);
+    assert!(!status.contains(".key"), "{status}");
+
+    let mut files = vec![bundle];
+    for dir in [&out, &published] {
+        crate::common::walk_files(dir, &mut |p| files.push(p.to_path_buf()));
+    }
+    // The secret key's last 64 bytes (secret material and checksum) appear
+    // nowhere; no armored private key; the keyrings hold public keys only.
+    let tail = &secret[secret.len() - 64..];
+    for f in &files {
+        let bytes = fs::read(f).unwrap();
+        assert!(
+            !bytes.windows(tail.len()).any(|w| w == tail),
+            "{}",
+            f.display()
+        );
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("PRIVATE KEY BLOCK"),
+            "{}",
+            f.display()
+        );
+    }
+    for ring in [
+        "debforge-archive-keyring.gpg",
+        "debforge-archive-keyring.asc",
+    ] {
+        let listing = ok(Command::new("gpg")
+            .args(["--list-packets", "--no-default-keyring"])
+            .arg(out.join(ring)));
+        assert!(!listing.contains("secret key packet"), "{ring}: {listing}");
+        assert!(listing.contains("public key packet"), "{ring}: {listing}");
+    }
 }

@@ -2,6 +2,9 @@
 
 use super::prelude::*;
 
+/// 1980-01-01T00:00:00Z: the date of packages built with nothing to date them.
+const REPRODUCIBLE_EPOCH: i64 = 315_532_800;
+
 pub(crate) fn run_build(
     project: &ProjectArgs,
     keys: &KeyArgs,
@@ -46,12 +49,13 @@ pub(crate) fn run_build(
         versions.iter().map(|(n, v)| (n.as_str(), v.as_str())),
     );
     // Packages built here are dated by SOURCE_DATE_EPOCH, else by the newest
-    // of the packages they are built around (a function of the lock), never
-    // by the clock: rebuilding the same inputs gives the same bytes, so a
-    // published package never changes under its name and version.
+    // of the packages they are built around (a function of the lock), else
+    // 1980-01-01 (as zip and Python wheels do), never by the clock:
+    // rebuilding the same inputs gives the same bytes, so a published
+    // package never changes under its name and version.
     let built_date = match sde {
         Some(t) => t as i64,
-        None => pipeline::newest_date(&artifacts)?.unwrap_or(date),
+        None => pipeline::newest_date(&artifacts)?.unwrap_or(REPRODUCIBLE_EPOCH),
     };
     artifacts.extend(session.build_from_recipes(&config, &keyring, built_date, &versions, &pins)?);
     let params = debforge::repo::RepoParams {

@@ -9,6 +9,7 @@ pub(crate) fn run_keygen(
     email: Option<&str>,
     expire_days: Option<u32>,
     passphrase_file: Option<&std::path::Path>,
+    add: bool,
 ) -> Result<u8, Failure> {
     use debforge::openpgp::sign::KeyAlgo;
     let uid = match email {
@@ -21,12 +22,13 @@ pub(crate) fn run_keygen(
     };
     let valid = expire_days.map(|d| Duration::from_secs(u64::from(d) * 86_400));
     let pass = passphrase(passphrase_file)?;
-    let (path, fpr) =
-        debforge::keys::keygen(keys, &uid, algo, valid, pass.as_deref()).map_err(Failure::new)?;
+    let (path, fpr) = debforge::keys::keygen(keys, &uid, algo, valid, pass.as_deref(), add)
+        .map_err(Failure::new)?;
     output::plain(&format!("{fpr}\n"));
     output::note(&format!(
-        "wrote secret key {} (mode 0600); keep it out of version control",
-        path.display()
+        "wrote secret key {} (mode 0600); git ignores it ({}/.gitignore); back it up somewhere safe",
+        path.display(),
+        debforge::keys::signing_dir(keys).display()
     ));
     Ok(EXIT_OK)
 }

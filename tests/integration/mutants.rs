@@ -1,0 +1,75 @@
+//! Mutated packages (tests/fixtures/make-mutants.py, made at test time from
+//! packages built here with no compression, gzip and xz): debforge never
+//! panics or aborts on them, and never accepts one that dpkg-deb refuses.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::{debforge, fixture, ok, run};
+
+fn base(dir: &Path, compression: &str) -> std::path::PathBuf {
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes/trees/debforge-hello");
+    let out = dir.join(format!("base-{compression}.deb"));
+    ok(debforge()
+        .args(["deb", "build", "-Z", compression])
+        .arg(&tree)
+        .arg("-o")
+        .arg(&out)
+        .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+    out
+}
+
+#[test]
+fn mutated_packages_never_crash_and_never_pass_where_dpkg_deb_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    let mut refused = 0;
+    for compression in ["none", "gzip", "xz"] {
+        let deb = base(dir.path(), compression);
+        let mutants = dir.path().join(format!("mutants-{compression}"));
+        ok(Command::new("python3")
+            .arg(fixture("make-mutants.py"))
+            .arg(&deb)
+            .arg(&mutants)
+            .arg("120"));
+        let mut files: Vec<_> = std::fs::read_dir(&mutants)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        for m in files {
+            for (ours, theirs) in [
+                (["deb", "info"], "--info"),
+                (["deb", "contents"], "--contents"),
+            ] {
+                let (code, _, err) = run(debforge().args(ours).arg(&m));
+                assert!(
+                    code == 0 || code == 2,
+                    "{} {ours:?}: exit {code}: {err}",
+                    m.display()
+                );
+                assert!(!err.contains("panicked"), "{} {ours:?}: {err}", m.display());
+                let dpkg_ok = Command::new("dpkg-deb")
+                    .arg(theirs)
+                    .arg(&m)
+                    .output()
+                    .unwrap()
+                    .status
+                    .success();
+                if code == 0 {
+                    assert!(
+                        dpkg_ok,
+                        "{} {ours:?}: accepted, but dpkg-deb {theirs} refuses it",
+                        m.display()
+                    );
+                } else {
+                    refused += 1;
+                }
+                checked += 1;
+            }
+        }
+    }
+    eprintln!(
+        "{checked} runs on mutants, {refused} refused, no crash, nothing dpkg-deb refuses accepted"
+    );
+}
