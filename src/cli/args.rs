@@ -69,9 +69,15 @@ pub(crate) enum Command {
         /// Refuse to proceed if anything differs from recipes/debforge.lock
         #[arg(long)]
         locked: bool,
-        /// Output directory
-        #[arg(long, default_value = "repo-out")]
+        /// Output directory (replaced as a whole: it must be absent, empty, or an earlier debforge output)
+        #[arg(long, short = 'o', default_value = "repo-out")]
         out: PathBuf,
+        /// Replace --out even if it holds files debforge did not write
+        #[arg(long)]
+        force: bool,
+        /// Where lab machines reach the published repository (the repo-config package's apt source); overrides repository.toml's mirror
+        #[arg(long, value_name = "URL")]
+        mirror: Option<String>,
     },
     /// Publish a built repository to a mirror (a directory, rsync, S3), safely and incrementally
     #[command(
@@ -324,6 +330,24 @@ pub(crate) struct ProjectArgs {
 }
 
 impl ProjectArgs {
+    /// The recipes directory is there: run from elsewhere, debforge says so
+    /// instead of making keys and caches in the wrong place.
+    pub(crate) fn check_project(&self) -> Result<(), Failure> {
+        if self.recipes.join("sources.toml").is_file() || self.recipes.join("packages").is_dir() {
+            return Ok(());
+        }
+        let here = std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_else(|_| ".".into());
+        Err(Failure::new(format!(
+            "not a debforge project here: no {}/ (with sources.toml or packages/) in {here}",
+            self.recipes.display()
+        ))
+        .hint(Some(
+            "run it from the project's root, or pass --recipes DIR",
+        )))
+    }
+
     pub(crate) fn settings(&self) -> Result<Settings, Failure> {
         let mut overrides = std::collections::BTreeMap::new();
         for s in &self.sources {

@@ -80,7 +80,9 @@ pub fn run() -> ExitCode {
             keys,
             locked,
             out,
-        } => build::run_build(&project, &keys, locked, &out),
+            force,
+            mirror,
+        } => build::run_build(&project, &keys, locked, &out, force, mirror.as_deref()),
         Command::Keygen {
             keys,
             algo,
@@ -143,18 +145,61 @@ pub fn run() -> ExitCode {
     }
 }
 
+/// What to do about a download that failed, by what went wrong.
+fn fetch_hint(kind: &debforge::fetch::FetchErrorKind, source: Option<&str>) -> String {
+    use debforge::fetch::FetchErrorKind as K;
+    let name = source.unwrap_or("NAME");
+    match kind {
+        k if k.is_unreachable() => format!(
+            "the upstream cannot be reached from here: use a mirror with --source {name}=URL, or work offline from a snapshot with --source-dir DIR (made by `debforge fetch --to DIR` where it can be reached)"
+        ),
+        K::Status(404) | K::Status(410) => format!(
+            "the upstream has no such file (HTTP 404): check source '{name}' in recipes/sources.toml, or the upstream removed it (`debforge lock` resolves again)"
+        ),
+        K::Status(_) => "the server refused the request; run the command again later".into(),
+        K::Sha256 { .. } | K::Sha512 { .. } | K::TooLong { .. } => {
+            "nothing unverified was kept: the upstream's file is not the one its signed index (or the lock) vouches for; do not use it, try another mirror (--source NAME=URL)".into()
+        }
+        _ => "nothing unverified was kept; run the command again to retry".into(),
+    }
+}
+
 impl From<PipelineError> for Failure {
     fn from(e: PipelineError) -> Self {
-        let hint = match &e {
-            PipelineError::LockMismatch { .. } => {
-                Some("if the change is intended, run `debforge lock` and commit the lock file")
-            }
-            PipelineError::Fetch { .. } => {
-                Some("nothing unverified was kept; run the command again to retry")
-            }
-            PipelineError::Upstream(_) => {
-                Some("check the source's url, key and fingerprint in recipes/sources.toml")
-            }
+        use debforge::upstream::UpstreamErrorKind as U;
+        let hint: Option<String> = match &e {
+            PipelineError::LockMismatch { .. } => Some(
+                "if the change is intended, run `debforge lock` and commit the lock file".into(),
+            ),
+            PipelineError::Fetch { source, .. } => Some(fetch_hint(&source.kind, None)),
+            PipelineError::Upstream(u) => Some(match &u.kind {
+                U::Fetch(f) => fetch_hint(&f.kind, Some(&u.source_name)),
+                U::BadSignature { .. } | U::Keyring { .. } => format!(
+                    "the upstream is not signed as source '{}' in recipes/sources.toml pins it: check its key file and fingerprint (never turn the check off)",
+                    u.source_name
+                ),
+                U::KeyFile { .. } => format!(
+                    "the key file of source '{}' is missing: keys/README.md says where each shipped key comes from and how to check it",
+                    u.source_name
+                ),
+                U::NotYetValid { .. } | U::Expired { .. } => {
+                    "check this machine's clock (date -u); apt on the lab machines would refuse the same".into()
+                }
+                _ => format!(
+                    "check source '{}' in recipes/sources.toml",
+                    u.source_name
+                ),
+            }),
+            PipelineError::Repo(r) => match **r {
+                debforge::repo::RepoError::OutputNotOurs { .. } => Some(
+                    "choose another --out, or pass --force to replace it (what it holds is deleted)"
+                        .into(),
+                ),
+                debforge::repo::RepoError::OutputNotADirectory { .. } => {
+                    Some("remove the file or choose another --out".into())
+                }
+                _ => None,
+            },
             _ => None,
         };
         Failure::new(&e).hint(hint)
@@ -165,6 +210,7 @@ pub(crate) fn open_session<'a>(
     project: &ProjectArgs,
     progress: &'a progress::Progress,
 ) -> Result<Session<'a>, Failure> {
+    project.check_project()?;
     let recipes = debforge::recipe::load(&project.recipes).map_err(Failure::new)?;
     Ok(Session::new(recipes, project.settings()?, progress)?)
 }
@@ -183,6 +229,13 @@ pub(crate) fn resolve_and_fetch(
     Failure,
 > {
     let old = session.read_lock()?;
+    if locked && old.is_none() {
+        // Said before the network: --locked cannot work without the lock.
+        return Err(PipelineError::NoLock {
+            path: session.lock_path().to_path_buf(),
+        }
+        .into());
+    }
     let (resolved, sources) = session.resolve(old.as_ref())?;
     if locked {
         // Fail before downloading anything that the lock does not allow.

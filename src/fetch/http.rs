@@ -90,7 +90,13 @@ fn classify(e: reqwest::Error, timeout: Duration) -> FetchErrorKind {
     if e.is_timeout() {
         FetchErrorKind::Timeout(timeout)
     } else if e.is_connect() {
-        FetchErrorKind::Connect(source_chain(&e))
+        let why = source_chain(&e);
+        // A name that does not resolve will not resolve on a retry either.
+        if why.contains("dns error") || why.contains("failed to lookup address") {
+            FetchErrorKind::Dns(why)
+        } else {
+            FetchErrorKind::Connect(why)
+        }
     } else if e.is_builder() {
         FetchErrorKind::BadUrl(source_chain(&e))
     } else {
@@ -98,9 +104,18 @@ fn classify(e: reqwest::Error, timeout: Duration) -> FetchErrorKind {
     }
 }
 
-/// reqwest's top-level message is generic; the innermost cause says what happened.
+/// reqwest's top-level message is generic ("error sending request for url
+/// (…)", the URL the error already names); the causes say what happened.
 fn source_chain(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
+    let top = e.to_string();
+    let mut parts = if top.starts_with("error sending request for url")
+        || top.starts_with("error decoding response body")
+        || top.starts_with("request or response body error")
+    {
+        Vec::new()
+    } else {
+        vec![top]
+    };
     let mut cur = e.source();
     while let Some(s) = cur {
         let text = s.to_string();

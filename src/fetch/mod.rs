@@ -28,6 +28,8 @@ pub enum FetchErrorKind {
     Status(u16),
     #[error("cannot connect: {0}")]
     Connect(String),
+    #[error("the host name does not resolve: {0}")]
+    Dns(String),
     #[error("no data for {0:?}: the server stalled")]
     Timeout(Duration),
     #[error("too slow: {0}")]
@@ -58,6 +60,18 @@ pub enum FetchErrorKind {
 }
 
 impl FetchErrorKind {
+    /// The server or the network could not be reached at all (as opposed
+    /// to a file that is missing or wrong).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            FetchErrorKind::Connect(_)
+                | FetchErrorKind::Dns(_)
+                | FetchErrorKind::Timeout(_)
+                | FetchErrorKind::TooSlow(_)
+        )
+    }
+
     /// Worth another attempt: the network or the server may recover.
     pub fn is_transient(&self) -> bool {
         match self {

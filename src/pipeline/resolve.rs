@@ -77,6 +77,11 @@ impl Session<'_> {
             }
         }
         let root = self.recipes.root();
+        // Every source's key file first: a missing one is said before any
+        // upstream is contacted.
+        for name in by_source.keys() {
+            upstream::load_keyring(&self.recipes.sources[*name], &root)?;
+        }
         for (name, recipes) in by_source {
             let source = &self.recipes.sources[name];
             let Some(transport) = self.transport(name) else {

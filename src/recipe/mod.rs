@@ -670,17 +670,27 @@ pub fn parse_repository(
     }
     c.valid_for = raw.valid_for_days.map(|d| i64::from(d) * 86_400);
     if let Some(m) = raw.mirror {
-        if !(m.starts_with("http://") || m.starts_with("https://") || m.starts_with("file:/")) {
-            return Err(error_at(
-                file,
-                text,
-                Some(span),
-                format!("repository.mirror {m:?} must be an http://, https:// or file:/ URL"),
-            ));
-        }
-        c.mirror = Some(if m.ends_with('/') { m } else { format!("{m}/") });
+        c.mirror =
+            Some(check_mirror(&m).map_err(|e| {
+                error_at(file, text, Some(span), format!("repository.mirror: {e}"))
+            })?);
     }
     Ok(c)
+}
+
+/// A mirror URL for lab machines' apt source, ending in `/`.
+pub fn check_mirror(m: &str) -> Result<String, String> {
+    if !(m.starts_with("http://") || m.starts_with("https://") || m.starts_with("file:/")) {
+        return Err(format!("{m:?} must be an http://, https:// or file:/ URL"));
+    }
+    if m.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err(format!("{m:?} holds a space or a control character"));
+    }
+    Ok(if m.ends_with('/') {
+        m.to_string()
+    } else {
+        format!("{m}/")
+    })
 }
 
 fn parse_from(

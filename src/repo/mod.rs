@@ -18,7 +18,9 @@ pub mod pool;
 pub mod verify;
 mod write;
 
-pub use write::{OutputReport, PoolEntry, PoolInput, RepoParams, write};
+pub use write::{
+    OUTPUT_MARKER, OutputReport, PoolEntry, PoolInput, RepoParams, check_output, write,
+};
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
@@ -55,6 +57,10 @@ pub enum RepoError {
     },
     #[error("another debforge build is writing {} (it holds {}); wait for it to finish", out.display(), lock.display())]
     Busy { out: PathBuf, lock: PathBuf },
+    #[error("{}: not written by debforge (it holds {files}); `debforge build` replaces its output directory whole", out.display())]
+    OutputNotOurs { out: PathBuf, files: String },
+    #[error("{}: is a file, not a directory; `debforge build` writes a repository (a directory) there", out.display())]
+    OutputNotADirectory { out: PathBuf },
     #[error("{filename}: architecture {arch} is not one of the repository's ({archs})")]
     ForeignArch {
         filename: String,

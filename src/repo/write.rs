@@ -63,6 +63,54 @@ pub struct OutputReport {
     pub unchanged: bool,
 }
 
+/// The file that marks a directory as a debforge output (a dot file: never
+/// published, bundled or indexed).
+pub const OUTPUT_MARKER: &str = ".debforge-output";
+
+/// Whether `build` may replace `out`: absent, empty, or an earlier debforge
+/// output (it holds [`OUTPUT_MARKER`]); `force` allows any directory. A
+/// file where the directory should be is refused either way. Checked
+/// before anything is downloaded.
+pub fn check_output(out: &Path, force: bool) -> Result<(), RepoError> {
+    let meta = match fs::symlink_metadata(out) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err(out)(e)),
+        Ok(m) => m,
+    };
+    if !meta.is_dir() {
+        return Err(RepoError::OutputNotADirectory {
+            out: out.to_path_buf(),
+        });
+    }
+    // The marker, or (from before it existed) the keyring and pins every
+    // debforge output has at its top.
+    let ours = out.join(OUTPUT_MARKER).is_file()
+        || (out.join(format!("{KEYRING_NAME}.gpg")).is_file()
+            && out.join(PREFERENCES_NAME).is_file());
+    if force || ours {
+        return Ok(());
+    }
+    let mut names: Vec<String> = fs::read_dir(out)
+        .map_err(io_err(out))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    names.sort();
+    let shown = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+    let more = if names.len() > 5 {
+        format!(" and {} more", names.len() - 5)
+    } else {
+        String::new()
+    };
+    Err(RepoError::OutputNotOurs {
+        out: out.to_path_buf(),
+        files: format!("{shown}{more}"),
+    })
+}
+
 /// Holds `.<out>.lock` beside the output while a build writes it.
 struct OutputLock {
     _file: fs::File,
@@ -191,6 +239,10 @@ pub fn write(
     write_public(&root.join(format!("{KEYRING_NAME}.gpg")), &binary)?;
     write_public(&root.join(format!("{KEYRING_NAME}.asc")), &armored)?;
     write_public(&root.join(PREFERENCES_NAME), pins.as_bytes())?;
+    write_public(
+        &root.join(OUTPUT_MARKER),
+        b"This directory is written by `debforge build`, which replaces it whole.\n",
+    )?;
 
     swap_in(
         staging.keep(),

@@ -16,6 +16,7 @@ mod deb_read;
 mod escapes;
 mod faults;
 mod fetch;
+mod first_run;
 mod hostile;
 mod mutants;
 mod publish;

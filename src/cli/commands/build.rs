@@ -5,18 +5,56 @@ use super::prelude::*;
 /// 1980-01-01T00:00:00Z: the date of packages built with nothing to date them.
 const REPRODUCIBLE_EPOCH: i64 = 315_532_800;
 
+/// The example mirror the shipped repository.toml names until a lab sets its own.
+const EXAMPLE_MIRROR: &str = "mirror.gpu-lab.example";
+
 pub(crate) fn run_build(
     project: &ProjectArgs,
     keys: &KeyArgs,
     locked: bool,
     out: &std::path::Path,
+    force: bool,
+    mirror: Option<&str>,
 ) -> Result<u8, Failure> {
-    // Keys and settings first: a build that cannot sign fails before downloading.
-    let loaded = debforge::keys::load_signing_keys(
-        &keys.keys,
-        passphrase(keys.passphrase_file.as_deref())?.as_deref(),
-    )
-    .map_err(Failure::new)?;
+    // Everything that can be checked here is, before anything is downloaded:
+    // the project, the output directory, the dates, the keys.
+    project.check_project()?;
+    debforge::repo::check_output(out, force)
+        .map_err(|e| Failure::from(PipelineError::Repo(Box::new(e))))?;
+    let mut config = debforge::recipe::load_repository(&project.recipes).map_err(Failure::new)?;
+    if let Some(m) = mirror {
+        config.mirror = Some(debforge::recipe::check_mirror(m).map_err(|e| {
+            Failure::new(format!("--mirror {m:?}: {e}"))
+                .hint(Some("e.g. --mirror http://apt.lab.example/gpu/"))
+        })?);
+    }
+    let sde = source_date_epoch()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    check_dates(sde, config.valid_for, now)?;
+    let pass = passphrase(keys.passphrase_file.as_deref())?;
+    let loaded = match debforge::keys::load_signing_keys(&keys.keys, pass.as_deref()) {
+        Err(debforge::keys::KeyError::NoKeys { .. }) => {
+            // The first build makes the key it signs with.
+            let (path, fpr) = debforge::keys::keygen(
+                &keys.keys,
+                "debforge repository signing key",
+                debforge::openpgp::sign::KeyAlgo::Ed25519,
+                None,
+                pass.as_deref(),
+                false,
+            )
+            .map_err(Failure::new)?;
+            output::note(&format!(
+                "no signing key yet: made {} ({fpr}, mode 0600); git ignores it ({}/.gitignore); back it up",
+                path.display(),
+                debforge::keys::signing_dir(&keys.keys).display()
+            ));
+            debforge::keys::load_signing_keys(&keys.keys, pass.as_deref()).map_err(Failure::new)?
+        }
+        other => other.map_err(Failure::new)?,
+    };
     for k in &loaded {
         if let Some(t) = k.expires_soon {
             let days = t
@@ -24,16 +62,25 @@ pub(crate) fn run_build(
                 .map(|d| d.as_secs() / 86_400)
                 .unwrap_or(0);
             output::warning(&format!(
-                "signing key {} expires in {days} days: rotate it (debforge keygen)",
+                "signing key {} expires in {days} days: rotate it (debforge keygen --add)",
                 k.path.display()
             ));
         }
     }
-    let config = debforge::recipe::load_repository(&project.recipes).map_err(Failure::new)?;
+    if config
+        .mirror
+        .as_deref()
+        .is_some_and(|m| m.contains(EXAMPLE_MIRROR))
+    {
+        output::warning(&format!(
+            "the repo-config package points lab machines at {}, the example host in {}: set `mirror` there, or pass --mirror URL",
+            config.mirror.as_deref().unwrap_or_default(),
+            project.recipes.join("repository.toml").display()
+        ));
+    }
     let progress = progress::Progress::new();
     let session = open_session(project, &progress)?;
     let (fetched, _, _) = resolve_and_fetch(&session, &progress, locked)?;
-    let sde = source_date_epoch()?;
     let mut artifacts = session.prepare(&fetched, sde)?;
     let date = match sde {
         Some(t) => t as i64,
@@ -92,5 +139,70 @@ pub(crate) fn run_build(
         )
     };
     output::built(&report.packages, &summary);
+    next_steps(out, &report, &session.recipes, &params.config);
     Ok(EXIT_OK)
+}
+
+/// What to do with the repository now.
+fn next_steps(
+    out: &Path,
+    report: &debforge::repo::OutputReport,
+    recipes: &debforge::recipe::RecipeSet,
+    config: &debforge::repo::RepoConfig,
+) {
+    let mut text = format!(
+        "next: serve it on the LAN with `debforge serve --out {o}`, or publish it with `debforge publish --out {o} --to DIR|rsync://HOST/MODULE/PATH|s3://BUCKET/PREFIX`",
+        o = out.display()
+    );
+    let repo_config = recipes
+        .packages
+        .iter()
+        .find(|p| p.build.as_ref().is_some_and(|b| b.repo_config.is_some()));
+    if let Some(p) = repo_config
+        && let Some(e) = report.packages.iter().find(|e| e.package == p.name)
+    {
+        let name = p
+            .build
+            .as_ref()
+            .and_then(|b| b.repo_config.as_deref())
+            .unwrap_or("debforge");
+        text.push_str(&format!(
+            "\n  on each lab machine: sudo apt install ./{} (from {}), then sudo apt-get update",
+            e.filename.rsplit('/').next().unwrap_or(&e.filename),
+            out.join(&e.filename).display()
+        ));
+        if let Some(m) = &config.mirror {
+            text.push_str(&format!(
+                "\n  (its apt source: deb [signed-by=/usr/share/keyrings/{name}-archive-keyring.gpg] {m} {} {})",
+                config.suite, config.component
+            ));
+        }
+    }
+    output::note(&text);
+}
+
+/// Refuses a Release apt would refuse on arrival: dated in the future
+/// (SOURCE_DATE_EPOCH ahead of the clock), or already past its Valid-Until.
+fn check_dates(sde: Option<u64>, valid_for: Option<i64>, now: i64) -> Result<(), Failure> {
+    let Some(date) = sde.map(|t| t as i64) else {
+        return Ok(());
+    };
+    let show = |t: i64| debforge::format::date::format_rfc2822(t);
+    if date > now + 10 {
+        return Err(Failure::new(format!(
+            "SOURCE_DATE_EPOCH={date} dates the Release {}, in the future: apt refuses it as not valid yet",
+            show(date)
+        ))
+        .hint(Some("set SOURCE_DATE_EPOCH to a time in the past (e.g. $(git log -1 --format=%ct)), or unset it")));
+    }
+    if let Some(v) = valid_for
+        && date + v < now
+    {
+        return Err(Failure::new(format!(
+            "SOURCE_DATE_EPOCH={date} and valid-for-days give a Release valid until {}, already past: apt refuses it as expired",
+            show(date + v)
+        ))
+        .hint(Some("use a later SOURCE_DATE_EPOCH, a longer valid-for-days in repository.toml, or unset SOURCE_DATE_EPOCH")));
+    }
+    Ok(())
 }

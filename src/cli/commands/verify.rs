@@ -7,13 +7,31 @@ pub(crate) fn run_verify(
     keyring: Option<PathBuf>,
     json: bool,
 ) -> Result<u8, Failure> {
+    // A published tree has dists/; anything else is not a repository, which
+    // is the first thing to say (not that a keyring is missing).
+    let has_release = std::fs::read_dir(dir.join("dists"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.path().join("Release").is_file() || e.path().join("InRelease").is_file());
+    if !has_release {
+        return Err(Failure::new(format!(
+            "{}: not a repository (no dists/<suite>/Release or InRelease)",
+            dir.display()
+        ))
+        .hint(Some(
+            "name a repository's top directory (the one holding dists/ and pool/), e.g. `debforge verify repo-out` after `debforge build`",
+        )));
+    }
     let keyring = keyring.unwrap_or_else(|| dir.join(format!("{}.gpg", pipeline::KEYRING_NAME)));
     let bytes = std::fs::read(&keyring).map_err(|e| {
         Failure::new(format!(
             "{}: cannot read the keyring: {e}",
             keyring.display()
         ))
-        .hint(Some("pass --keyring FILE"))
+        .hint(Some(
+            "a published mirror may not carry debforge's keyring: pass the lab's keyring with --keyring FILE (e.g. /usr/share/keyrings/gpu-lab-archive-keyring.gpg)",
+        ))
     })?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
