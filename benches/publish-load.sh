@@ -59,15 +59,18 @@ TOML
 round() { # n
   local n=$1
   if [ -n "${SAME:-}" ]; then
+    # Every third round other bytes at the same version (publish must
+    # refuse them); the round after goes back to the published bytes.
     for pkg in alpha beta gamma; do
+      [ -e "$P/recipes/files/$pkg-same" ] || head -c 4000000 /dev/urandom > "$P/recipes/files/$pkg-same"
       if (( n % 3 == 0 && n > 0 )); then
-        head -c 4000000 /dev/urandom > "$P/recipes/files/$pkg-same"
-      elif [ ! -e "$P/recipes/files/$pkg-same" ]; then
-        head -c 4000000 /dev/urandom > "$P/recipes/files/$pkg-same"
+        head -c 4000000 /dev/urandom > "$P/recipes/files/$pkg-other"
+        recipe "$pkg" "1.0-1" "$pkg-other"
+      else
+        recipe "$pkg" "1.0-1" "$pkg-same"
       fi
-      recipe "$pkg" "1.0-1" "$pkg-same"
     done
-    "$BIN" build --recipes "$P/recipes" --cache "$W/cache" --keys "$P/keys" --out "$W/out" >/dev/null
+    "$BIN" build --recipes "$P/recipes" --cache "$W/cache" --keys "$P/keys" --out "$W/out" >/dev/null 2>&1
     return
   fi
   for pkg in alpha beta gamma; do
@@ -76,7 +79,7 @@ round() { # n
   done
   # One package comes and goes.
   if (( n % 2 )); then recipe delta "1.$n-1" "alpha-$n"; else rm -f "$P/recipes/packages/delta.toml"; fi
-  "$BIN" build --recipes "$P/recipes" --cache "$W/cache" --keys "$P/keys" --out "$W/out" >/dev/null
+  "$BIN" build --recipes "$P/recipes" --cache "$W/cache" --keys "$P/keys" --out "$W/out" >/dev/null 2>&1
 }
 
 round 0

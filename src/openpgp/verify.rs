@@ -318,6 +318,23 @@ fn describe(e: &openpgp::parse::stream::VerificationError) -> String {
             )
         }
         E::BadSignature { sig, error, .. } => {
+            let when = |t: &std::time::SystemTime| {
+                crate::format::date::format_rfc2822(
+                    t.duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs() as i64),
+                )
+            };
+            if let Some(openpgp::Error::NotYetLive(t)) = error.downcast_ref::<openpgp::Error>() {
+                // Sequoia's time allows for clock skew; the signature's own is clearer.
+                let made = sig.signature_creation_time().unwrap_or(*t);
+                return format!(
+                    "the signature is dated {}, in the future: not valid yet (apt refuses it too); check this machine's clock, or the signer's",
+                    when(&made)
+                );
+            }
+            if let Some(openpgp::Error::Expired(t)) = error.downcast_ref::<openpgp::Error>() {
+                return format!("the signature expired on {} (apt refuses it)", when(t));
+            }
             if let Some(openpgp::Error::PolicyViolation(..)) =
                 error.downcast_ref::<openpgp::Error>()
             {

@@ -291,3 +291,57 @@ fn the_example_mirror_is_named_and_mirror_sets_the_real_one() {
         "{err}"
     );
 }
+
+/// `verify` on a repository whose signatures are dated in the future says
+/// "not valid yet", not that the file was altered.
+#[test]
+fn verify_says_not_valid_yet_for_a_future_signature() {
+    let lab = Lab::new();
+    let out = lab.dir.path().join("repo-out");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let key = crate::standin::TestKey::shared();
+    let release = out.join("dists/bionic/Release");
+    for (args, to) in [
+        (vec!["--armor", "--detach-sign"], "Release.gpg"),
+        (vec!["--clearsign"], "InRelease"),
+    ] {
+        ok(std::process::Command::new("gpg")
+            .arg("--homedir")
+            .arg(&key.home)
+            .args([
+                "--batch",
+                "--yes",
+                "--quiet",
+                "--pinentry-mode",
+                "loopback",
+                "--passphrase",
+                "",
+            ])
+            .args(["--faked-system-time", "20990101T000000!"])
+            .args(["--local-user", &key.fingerprint, "--digest-algo", "SHA512"])
+            .args(args)
+            .arg("--output")
+            .arg(out.join("dists/bionic").join(to))
+            .arg(&release));
+    }
+    let _ = std::process::Command::new("gpgconf")
+        .arg("--homedir")
+        .arg(&key.home)
+        .args(["--kill", "gpg-agent"])
+        .status();
+    let keyring = lab.dir.path().join("upstream.gpg");
+    key.binary_keyring(&keyring);
+    let (code, stdout, err) = run(debforge()
+        .arg("verify")
+        .arg(&out)
+        .arg("--keyring")
+        .arg(&keyring));
+    assert_eq!(code, 1, "{stdout}{err}");
+    assert!(
+        stdout.contains(
+            "the signature is dated Thu, 01 Jan 2099 00:00:00 UTC, in the future: not valid yet"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("the file was altered"), "{stdout}");
+}
