@@ -31,6 +31,8 @@ pub enum IndexError {
     Io { path: PathBuf, source: io::Error },
     #[error("{0}")]
     Deb(#[from] DebError),
+    #[error("{}: the file name is not UTF-8; debforge writes Packages indexes as text and cannot name it there: rename it (e.g. `convmv` or `mv`)", path.display())]
+    NotUtf8Name { path: PathBuf },
 }
 
 /// One indexed package file.
@@ -176,9 +178,18 @@ pub fn walk_debs<E: From<IndexError>>(
                 path: dir.to_path_buf(),
                 source,
             })?;
-            let name = e.file_name().to_string_lossy().into_owned();
             let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-            entries.push((name, is_dir));
+            let os = e.file_name();
+            let Some(name) = os.to_str() else {
+                // Only what would be indexed matters; say so instead of
+                // failing to open a mangled name.
+                let bytes = std::os::unix::ffi::OsStrExt::as_bytes(os.as_os_str());
+                if is_dir || bytes.ends_with(b".deb") {
+                    return Err(IndexError::NotUtf8Name { path: e.path() }.into());
+                }
+                continue;
+            };
+            entries.push((name.to_string(), is_dir));
         }
         entries.sort();
         for (name, is_dir) in entries {

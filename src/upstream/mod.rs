@@ -298,10 +298,10 @@ impl<'t> OpenSource<'t> {
             .or(entry.sha512.clone())
             .unwrap_or_default();
         let file_name = index_path.replace('/', "_");
-        let local = cache
-            .join("indexes")
-            .join(&self.source.name)
-            .join(format!("{}-{file_name}", &key[..16.min(key.len())]));
+        let local = cache.join("indexes").join(&self.source.name).join(format!(
+            "{}-{file_name}",
+            key.chars().take(16).collect::<String>()
+        ));
         let digests =
             if local.exists() && std::fs::metadata(&local).is_ok_and(|m| m.len() == entry.size) {
                 None
@@ -315,11 +315,10 @@ impl<'t> OpenSource<'t> {
         let index_sha256 = match digests {
             Some(StrongDigests { sha256, .. }) => sha256,
             None => entry.sha256.clone().unwrap_or_else(|| {
-                crate::digest::strong_digest_reader(
-                    std::fs::File::open(&local).expect("cached index"),
-                )
-                .map(|d| d.sha256)
-                .unwrap_or_default()
+                std::fs::File::open(&local)
+                    .and_then(crate::digest::strong_digest_reader)
+                    .map(|d| d.sha256)
+                    .unwrap_or_default()
             }),
         };
         let what = self.transport.describe(&index_path);

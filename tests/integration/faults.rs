@@ -289,3 +289,36 @@ fn packages_built_here_are_built_under_the_cache() {
     ok(lab.cmd("build").arg("--out").arg(&out));
     assert!(!built.join(".build-killed").exists());
 }
+
+/// A package whose file name is not UTF-8: `index` names it and says what
+/// to do (it cannot put the name in a text index), instead of failing to
+/// open a mangled name.
+#[test]
+fn index_names_a_file_name_that_is_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    fs::write(
+        tree.join("DEBIAN/control"),
+        "Package: latin\nVersion: 1.0\nArchitecture: all\nMaintainer: x <x@example.org>\nDescription: x\n x.\n",
+    )
+    .unwrap();
+    let pool = dir.path().join("pool");
+    fs::create_dir_all(&pool).unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"latin-\xe9_1.0_all.deb");
+    ok(crate::common::debforge()
+        .args(["deb", "build"])
+        .arg(&tree)
+        .arg("-o")
+        .arg(pool.join(name)));
+    let (code, _, err) = run(crate::common::debforge()
+        .args(["index", "--no-cache"])
+        .arg(&pool));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("the file name is not UTF-8; debforge writes Packages indexes as text and cannot name it there: rename it"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
