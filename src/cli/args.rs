@@ -169,6 +169,34 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the repository's generations (one per build that changed a package, a pin or a key)
+    #[command(
+        after_help = "Example:\n  debforge history\n\nGenerations are kept in .repo-out.generations/ beside the output, one JSON manifest each."
+    )]
+    History {
+        /// The built repository
+        #[arg(long, default_value = "repo-out")]
+        out: PathBuf,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// What changed between two generations (default: the last two); exit 1 when something did
+    #[command(
+        after_help = "Examples:\n  debforge diff            # the last generation against the one before\n  debforge diff 3 5\n\n+ added, - removed, ↑ upgraded, ↓ downgraded, ! other bytes at the same version (a red\nflag: machines that have that version never get the change). Exit 0: no difference, 1: a\ndifference, 2: error."
+    )]
+    Diff {
+        /// The older generation [default: the one before B]
+        a: Option<u32>,
+        /// The newer generation [default: the last]
+        b: Option<u32>,
+        /// The built repository
+        #[arg(long, default_value = "repo-out")]
+        out: PathBuf,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
     /// Show the version apt would pick for each package, given our repository, the pins and other indexes
     #[command(
         after_help = "Example:\n  debforge policy --with-index /var/lib/apt/lists/archive.ubuntu.com_ubuntu_dists_bionic_multiverse_binary-amd64_Packages libcudnn7\n\nThe same answer as `apt-cache policy` on a machine with our repository, its pins\n(debforge.pref) and the other repositories whose Packages files are given."

@@ -17,7 +17,9 @@ use debforge::deb;
 use debforge::pipeline::{self, PipelineError, Session};
 
 use args::{BundleCommand, Cli, Command, DebCommand, ProjectArgs};
-use commands::{build, bundle, fetch, index, keygen, lock, policy, publish, serve, vercmp, verify};
+use commands::{
+    build, bundle, fetch, history, index, keygen, lock, policy, publish, serve, vercmp, verify,
+};
 
 /// Exit codes, documented in the README.
 pub const EXIT_OK: u8 = 0;
@@ -123,6 +125,8 @@ pub fn run() -> ExitCode {
             dry_run,
             json,
         } => publish::run_publish(&to, &out, endpoint.as_deref(), dry_run, json),
+        Command::History { out, json } => history::run_history(&out, json),
+        Command::Diff { a, b, out, json } => history::run_diff(a, b, &out, json),
         Command::Policy {
             packages,
             out,

@@ -12,6 +12,7 @@ pub const KEYRING_NAME: &str = "debforge-archive-keyring";
 /// The pins (apt preferences) at the output's top level.
 pub const PREFERENCES_NAME: &str = "debforge.pref";
 
+pub mod generations;
 pub mod index;
 pub mod policy;
 pub mod pool;
@@ -59,6 +60,8 @@ pub enum RepoError {
     Busy { out: PathBuf, lock: PathBuf },
     #[error("{}: not written by debforge (it holds {files}); `debforge build` replaces its output directory whole", out.display())]
     OutputNotOurs { out: PathBuf, files: String },
+    #[error("{}: not a readable generation manifest: {reason}", path.display())]
+    BadGeneration { path: PathBuf, reason: String },
     #[error("{}: is a file, not a directory; `debforge build` writes a repository (a directory) there", out.display())]
     OutputNotADirectory { out: PathBuf },
     #[error("{filename}: architecture {arch} is not one of the repository's ({archs})")]

@@ -40,7 +40,7 @@ pub struct PoolInput<'a> {
 
 /// A package in the pool: its identity from its control paragraph, its
 /// digests from the copy that went into the pool.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PoolEntry {
     pub package: String,
     pub version: String,

@@ -139,8 +139,66 @@ pub(crate) fn run_build(
         )
     };
     output::built(&report.packages, &summary);
+    if !report.unchanged {
+        record_generation(out, &report, &session, &signing, &pins, date)?;
+    }
     next_steps(out, &report, &session.recipes, &params.config);
     Ok(EXIT_OK)
+}
+
+/// Records what this build made as a generation (unless it is the same as
+/// the last one but for the Release's date), and says which.
+fn record_generation(
+    out: &Path,
+    report: &debforge::repo::OutputReport,
+    session: &debforge::pipeline::Session,
+    signing: &[debforge::openpgp::sign::SigningKey],
+    pins: &str,
+    date: i64,
+) -> Result<(), Failure> {
+    use sha2::{Digest, Sha256};
+    let sha = |b: &[u8]| hex::encode(Sha256::digest(b));
+    let release = report
+        .index
+        .files
+        .first()
+        .map(|_| ())
+        .and_then(|_| {
+            std::fs::read_dir(out.join("dists"))
+                .ok()?
+                .flatten()
+                .map(|e| e.path().join("Release"))
+                .find(|p| p.is_file())
+        })
+        .and_then(|p| std::fs::read(p).ok())
+        .map(|b| sha(&b))
+        .unwrap_or_default();
+    let lock = std::fs::read(session.lock_path())
+        .map(|b| sha(&b))
+        .unwrap_or_default();
+    let g = debforge::repo::generations::Generation {
+        number: 0,
+        date,
+        release_sha256: release,
+        packages: report.packages.clone(),
+        lock_sha256: lock,
+        keys: signing.iter().map(|k| k.fingerprint()).collect(),
+        pins_sha256: sha(pins.as_bytes()),
+    };
+    let (g, new) = debforge::repo::generations::record(out, g)
+        .map_err(|e| Failure::from(PipelineError::Repo(Box::new(e))))?;
+    output::note(&if new {
+        format!(
+            "recorded generation {} (debforge history, debforge diff)",
+            g.number
+        )
+    } else {
+        format!(
+            "generation {} still in force (the same packages, pins and keys)",
+            g.number
+        )
+    });
+    Ok(())
 }
 
 /// What to do with the repository now.

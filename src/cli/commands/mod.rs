@@ -5,6 +5,7 @@ pub(crate) mod build;
 pub(crate) mod bundle;
 pub(crate) mod deb;
 pub(crate) mod fetch;
+pub(crate) mod history;
 pub(crate) mod index;
 pub(crate) mod keygen;
 pub(crate) mod lock;

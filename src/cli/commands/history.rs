@@ -1,0 +1,103 @@
+//! `debforge history` and `debforge diff`: the repository's generations.
+
+use super::prelude::*;
+
+use debforge::repo::generations::{self, Generation};
+
+fn load(out: &Path) -> Result<Vec<Generation>, Failure> {
+    generations::list(out).map_err(|e| Failure::from(PipelineError::Repo(Box::new(e))))
+}
+
+pub(crate) fn run_history(out: &Path, json: bool) -> Result<u8, Failure> {
+    let all = load(out)?;
+    if json {
+        output::plain(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&all).unwrap_or_default()
+        ));
+        return Ok(EXIT_OK);
+    }
+    if all.is_empty() {
+        return Err(Failure::new(format!(
+            "{}: no generations recorded (none in {})",
+            out.display(),
+            generations::dir_of(out).display()
+        ))
+        .hint(Some(
+            "each `debforge build` that changes something records one",
+        )));
+    }
+    let mut text = String::new();
+    for (i, g) in all.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|p| &all[p]);
+        text.push_str(&format!(
+            "{:>4}  {}  {}\n",
+            g.number,
+            debforge::format::date::format_rfc2822(g.date),
+            generations::summary(prev, g)
+        ));
+    }
+    output::plain(&text);
+    Ok(EXIT_OK)
+}
+
+pub(crate) fn run_diff(
+    a: Option<u32>,
+    b: Option<u32>,
+    out: &Path,
+    json: bool,
+) -> Result<u8, Failure> {
+    let all = load(out)?;
+    let find = |n: u32| {
+        all.iter().find(|g| g.number == n).ok_or_else(|| {
+            Failure::new(format!(
+                "no generation {n} in {} (it has {})",
+                generations::dir_of(out).display(),
+                all.iter()
+                    .map(|g| g.number.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .hint(Some("`debforge history` lists them"))
+        })
+    };
+    let newer = match b {
+        Some(n) => find(n)?,
+        None => all.last().ok_or_else(|| {
+            Failure::new(format!("{}: no generations recorded", out.display())).hint(Some(
+                "each `debforge build` that changes something records one",
+            ))
+        })?,
+    };
+    let older = match a {
+        Some(n) => find(n)?,
+        None => all
+            .iter()
+            .rev()
+            .find(|g| g.number < newer.number)
+            .ok_or_else(|| {
+                Failure::new(format!("generation {} has none before it", newer.number))
+                    .hint(Some("`debforge history` lists them"))
+            })?,
+    };
+    let d = generations::diff(older, newer);
+    if json {
+        output::plain(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&d).unwrap_or_default()
+        ));
+    } else if d.is_empty() {
+        output::plain(&format!(
+            "generations {} and {}: no difference\n",
+            d.from, d.to
+        ));
+    } else {
+        output::plain(&format!(
+            "generation {} -> {}:\n{}",
+            d.from,
+            d.to,
+            generations::render(&d)
+        ));
+    }
+    Ok(if d.is_empty() { EXIT_OK } else { EXIT_FALSE })
+}

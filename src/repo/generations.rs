@@ -1,0 +1,295 @@
+//! Repository history: each build that changes what lab machines would get
+//! (a package, a pin, a signing key) records a generation, a small JSON
+//! manifest in `.<out>.generations/NNNNNN.json` beside the output. The
+//! directory is append-only: a manifest is written once (temporary name,
+//! then rename) and never changed. A rebuild that only re-dates the Release
+//! records nothing.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::{PoolEntry, RepoError, io_err};
+
+/// One generation of the repository.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Generation {
+    pub number: u32,
+    /// The Release's `Date`, seconds since the epoch.
+    pub date: i64,
+    /// SHA256 of `dists/<suite>/Release`.
+    pub release_sha256: String,
+    pub packages: Vec<PoolEntry>,
+    /// SHA256 of the lock file the build used (empty without one).
+    pub lock_sha256: String,
+    /// Fingerprints of the keys that signed it.
+    pub keys: Vec<String>,
+    /// SHA256 of the pins (`debforge.pref`).
+    pub pins_sha256: String,
+}
+
+impl Generation {
+    /// What decides whether a build is a new generation: everything but the
+    /// number, the date and the Release's digest (a re-dated Release).
+    fn same_content(&self, other: &Generation) -> bool {
+        self.packages == other.packages
+            && self.keys == other.keys
+            && self.pins_sha256 == other.pins_sha256
+    }
+}
+
+/// The generations directory of the output `out`.
+pub fn dir_of(out: &Path) -> PathBuf {
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let base = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    parent.join(format!(".{base}.generations"))
+}
+
+/// Every recorded generation, oldest first. Unreadable manifests are
+/// reported, not skipped: history is not to be guessed.
+pub fn list(out: &Path) -> Result<Vec<Generation>, RepoError> {
+    let dir = dir_of(out);
+    let rd = match fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err(&dir)(e)),
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !(name.len() == 11
+            && name.ends_with(".json")
+            && name[..6].bytes().all(|b| b.is_ascii_digit()))
+        {
+            continue;
+        }
+        let path = e.path();
+        let bytes = fs::read(&path).map_err(io_err(&path))?;
+        let g: Generation =
+            serde_json::from_slice(&bytes).map_err(|err| RepoError::BadGeneration {
+                path: path.clone(),
+                reason: err.to_string(),
+            })?;
+        out.push(g);
+    }
+    out.sort_by_key(|g| g.number);
+    Ok(out)
+}
+
+/// Records `g` (numbered after the last) unless its content equals the last
+/// generation's. Returns the generation in force and whether it is new.
+pub fn record(out: &Path, mut g: Generation) -> Result<(Generation, bool), RepoError> {
+    let all = list(out)?;
+    if let Some(last) = all.last()
+        && last.same_content(&g)
+    {
+        return Ok((last.clone(), false));
+    }
+    g.number = all.last().map_or(1, |l| l.number + 1);
+    let dir = dir_of(out);
+    fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+    let path = dir.join(format!("{:06}.json", g.number));
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(io_err(&dir))?;
+    let text = serde_json::to_vec_pretty(&g).unwrap_or_default();
+    std::io::Write::write_all(&mut tmp, &text).map_err(io_err(&path))?;
+    tmp.as_file().sync_all().map_err(io_err(&path))?;
+    // `persist_noclobber`: an existing manifest is never replaced.
+    tmp.persist_noclobber(&path).map_err(|e| RepoError::Io {
+        path: path.clone(),
+        source: e.error,
+    })?;
+    Ok((g, true))
+}
+
+/// How one package differs between two generations.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "change")]
+pub enum Change {
+    Added {
+        package: String,
+        architecture: String,
+        version: String,
+    },
+    Removed {
+        package: String,
+        architecture: String,
+        version: String,
+    },
+    Upgraded {
+        package: String,
+        architecture: String,
+        from: String,
+        to: String,
+    },
+    Downgraded {
+        package: String,
+        architecture: String,
+        from: String,
+        to: String,
+    },
+    /// The red flag: the same name, version and architecture, other bytes.
+    ChangedBytes {
+        package: String,
+        architecture: String,
+        version: String,
+        from: String,
+        to: String,
+    },
+}
+
+/// What changed from `a` to `b`: packages (by name and architecture), then
+/// whether the pins or the keys changed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Diff {
+    pub from: u32,
+    pub to: u32,
+    pub changes: Vec<Change>,
+    pub pins_changed: bool,
+    pub keys_changed: bool,
+}
+
+impl Diff {
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty() && !self.pins_changed && !self.keys_changed
+    }
+}
+
+pub fn diff(a: &Generation, b: &Generation) -> Diff {
+    let key = |p: &PoolEntry| (p.package.clone(), p.architecture.clone());
+    let olds: BTreeMap<_, _> = a.packages.iter().map(|p| (key(p), p)).collect();
+    let news: BTreeMap<_, _> = b.packages.iter().map(|p| (key(p), p)).collect();
+    let mut changes = Vec::new();
+    for (k, n) in &news {
+        match olds.get(k) {
+            None => changes.push(Change::Added {
+                package: k.0.clone(),
+                architecture: k.1.clone(),
+                version: n.version.clone(),
+            }),
+            Some(o) if o.version == n.version && o.sha256 != n.sha256 => {
+                changes.push(Change::ChangedBytes {
+                    package: k.0.clone(),
+                    architecture: k.1.clone(),
+                    version: n.version.clone(),
+                    from: o.sha256.clone(),
+                    to: n.sha256.clone(),
+                })
+            }
+            Some(o) if o.version != n.version => {
+                let newer = match (
+                    crate::format::version::Version::parse_lenient(&o.version),
+                    crate::format::version::Version::parse_lenient(&n.version),
+                ) {
+                    (Ok((ov, _)), Ok((nv, _))) => nv.compare(&ov).is_gt(),
+                    _ => n.version > o.version,
+                };
+                let (package, architecture, from, to) = (
+                    k.0.clone(),
+                    k.1.clone(),
+                    o.version.clone(),
+                    n.version.clone(),
+                );
+                changes.push(if newer {
+                    Change::Upgraded {
+                        package,
+                        architecture,
+                        from,
+                        to,
+                    }
+                } else {
+                    Change::Downgraded {
+                        package,
+                        architecture,
+                        from,
+                        to,
+                    }
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    for (k, o) in &olds {
+        if !news.contains_key(k) {
+            changes.push(Change::Removed {
+                package: k.0.clone(),
+                architecture: k.1.clone(),
+                version: o.version.clone(),
+            });
+        }
+    }
+    Diff {
+        from: a.number,
+        to: b.number,
+        changes,
+        pins_changed: a.pins_sha256 != b.pins_sha256,
+        keys_changed: a.keys != b.keys,
+    }
+}
+
+/// One line per change, for people.
+pub fn render(d: &Diff) -> String {
+    let mut s = String::new();
+    for c in &d.changes {
+        s.push_str(&match c {
+            Change::Added { package, architecture, version } => {
+                format!("+ {package} {version} ({architecture})\n")
+            }
+            Change::Removed { package, architecture, version } => {
+                format!("- {package} {version} ({architecture})\n")
+            }
+            Change::Upgraded { package, architecture, from, to } => {
+                format!("↑ {package} {from} -> {to} ({architecture})\n")
+            }
+            Change::Downgraded { package, architecture, from, to } => {
+                format!("↓ {package} {from} -> {to} ({architecture})\n")
+            }
+            Change::ChangedBytes { package, architecture, version, from, to } => format!(
+                "! {package} {version} ({architecture}): OTHER BYTES AT THE SAME VERSION (sha256 {from} -> {to}); clients that have it will not see the change\n"
+            ),
+        });
+    }
+    if d.pins_changed {
+        s.push_str("pins changed\n");
+    }
+    if d.keys_changed {
+        s.push_str("signing keys changed\n");
+    }
+    s
+}
+
+/// The one-line summary `history` shows for `g` against its predecessor.
+pub fn summary(prev: Option<&Generation>, g: &Generation) -> String {
+    let Some(p) = prev else {
+        return format!("{} packages (first generation)", g.packages.len());
+    };
+    let d = diff(p, g);
+    let count = |f: fn(&Change) -> bool| d.changes.iter().filter(|c| f(c)).count();
+    let mut parts = vec![format!("{} packages", g.packages.len())];
+    for (n, what) in [
+        (count(|c| matches!(c, Change::Added { .. })), "added"),
+        (count(|c| matches!(c, Change::Removed { .. })), "removed"),
+        (count(|c| matches!(c, Change::Upgraded { .. })), "upgraded"),
+        (
+            count(|c| matches!(c, Change::Downgraded { .. })),
+            "downgraded",
+        ),
+        (
+            count(|c| matches!(c, Change::ChangedBytes { .. })),
+            "CHANGED AT THE SAME VERSION",
+        ),
+    ] {
+        if n > 0 {
+            parts.push(format!("{n} {what}"));
+        }
+    }
+    if d.keys_changed {
+        parts.push("keys changed".into());
+    }
+    parts.join(", ")
+}

@@ -1,0 +1,124 @@
+//! Generations: each build that changes a package, a pin or a key records
+//! one beside the output; `history` lists them, `diff` says what changed.
+
+use std::fs;
+
+use crate::common::{debforge, ok, run};
+use crate::standin::Lab;
+
+#[test]
+fn builds_record_generations_that_history_lists_and_diff_compares() {
+    let lab = Lab::new();
+    let out = lab.dir.path().join("repo-out");
+    let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("recorded generation 1"), "{err}");
+    // A rebuild that only re-dates the Release is no new generation.
+    let (code, _, err) = run(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .env("SOURCE_DATE_EPOCH", "1600000000"));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("generation 1 still in force"), "{err}");
+
+    // A newer cuDNN: generation 2, an upgrade.
+    let recipe = lab.recipes.join("packages/libcudnn7.toml");
+    let text = fs::read_to_string(&recipe).unwrap();
+    fs::write(
+        &recipe,
+        text.replace("7.5.0.56-1+cuda10.1", "7.6.5.32-1+cuda10.1"),
+    )
+    .unwrap();
+    let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("recorded generation 2"), "{err}");
+
+    // A local package, then the same version with other bytes: generation 4
+    // shows the red flag.
+    let tree = lab.dir.path().join("tree");
+    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    let deb = lab.recipes.join("local_1.0_all.deb");
+    let make = |payload: &str| {
+        fs::write(
+            tree.join("DEBIAN/control"),
+            format!("Package: local\nVersion: 1.0\nArchitecture: all\nMaintainer: x <x@example.org>\nDescription: {payload}\n local.\n"),
+        )
+        .unwrap();
+        ok(debforge()
+            .args(["deb", "build"])
+            .arg(&tree)
+            .arg("-o")
+            .arg(&deb));
+    };
+    make("first");
+    fs::write(
+        lab.recipes.join("packages/local.toml"),
+        "name = \"local\"\nversion = \"1.0\"\narchitecture = \"all\"\nfrom = { path = \"local_1.0_all.deb\" }\n",
+    )
+    .unwrap();
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    make("second");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+
+    let history = ok(debforge().arg("history").arg("--out").arg(&out));
+    let lines: Vec<&str> = history.lines().collect();
+    assert_eq!(lines.len(), 4, "{history}");
+    assert!(
+        lines[0].trim_start().starts_with("1  ")
+            && lines[0].ends_with("7 packages (first generation)"),
+        "{history}"
+    );
+    assert!(lines[1].ends_with("7 packages, 1 upgraded"), "{history}");
+    assert!(lines[2].ends_with("8 packages, 1 added"), "{history}");
+    assert!(
+        lines[3].ends_with("8 packages, 1 CHANGED AT THE SAME VERSION"),
+        "{history}"
+    );
+
+    // diff: the last two by default, exit 1 when something changed.
+    let (code, stdout, _) = run(debforge().arg("diff").arg("--out").arg(&out));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.starts_with(
+            "generation 3 -> 4:\n! local 1.0 (all): OTHER BYTES AT THE SAME VERSION (sha256 "
+        ),
+        "{stdout}"
+    );
+    let (code, stdout, _) = run(debforge().args(["diff", "1", "3", "--out"]).arg(&out));
+    assert_eq!(code, 1, "{stdout}");
+    assert_eq!(
+        stdout,
+        "generation 1 -> 3:\n↑ libcudnn7 7.5.0.56-1+cuda10.1 -> 7.6.5.32-1+cuda10.1 (amd64)\n+ local 1.0 (all)\npins changed\n"
+    );
+    let (code, stdout, _) = run(debforge().args(["diff", "2", "2", "--out"]).arg(&out));
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(stdout, "generations 2 and 2: no difference\n");
+    let (code, stdout, _) = run(debforge()
+        .args(["diff", "3", "2", "--json", "--out"])
+        .arg(&out));
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["changes"][0]["change"], "removed", "{v}");
+    let (code, _, err) = run(debforge().args(["diff", "9", "--out"]).arg(&out));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no generation 9") && err.contains("(it has 1, 2, 3, 4)"),
+        "{err}"
+    );
+
+    // The manifests are append-only files beside the output.
+    let dir = lab.dir.path().join(".repo-out.generations");
+    let names: Vec<String> = {
+        let mut v: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        names,
+        ["000001.json", "000002.json", "000003.json", "000004.json"]
+    );
+}
