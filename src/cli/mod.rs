@@ -245,7 +245,9 @@ pub(crate) fn resolve_and_fetch(
         // Fail before downloading anything that the lock does not allow.
         session.check_lock(&resolved, true)?;
     }
-    progress.expect_total(session.bytes_to_fetch(&resolved));
+    if progress.has_bars() {
+        progress.expect_total(session.bytes_to_fetch(&resolved));
+    }
     let fetched = session.fetch(&resolved);
     progress.finish();
     session.save_records();

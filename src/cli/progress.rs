@@ -51,6 +51,11 @@ impl Progress {
         }
     }
 
+    /// Whether bars are drawn (a terminal): only then is the total worth computing.
+    pub fn has_bars(&self) -> bool {
+        self.bars.is_some()
+    }
+
     /// The bytes about to be downloaded, for the total bar.
     pub fn expect_total(&self, bytes: u64) {
         if let Some(b) = &self.bars {

@@ -26,7 +26,7 @@ impl Session<'_> {
     /// The bytes `fetch` will really download or copy: files already in the
     /// cache do not count (the total progress bar shows only real work).
     pub fn bytes_to_fetch(&self, resolved: &[Resolved]) -> u64 {
-        let mut seen = std::collections::BTreeSet::new();
+        let mut seen = std::collections::HashSet::new();
         resolved
             .iter()
             .filter(|r| seen.insert(self.cache_path(r)))
@@ -40,7 +40,7 @@ impl Session<'_> {
     pub fn fetch(&self, resolved: &[Resolved]) -> Result<Vec<Fetched>, PipelineError> {
         // Two recipes may name the same file (same digest and name): it is
         // fetched once, then found in the cache, never by two workers at once.
-        let mut seen = std::collections::BTreeSet::new();
+        let mut seen = std::collections::HashSet::new();
         let (first, again): (Vec<_>, Vec<_>) = resolved
             .iter()
             .enumerate()
