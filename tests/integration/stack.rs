@@ -957,3 +957,57 @@ fn publish_refuses_to_change_a_published_package_in_place() {
         first
     );
 }
+
+/// New pins reach lab machines: the repo-config package is not pinned
+/// itself, so its next version arrives with `apt-get dist-upgrade`, and the
+/// next run takes the builds its new pins name (here a script change,
+/// `+debforge2`, with the metapackage bumped).
+#[test]
+fn new_pins_reach_lab_machines_through_the_repo_config_package() {
+    let lab = Lab::new();
+    let port = free_port();
+    let mirror = format!("http://127.0.0.1:{port}/");
+    let out = shipped_build_in(&lab, &mirror);
+    let pins = fs::read_to_string(out.join("debforge.pref")).unwrap();
+    assert!(
+        !pins.contains("Package: gpu-lab-repo") && !pins.contains("Package: gpu-stack-cu101"),
+        "{pins}"
+    );
+    let c = Chroot::new();
+    {
+        let _server = Serve::start(&out, port);
+        c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
+        let cfg = c.put(&pool(&out, "g/gpu-lab-repo", "gpu-lab-repo_1.0-1_all.deb"));
+        c.ok(&format!("dpkg -i {cfg}"));
+        update_clean(&c);
+        c.ok("apt-get install -y gpu-stack-cu101 2>&1");
+    }
+    let out2 = shipped_build_with(&lab, &mirror, |name, text| match name {
+        "gpu-lab-repo" | "gpu-stack-cu101" => {
+            text.replace("version = \"1.0-1\"", "version = \"1.0-2\"")
+        }
+        _ => text.replace("+debforge1", "+debforge2"),
+    });
+    assert_eq!(out2, out);
+    let _server = Serve::start(&out, port);
+    update_clean(&c);
+    c.ok("apt-get dist-upgrade -y 2>&1");
+    assert_eq!(
+        c.ok("dpkg-query -W -f='${Version}' gpu-lab-repo"),
+        "1.0-2",
+        "the repo-config package took its next version"
+    );
+    assert!(
+        fs::read_to_string(c.path("/etc/apt/preferences.d/gpu-lab.pref"))
+            .unwrap()
+            .contains("Pin: version 2.4.2-1+cuda10.1+debforge2"),
+        "its new pins are in place"
+    );
+    // With the new pins in force, the next run takes the new builds.
+    c.ok("apt-get dist-upgrade -y 2>&1");
+    assert_eq!(
+        c.ok("dpkg-query -W -f='${Package} ${Version}\\n' libnccl2 gpu-stack-cu101"),
+        "gpu-stack-cu101 1.0-2\nlibnccl2 2.4.2-1+cuda10.1+debforge2\n"
+    );
+    assert!(c.ok("gpu-stack-check").contains("all checks passed"));
+}
