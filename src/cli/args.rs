@@ -183,7 +183,7 @@ pub(crate) enum Command {
     },
     /// What changed between two generations (default: the last two); exit 1 when something did
     #[command(
-        after_help = "Examples:\n  debforge diff            # the last generation against the one before\n  debforge diff 3 5\n\n+ added, - removed, ↑ upgraded, ↓ downgraded, ! other bytes at the same version (a red\nflag: machines that have that version never get the change). Exit 0: no difference, 1: a\ndifference, 2: error."
+        after_help = "Examples:\n  debforge diff            # the last generation against the one before\n  debforge diff 3 5\n  debforge diff --upstream # the lock against what the upstreams offer now\n\n+ added, - removed, ↑ upgraded, ↓ downgraded, ! other bytes at the same version (a red\nflag: machines that have that version never get the change). Exit 0: no difference, 1: a\ndifference, 2: error."
     )]
     Diff {
         /// The older generation [default: the one before B]
@@ -196,6 +196,11 @@ pub(crate) enum Command {
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,
+        /// Compare the lock file with what the upstreams offer now (through their signed indexes)
+        #[arg(long, conflicts_with_all = ["a", "b"])]
+        upstream: bool,
+        #[command(flatten)]
+        project: ProjectArgs,
     },
     /// Show the version apt would pick for each package, given our repository, the pins and other indexes
     #[command(

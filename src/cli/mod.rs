@@ -126,7 +126,15 @@ pub fn run() -> ExitCode {
             json,
         } => publish::run_publish(&to, &out, endpoint.as_deref(), dry_run, json),
         Command::History { out, json } => history::run_history(&out, json),
-        Command::Diff { a, b, out, json } => history::run_diff(a, b, &out, json),
+        Command::Diff {
+            upstream: true,
+            json,
+            project,
+            ..
+        } => history::run_diff_upstream(&project, json),
+        Command::Diff {
+            a, b, out, json, ..
+        } => history::run_diff(a, b, &out, json),
         Command::Policy {
             packages,
             out,

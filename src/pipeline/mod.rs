@@ -33,7 +33,7 @@ use crate::upstream::{DirTransport, HttpTransport, Transport, UpstreamError};
 
 pub use crate::repo::{KEYRING_NAME, PREFERENCES_NAME};
 pub use fetch::Fetched;
-pub use resolve::Resolved;
+pub use resolve::{Resolved, UpstreamChange};
 pub use snapshot::{OpenSourceFiles, write_snapshot};
 
 /// Where and how to work.

@@ -307,3 +307,101 @@ impl Session<'_> {
         }
     }
 }
+
+/// How what an upstream offers now differs from the lock, for one package.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "change")]
+pub enum UpstreamChange {
+    /// The locked version is gone from the signed index.
+    Removed {
+        package: String,
+        architecture: String,
+        version: String,
+    },
+    /// The red flag: the locked version, with other bytes.
+    ChangedBytes {
+        package: String,
+        architecture: String,
+        version: String,
+        locked: String,
+        offered: String,
+    },
+    /// Newer versions are offered (the recipe still asks for the locked one).
+    Newer {
+        package: String,
+        architecture: String,
+        locked: String,
+        offered: Vec<String>,
+    },
+}
+
+impl Session<'_> {
+    /// What each upstream offers now, through its signed Release and index,
+    /// against the lock: versions gone, bytes changed, newer versions.
+    pub fn upstream_changes(&self, lock: &Lock) -> Result<Vec<UpstreamChange>, PipelineError> {
+        use crate::format::version::Version;
+        let mut out = Vec::new();
+        let root = self.recipes.root();
+        let mut by_source: BTreeMap<&str, Vec<&PackageRecipe>> = BTreeMap::new();
+        for p in &self.recipes.packages {
+            if let Origin::Upstream { source } = &p.origin {
+                by_source.entry(source.as_str()).or_default().push(p);
+            }
+        }
+        for (name, recipes) in by_source {
+            let source = &self.recipes.sources[name];
+            let Some(transport) = self.transport(name) else {
+                continue;
+            };
+            let keyring = upstream::load_keyring(source, &root)?;
+            let mut open = OpenSource::open(source, &keyring, transport, self.settings.now)?;
+            let names: Vec<&str> = recipes.iter().map(|p| p.name.as_str()).collect();
+            for p in recipes {
+                open.load_index(&p.architecture, &names, &self.settings.cache)?;
+                let Some(locked) = lock.get(&p.name, &p.architecture) else {
+                    continue;
+                };
+                let offered = open.offered(&p.name, &p.architecture);
+                let parse = |v: &str| Version::parse_lenient(v).ok().map(|(v, _)| v);
+                let locked_v = parse(&locked.version);
+                let same = |v: &str| match (parse(v), &locked_v) {
+                    (Some(a), Some(b)) => a == *b,
+                    _ => v == locked.version,
+                };
+                match offered.iter().find(|(v, _)| same(v)) {
+                    None => out.push(UpstreamChange::Removed {
+                        package: p.name.clone(),
+                        architecture: p.architecture.clone(),
+                        version: locked.version.clone(),
+                    }),
+                    Some((_, sha)) if *sha != locked.sha256 => {
+                        out.push(UpstreamChange::ChangedBytes {
+                            package: p.name.clone(),
+                            architecture: p.architecture.clone(),
+                            version: locked.version.clone(),
+                            locked: locked.sha256.clone(),
+                            offered: sha.clone(),
+                        })
+                    }
+                    Some(_) => {}
+                }
+                let mut newer: Vec<(Version, String)> = offered
+                    .iter()
+                    .filter_map(|(v, _)| Some((parse(v)?, v.clone())))
+                    .filter(|(v, _)| locked_v.as_ref().is_some_and(|l| v.compare(l).is_gt()))
+                    .collect();
+                newer.sort_by(|a, b| a.0.compare(&b.0));
+                newer.dedup_by(|a, b| a.1 == b.1);
+                if !newer.is_empty() {
+                    out.push(UpstreamChange::Newer {
+                        package: p.name.clone(),
+                        architecture: p.architecture.clone(),
+                        locked: locked.version.clone(),
+                        offered: newer.into_iter().map(|(_, s)| s).collect(),
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -353,6 +353,29 @@ impl<'t> OpenSource<'t> {
         Ok(())
     }
 
+    /// Every version of `name` the loaded index for `arch` offers (for
+    /// `arch` or `all`), with its SHA256: what `diff --upstream` compares
+    /// the lock with.
+    pub fn offered(&self, name: &str, arch: &str) -> Vec<(String, String)> {
+        let Some((_, _, stanzas)) = self.stanzas.get(arch) else {
+            return Vec::new();
+        };
+        stanzas
+            .iter()
+            .filter(|p| {
+                p.get("Package") == Some(name)
+                    && p.get("Architecture")
+                        .is_some_and(|a| a == arch || a == "all")
+            })
+            .map(|p| {
+                (
+                    p.get("Version").unwrap_or_default().to_string(),
+                    p.get("SHA256").unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    }
+
     /// Finds `name` at exactly `version` for `arch` (or `all`) in the loaded index.
     pub fn find(
         &self,

@@ -122,3 +122,57 @@ fn builds_record_generations_that_history_lists_and_diff_compares() {
         ["000001.json", "000002.json", "000003.json", "000004.json"]
     );
 }
+
+/// `diff --upstream`: the lock against what the upstreams offer now,
+/// through their signed indexes: newer versions, a locked version whose
+/// bytes changed (the red flag), a locked version gone.
+#[test]
+fn diff_upstream_compares_the_lock_with_the_signed_indexes() {
+    use crate::standin::{TestKey, write_release};
+    let lab = Lab::new();
+    ok(&mut lab.cmd("lock"));
+    let (code, stdout, err) = run(lab.cmd("diff").arg("--upstream"));
+    assert_eq!(code, 1, "{stdout}{err}");
+    assert!(
+        stdout.contains(
+            "↑ libcudnn7 7.5.0.56-1+cuda10.1 (amd64): upstream also offers 7.6.5.32-1+cuda10.1\n"
+        ) && stdout.contains(
+            "↑ libnccl2 2.4.2-1+cuda10.1 (amd64): upstream also offers 2.4.8-1+cuda10.1\n"
+        ),
+        "{stdout}"
+    );
+    let (code, stdout, _) = run(lab.cmd("diff").args(["--upstream", "--json"]));
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(
+        v.as_array().unwrap().iter().all(|c| c["change"] == "newer"),
+        "{v}"
+    );
+
+    // The upstream re-signs an index whose libcudnn7 7.5.0.56 has other bytes.
+    let repo = lab.www().join("nvidia");
+    let index = repo.join("Packages");
+    let text = fs::read_to_string(&index).unwrap();
+    let stanza_start = text.find("Package: libcudnn7\n").unwrap();
+    let stanza = &text[stanza_start..];
+    let stanza = &stanza[..stanza.find("\n\n").unwrap_or(stanza.len())];
+    assert!(stanza.contains("Version: 7.5.0.56-1+cuda10.1"), "{stanza}");
+    let sha_line = stanza.lines().find(|l| l.starts_with("SHA256: ")).unwrap();
+    let forged = format!("SHA256: {}", "a".repeat(64));
+    fs::write(&index, text.replacen(sha_line, &forged, 1)).unwrap();
+    for f in ["Packages.gz", "Packages.xz"] {
+        let _ = fs::remove_file(repo.join(f));
+    }
+    let release = write_release(&repo, &[("Origin", "NVIDIA")]);
+    TestKey::shared().sign_detached(&release);
+    let (code, stdout, _) = run(lab.cmd("diff").arg("--upstream"));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "! libcudnn7 7.5.0.56-1+cuda10.1 (amd64): UPSTREAM'S BYTES CHANGED AT THE SAME VERSION (locked sha256 {}, offered {})",
+            sha_line.trim_start_matches("SHA256: "),
+            "a".repeat(64)
+        )),
+        "{stdout}"
+    );
+}

@@ -101,3 +101,51 @@ pub(crate) fn run_diff(
     }
     Ok(if d.is_empty() { EXIT_OK } else { EXIT_FALSE })
 }
+
+/// `diff --upstream`: the lock against what each upstream offers now.
+pub(crate) fn run_diff_upstream(project: &ProjectArgs, json: bool) -> Result<u8, Failure> {
+    use debforge::pipeline::UpstreamChange as C;
+    let progress = progress::Progress::new();
+    let session = open_session(project, &progress)?;
+    let lock = session.read_lock()?.ok_or_else(|| {
+        Failure::from(PipelineError::NoLock {
+            path: session.lock_path().to_path_buf(),
+        })
+    })?;
+    let changes = session.upstream_changes(&lock);
+    progress.finish();
+    let changes = changes?;
+    if json {
+        output::plain(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&changes).unwrap_or_default()
+        ));
+    } else if changes.is_empty() {
+        output::plain(&format!(
+            "{}: every locked file is still offered, unchanged, and nothing newer\n",
+            session.lock_path().display()
+        ));
+    } else {
+        let mut text = String::new();
+        for c in &changes {
+            text.push_str(&match c {
+                C::Removed { package, architecture, version } => format!(
+                    "- {package} {version} ({architecture}): no longer offered upstream; a build with this lock needs the cache or a snapshot\n"
+                ),
+                C::ChangedBytes { package, architecture, version, locked, offered } => format!(
+                    "! {package} {version} ({architecture}): UPSTREAM'S BYTES CHANGED AT THE SAME VERSION (locked sha256 {locked}, offered {offered})\n"
+                ),
+                C::Newer { package, architecture, locked, offered } => format!(
+                    "↑ {package} {locked} ({architecture}): upstream also offers {}\n",
+                    offered.join(", ")
+                ),
+            });
+        }
+        output::plain(&text);
+    }
+    Ok(if changes.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_FALSE
+    })
+}
