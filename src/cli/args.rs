@@ -78,6 +78,9 @@ pub(crate) enum Command {
         /// Where lab machines reach the published repository (the repo-config package's apt source); overrides repository.toml's mirror
         #[arg(long, value_name = "URL")]
         mirror: Option<String>,
+        /// Keep in the pool every file the last N generations reference (linked, never copied; 1: this build's only)
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+        keep: u32,
     },
     /// Publish a built repository to a mirror (a directory, rsync, S3), safely and incrementally
     #[command(

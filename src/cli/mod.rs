@@ -84,7 +84,16 @@ pub fn run() -> ExitCode {
             out,
             force,
             mirror,
-        } => build::run_build(&project, &keys, locked, &out, force, mirror.as_deref()),
+            keep,
+        } => build::run_build(
+            &project,
+            &keys,
+            locked,
+            &out,
+            force,
+            mirror.as_deref(),
+            keep,
+        ),
         Command::Keygen {
             keys,
             algo,

@@ -28,6 +28,10 @@ pub struct RepoParams<'k> {
     /// Tests only: swap with two renames and, between them, create this
     /// file and wait (so a test can kill the build inside that window).
     pub pause_in_swap: Option<PathBuf>,
+    /// Pool files of earlier generations to keep (path, SHA256): linked
+    /// from the previous output into the new pool, listed in no index, so
+    /// an earlier generation can be published again.
+    pub retain: Vec<(String, String)>,
 }
 
 /// One package file for the pool, with the control paragraph read from it
@@ -195,6 +199,7 @@ pub fn write(
         .map_err(io_err(root))?;
 
     let (entries, pooled) = fill_pool(root, packages, params, observer)?;
+    retain_earlier(root, out, &entries, params)?;
 
     let total = entries.len() as u64;
     let mut dists = DistsWriter::new(root, &params.config)?;
@@ -442,7 +447,50 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
     h.update(crate::openpgp::sign::export_public(params.keys).0);
     h.update(b"\0");
     h.update(pins.as_bytes());
+    // Only what is kept beyond this build's own files changes the output.
+    let own: std::collections::HashSet<&str> = packages.iter().map(|p| p.sha256).collect();
+    for (rel, sha) in params
+        .retain
+        .iter()
+        .filter(|(_, sha)| !own.contains(sha.as_str()))
+    {
+        h.update(format!("\0retain {rel} {sha}").as_bytes());
+    }
     hex::encode(h.finalize())
+}
+
+/// Links the earlier generations' pool files that the new pool does not
+/// hold from the previous output (same path, same SHA256 by the records),
+/// never copying them. A file no longer there, or changed, is not kept.
+fn retain_earlier(
+    root: &Path,
+    out: &Path,
+    entries: &[IndexedDeb],
+    params: &RepoParams,
+) -> Result<(), RepoError> {
+    let current: std::collections::HashSet<&str> =
+        entries.iter().map(|e| e.filename.as_str()).collect();
+    for (rel, sha) in &params.retain {
+        if current.contains(rel.as_str()) || crate::format::path::check_relative(rel).is_err() {
+            continue;
+        }
+        let src = out.join(rel);
+        let Ok(d) = params.records.digests_of(&src) else {
+            continue;
+        };
+        if d.sha256 != *sha {
+            continue;
+        }
+        let dest = root.join(rel);
+        if dest.exists() {
+            continue;
+        }
+        fs::create_dir_all(dest.parent().unwrap_or(root)).map_err(io_err(&dest))?;
+        if fs::hard_link(&src, &dest).is_err() {
+            fs::copy(&src, &dest).map_err(io_err(&dest))?;
+        }
+    }
+    Ok(())
 }
 
 /// Links (or copies) every package into `root/pool/…` under the name its

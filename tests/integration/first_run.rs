@@ -301,6 +301,7 @@ fn verify_says_not_valid_yet_for_a_future_signature() {
     ok(lab.cmd("build").arg("--out").arg(&out));
     let key = crate::standin::TestKey::shared();
     let release = out.join("dists/bionic/Release");
+    let gpg = crate::standin::gpg_lock();
     for (args, to) in [
         (vec!["--armor", "--detach-sign"], "Release.gpg"),
         (vec!["--clearsign"], "InRelease"),
@@ -329,6 +330,7 @@ fn verify_says_not_valid_yet_for_a_future_signature() {
         .arg(&key.home)
         .args(["--kill", "gpg-agent"])
         .status();
+    drop(gpg);
     let keyring = lab.dir.path().join("upstream.gpg");
     key.binary_keyring(&keyring);
     let (code, stdout, err) = run(debforge()

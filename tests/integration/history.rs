@@ -30,9 +30,43 @@ fn builds_record_generations_that_history_lists_and_diff_compares() {
         text.replace("7.5.0.56-1+cuda10.1", "7.6.5.32-1+cuda10.1"),
     )
     .unwrap();
-    let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
+    let (code, _, err) = run(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .args(["--keep", "5"]));
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("recorded generation 2"), "{err}");
+    // With --keep 5 the pool keeps generation 1's file (linked, listed in no
+    // index), so that generation's packages are at hand; --keep 1 (the
+    // default) lets it go.
+    let pool = out.join("pool/main/libc/libcudnn7");
+    let old_file = pool.join("libcudnn7_7.5.0.56-1+cuda10.1_amd64.deb");
+    assert!(old_file.exists(), "kept from generation 1");
+    assert!(
+        pool.join("libcudnn7_7.6.5.32-1+cuda10.1_amd64.deb")
+            .exists()
+    );
+    let packages = fs::read_to_string(out.join("dists/bionic/main/binary-amd64/Packages")).unwrap();
+    assert!(
+        !packages.contains("libcudnn7_7.5.0.56"),
+        "in no index: {packages}"
+    );
+    let (code, _, err) = run(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .args(["--keep", "1"])
+        .env("SOURCE_DATE_EPOCH", "1650000000"));
+    assert_eq!(code, 0, "{err}");
+    assert!(!old_file.exists(), "--keep 1: only this generation's files");
+    // Kept files come from the previous output only: once gone, gone.
+    ok(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .args(["--keep", "5"]));
+    assert!(!old_file.exists());
 
     // A local package, then the same version with other bytes: generation 4
     // shows the red flag.

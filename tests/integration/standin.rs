@@ -143,6 +143,7 @@ impl TestKey {
 
     /// Writes `Release.gpg` (detached, armored) next to `release`.
     pub fn sign_detached(&self, release: &Path) {
+        let _gpg = gpg_lock();
         let out = release.with_file_name("Release.gpg");
         ok(self
             .gpg()
@@ -154,6 +155,7 @@ impl TestKey {
 
     /// Writes `InRelease` (cleartext-signed) next to `release`.
     pub fn sign_inline(&self, release: &Path) {
+        let _gpg = gpg_lock();
         let out = release.with_file_name("InRelease");
         ok(self
             .gpg()
@@ -162,6 +164,13 @@ impl TestKey {
             .arg(release));
         stop_agent(&self.home);
     }
+}
+
+/// One gpg use of a stand-in key at a time: tests run in parallel, and the
+/// agent stopped after one use must not be stopped under another.
+pub fn gpg_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The stand-in keys live for the whole run in static homes that are never
@@ -605,6 +614,7 @@ impl TestKey {
     /// The public key as a binary keyring (what `Signed-By` takes on every
     /// apt, and the only form gpgv reads).
     pub fn binary_keyring(&self, path: &Path) {
+        let _gpg = gpg_lock();
         ok(Command::new("gpg")
             .arg("--homedir")
             .arg(&self.home)

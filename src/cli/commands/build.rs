@@ -15,6 +15,7 @@ pub(crate) fn run_build(
     out: &std::path::Path,
     force: bool,
     mirror: Option<&str>,
+    keep: u32,
 ) -> Result<u8, Failure> {
     // Everything that can be checked here is, before anything is downloaded:
     // the project, the output directory, the dates, the keys.
@@ -125,6 +126,9 @@ pub(crate) fn run_build(
         keys: &signing,
         date,
         records: &session.records,
+        // The last keep-1 generations' files stay in the pool (with this
+        // build's, that is `keep` generations).
+        retain: retained(out, keep)?,
         // A test hook (tests/integration/faults.rs): pause inside the swap.
         pause_in_swap: std::env::var_os("DEBFORGE_TEST_PAUSE_IN_SWAP").map(PathBuf::from),
     };
@@ -214,6 +218,24 @@ fn record_generation(
         )
     });
     Ok(())
+}
+
+/// The pool files of the last `keep - 1` recorded generations.
+fn retained(out: &Path, keep: u32) -> Result<Vec<(String, String)>, Failure> {
+    let all = debforge::repo::generations::list(out)
+        .map_err(|e| Failure::from(PipelineError::Repo(Box::new(e))))?;
+    let skip = all.len().saturating_sub(keep.saturating_sub(1) as usize);
+    let mut files: Vec<(String, String)> = all[skip..]
+        .iter()
+        .flat_map(|g| {
+            g.packages
+                .iter()
+                .map(|p| (p.filename.clone(), p.sha256.clone()))
+        })
+        .collect();
+    files.sort();
+    files.dedup();
+    Ok(files)
 }
 
 /// What to do with the repository now.
