@@ -79,8 +79,12 @@ impl Session<'_> {
         let root = self.recipes.root();
         // Every source's key file first: a missing one is said before any
         // upstream is contacted.
+        let mut keyrings = BTreeMap::new();
         for name in by_source.keys() {
-            upstream::load_keyring(&self.recipes.sources[*name], &root)?;
+            keyrings.insert(
+                *name,
+                upstream::load_keyring(&self.recipes.sources[*name], &root)?,
+            );
         }
         for (name, recipes) in by_source {
             let source = &self.recipes.sources[name];
@@ -105,7 +109,7 @@ impl Session<'_> {
                 }
                 continue;
             };
-            let keyring = upstream::load_keyring(source, &root)?;
+            let keyring = &keyrings[name];
             for fp in &keyring.missing {
                 self.observer.event(crate::fetch::Event::Warning {
                     message: format!(
@@ -114,7 +118,7 @@ impl Session<'_> {
                     ),
                 });
             }
-            let mut open = OpenSource::open(source, &keyring, transport, self.settings.now)?;
+            let mut open = OpenSource::open(source, keyring, transport, self.settings.now)?;
             let names: Vec<&str> = recipes.iter().map(|p| p.name.as_str()).collect();
             for p in &recipes {
                 open.load_index(&p.architecture, &names, &self.settings.cache)?;

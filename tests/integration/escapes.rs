@@ -103,24 +103,9 @@ fn a_lock_digest_is_never_a_path() {
 
 #[test]
 fn recipes_only_pack_regular_files_from_inside_recipes() {
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes");
-    let meta = fs::read_to_string(shipped.join("packages/gpu-stack-cu101.toml")).unwrap();
     let setup = || {
         let lab = Lab::new();
-        fs::create_dir_all(lab.recipes.join("files")).unwrap();
-        for f in ["copyright", "gpu-stack-check"] {
-            fs::copy(
-                shipped.join("files").join(f),
-                lab.recipes.join("files").join(f),
-            )
-            .unwrap();
-        }
-        // Only libcudnn7 and libnccl2 to depend on here.
-        let meta = meta.replace(
-            "depends-exact = [\"libcudnn7\", \"libcudnn7-dev\", \"libnccl2\", \"libnccl-dev\"]",
-            "depends-exact = [\"libcudnn7\", \"libnccl2\"]",
-        );
-        fs::write(lab.recipes.join("packages/gpu-stack-cu101.toml"), &meta).unwrap();
+        let meta = lab.add_small_metapackage();
         (lab, meta)
     };
     let (lab, meta) = setup();

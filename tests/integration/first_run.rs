@@ -61,16 +61,7 @@ fn the_first_build_makes_its_key_and_says_what_comes_next() {
     let lab = Lab::new();
     let keys = lab.dir.path().join("new-keys");
     let out = lab.dir.path().join("repo-out");
-    let (code, _, err) = run(debforge()
-        .arg("build")
-        .arg("--recipes")
-        .arg(&lab.recipes)
-        .arg("--cache")
-        .arg(&lab.cache)
-        .arg("--keys")
-        .arg(&keys)
-        .arg("--out")
-        .arg(&out));
+    let (code, _, err) = run(lab.build_with_keys(&keys).arg("--out").arg(&out));
     assert_eq!(code, 0, "{err}");
     let key = fs::read_dir(keys.join("signing"))
         .unwrap()
@@ -93,16 +84,7 @@ fn the_first_build_makes_its_key_and_says_what_comes_next() {
     );
     ok(debforge().arg("verify").arg(&out));
     // A second build signs with the same key.
-    ok(debforge()
-        .arg("build")
-        .arg("--recipes")
-        .arg(&lab.recipes)
-        .arg("--cache")
-        .arg(&lab.cache)
-        .arg("--keys")
-        .arg(&keys)
-        .arg("--out")
-        .arg(&out));
+    ok(lab.build_with_keys(&keys).arg("--out").arg(&out));
     assert_eq!(
         fs::read_dir(keys.join("signing")).unwrap().count(),
         2,

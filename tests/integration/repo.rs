@@ -382,16 +382,7 @@ fn rsa4096_keys_sign_what_gpgv_accepts() {
     ]));
     assert_eq!(fpr.trim().len(), 40, "{fpr}");
     let out = lab.dir.path().join("out");
-    ok(debforge()
-        .arg("build")
-        .arg("--recipes")
-        .arg(&lab.recipes)
-        .arg("--cache")
-        .arg(&lab.cache)
-        .arg("--keys")
-        .arg(&keys)
-        .arg("--out")
-        .arg(&out));
+    ok(lab.build_with_keys(&keys).arg("--out").arg(&out));
     let ring = out.join("debforge-archive-keyring.gpg");
     let listing = ok(Command::new("gpg")
         .args(["--show-keys", "--with-colons"])
@@ -445,16 +436,7 @@ fn secret_keys_stay_out_of_git_and_out_of_everything_published() {
     let secret = fs::read(&key_file).unwrap();
 
     let out = lab.dir.path().join("out");
-    ok(debforge()
-        .arg("build")
-        .arg("--recipes")
-        .arg(&lab.recipes)
-        .arg("--cache")
-        .arg(&lab.cache)
-        .arg("--keys")
-        .arg(&keys)
-        .arg("--out")
-        .arg(&out));
+    ok(lab.build_with_keys(&keys).arg("--out").arg(&out));
     let bundle = lab.dir.path().join("lab.tar");
     ok(debforge()
         .args(["bundle", "-o"])

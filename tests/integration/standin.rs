@@ -549,6 +549,42 @@ impl Lab {
         }
     }
 
+    /// Adds the shipped gpu-stack-cu101 recipe (and its files), depending
+    /// only on libcudnn7 and libnccl2, which this lab has; returns its text.
+    pub fn add_small_metapackage(&self) -> String {
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes");
+        fs::create_dir_all(self.recipes.join("files")).unwrap();
+        for f in ["copyright", "gpu-stack-check"] {
+            fs::copy(
+                shipped.join("files").join(f),
+                self.recipes.join("files").join(f),
+            )
+            .unwrap();
+        }
+        let meta = fs::read_to_string(shipped.join("packages/gpu-stack-cu101.toml"))
+            .unwrap()
+            .replace(
+                "depends-exact = [\"libcudnn7\", \"libcudnn7-dev\", \"libnccl2\", \"libnccl-dev\"]",
+                "depends-exact = [\"libcudnn7\", \"libnccl2\"]",
+            );
+        fs::write(self.recipes.join("packages/gpu-stack-cu101.toml"), &meta).unwrap();
+        meta
+    }
+
+    /// `debforge build --recipes … --cache … --keys KEYS` (another keys
+    /// directory than the lab's).
+    pub fn build_with_keys(&self, keys: &Path) -> Command {
+        let mut c = debforge();
+        c.arg("build")
+            .arg("--recipes")
+            .arg(&self.recipes)
+            .arg("--cache")
+            .arg(&self.cache)
+            .arg("--keys")
+            .arg(keys);
+        c
+    }
+
     /// `debforge <cmd> --recipes … --cache …` with fast retries and timeouts.
     pub fn cmd(&self, sub: &str) -> Command {
         let mut c = debforge();

@@ -159,7 +159,15 @@ pub(crate) fn run_build(
     };
     output::built(&report.packages, &summary);
     if !report.unchanged {
-        record_generation(out, &report, &session, &signing, &pins, date)?;
+        record_generation(
+            out,
+            &report,
+            &session,
+            &signing,
+            &pins,
+            date,
+            &params.config.suite,
+        )?;
     }
     next_steps(out, &report, &session.recipes, &params.config);
     Ok(EXIT_OK)
@@ -174,22 +182,11 @@ fn record_generation(
     signing: &[debforge::openpgp::sign::SigningKey],
     pins: &str,
     date: i64,
+    suite: &str,
 ) -> Result<(), Failure> {
     use sha2::{Digest, Sha256};
     let sha = |b: &[u8]| hex::encode(Sha256::digest(b));
-    let release = report
-        .index
-        .files
-        .first()
-        .map(|_| ())
-        .and_then(|_| {
-            std::fs::read_dir(out.join("dists"))
-                .ok()?
-                .flatten()
-                .map(|e| e.path().join("Release"))
-                .find(|p| p.is_file())
-        })
-        .and_then(|p| std::fs::read(p).ok())
+    let release = std::fs::read(out.join("dists").join(suite).join("Release"))
         .map(|b| sha(&b))
         .unwrap_or_default();
     let lock = std::fs::read(session.lock_path())
