@@ -78,8 +78,8 @@ pub(crate) enum Command {
         /// Where lab machines reach the published repository (the repo-config package's apt source); overrides repository.toml's mirror
         #[arg(long, value_name = "URL")]
         mirror: Option<String>,
-        /// Keep in the pool every file the last N generations reference (linked, never copied; 1: this build's only)
-        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+        /// Keep in the pool every file the last N generations reference (linked, never copied; 1: this build's only), so `publish --generation` and `rollback` can go back to them
+        #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
         keep: u32,
     },
     /// Publish a built repository to a mirror (a directory, rsync, S3), safely and incrementally
@@ -102,6 +102,34 @@ pub(crate) enum Command {
         /// Print a JSON report
         #[arg(long)]
         json: bool,
+        /// Publish this earlier generation instead (`debforge history` lists them): its packages and pins, a new Date, signed by --keys
+        #[arg(long, value_name = "N")]
+        generation: Option<u32>,
+        #[command(flatten)]
+        keys: KeyArgs,
+    },
+    /// Publish again the generation before the one TARGET serves, so lab machines go back to it with `apt-get update && apt-get dist-upgrade`
+    #[command(
+        after_help = "Examples:\n  debforge rollback --to /var/www/html/gpu-lab\n  debforge rollback --to s3://lab-apt/gpu --endpoint http://minio:9000 --dry-run\n\nWhich generation TARGET serves is read from TARGET itself (its indexes against the\nmanifests in .repo-out.generations/). The earlier generation's packages come from the\nbuild output's pool (`build --keep N`, default 5), nothing is rebuilt or copied; its\nindexes and Release are written anew with a fresh Date (apt 1.6 silently keeps what it\nhas when a Release is older than its own) and published in the safe order.\n`debforge publish --to TARGET --generation N` goes to any recorded generation."
+    )]
+    Rollback {
+        /// The target: DIR, rsync://HOST/MODULE/PATH, [USER@]HOST:/PATH or s3://BUCKET/PREFIX
+        #[arg(long)]
+        to: String,
+        /// The build output whose generations and pool are used
+        #[arg(long, default_value = "repo-out")]
+        out: PathBuf,
+        /// For s3:// targets: an S3-compatible store (MinIO, Ceph RGW), e.g. http://minio:9000
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// List what would change, change nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// Print a JSON report
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        keys: KeyArgs,
     },
     /// Serve a built or published repository over HTTP, read-only (a quick LAN mirror)
     #[command(

@@ -18,7 +18,8 @@ use debforge::pipeline::{self, PipelineError, Session};
 
 use args::{BundleCommand, Cli, Command, DebCommand, ProjectArgs};
 use commands::{
-    build, bundle, fetch, history, index, keygen, lock, policy, publish, serve, vercmp, verify,
+    build, bundle, fetch, history, index, keygen, lock, policy, publish, rollback, serve, vercmp,
+    verify,
 };
 
 /// Exit codes, documented in the README.
@@ -133,7 +134,42 @@ pub fn run() -> ExitCode {
             endpoint,
             dry_run,
             json,
+            generation: None,
+            ..
         } => publish::run_publish(&to, &out, endpoint.as_deref(), dry_run, json),
+        Command::Publish {
+            to,
+            out,
+            endpoint,
+            dry_run,
+            json,
+            generation: Some(n),
+            keys,
+        } => rollback::run_publish_generation(
+            &to,
+            &out,
+            endpoint.as_deref(),
+            dry_run,
+            json,
+            &keys,
+            rollback::Which::Number(n),
+        ),
+        Command::Rollback {
+            to,
+            out,
+            endpoint,
+            dry_run,
+            json,
+            keys,
+        } => rollback::run_publish_generation(
+            &to,
+            &out,
+            endpoint.as_deref(),
+            dry_run,
+            json,
+            &keys,
+            rollback::Which::BeforeTheServed,
+        ),
         Command::History { out, json } => history::run_history(&out, json),
         Command::Diff {
             upstream: true,

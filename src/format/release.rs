@@ -257,7 +257,9 @@ pub fn render(fields: &ReleaseFields, files: &[(String, crate::digest::Digests)]
 
 /// What the repository is called and what it holds: the recipes'
 /// `[repository]` table, the fields of the Release debforge writes.
-#[derive(Debug, Clone)]
+/// Recorded in each generation, so an earlier one is published again with
+/// the Release fields (and so the pins) it had.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RepoConfig {
     pub origin: String,
     pub label: String,

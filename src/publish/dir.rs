@@ -56,13 +56,8 @@ pub(super) fn publish(
         remove_parts(target).map_err(io_err(target))?;
         Some(lock)
     };
-    let existing = tree_files(target).map_err(io_err(target))?;
     // What the Release in force until now still needs.
-    let previous = referenced(&existing, &mut |rel| match fs::read(target.join(rel)) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err(&target.join(rel))(e)),
-    })?;
+    let (existing, previous) = current(target)?;
     refuse_changed_pool(out, files, &previous, &target.display().to_string())?;
     for rel in files {
         let src = out.join(rel);
@@ -88,6 +83,17 @@ pub(super) fn publish(
         remove_empty_dirs(target);
     }
     Ok(())
+}
+
+/// The target's files, and what its Releases reference.
+pub(super) fn current(target: &Path) -> Result<(Vec<String>, super::Referenced), PublishError> {
+    let existing = tree_files(target).map_err(io_err(target))?;
+    let previous = referenced(&existing, &mut |rel| match fs::read(target.join(rel)) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(&target.join(rel))(e)),
+    })?;
+    Ok((existing, previous))
 }
 
 fn unchanged(rel: &str, src: &Path, meta: &fs::Metadata, dst: &Path) -> Result<bool, PublishError> {

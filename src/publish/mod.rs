@@ -351,12 +351,15 @@ pub(crate) type ReadTarget<'a> = dyn FnMut(&str) -> Result<Option<Vec<u8>>, Publ
 
 /// What a target's Releases reference.
 #[derive(Debug, Default)]
-pub(crate) struct Referenced {
+pub struct Referenced {
     /// Every file, directly or through the indexes: the Release files, the
     /// listed indexes and their by-hash copies, the pool files.
     pub files: BTreeSet<String>,
     /// Each pool file's SHA256, as the indexes list it.
     pub pool: BTreeMap<String, String>,
+    /// The newest `Date` of the Releases: a republished Release must not
+    /// be older, or apt 1.6 keeps what it has without a word.
+    pub date: Option<i64>,
 }
 
 /// What the target's Releases reference (see [`Referenced`]). `existing`
@@ -368,6 +371,7 @@ pub(crate) fn referenced(
 ) -> Result<Referenced, PublishError> {
     let mut refs = BTreeSet::new();
     let mut pool = BTreeMap::new();
+    let mut newest: Option<i64> = None;
     let releases: Vec<&String> = existing
         .iter()
         .filter(|f| {
@@ -384,6 +388,9 @@ pub(crate) fn referenced(
         let Ok(release) = Release::parse(&String::from_utf8_lossy(&bytes)) else {
             continue;
         };
+        if let Ok(Some(d)) = release.date() {
+            newest = Some(newest.map_or(d, |n| n.max(d)));
+        }
         for f in ["Release", "Release.gpg", "InRelease"] {
             refs.insert(format!("{suite_rel}/{f}"));
         }
@@ -425,7 +432,31 @@ pub(crate) fn referenced(
             }
         }
     }
-    Ok(Referenced { files: refs, pool })
+    Ok(Referenced {
+        files: refs,
+        pool,
+        date: newest,
+    })
+}
+
+/// What the target serves now: its Releases' files, pool files and date,
+/// read without changing anything (for `rollback`, which republishes the
+/// generation before the one in force).
+pub fn published(target: &Target) -> Result<Referenced, PublishError> {
+    match target {
+        Target::Dir(dir) => Ok(dir::current(dir)?.1),
+        Target::Rsync(dest) => Ok(rsync::current(dest)?.1),
+        Target::S3 {
+            bucket,
+            prefix,
+            endpoint,
+        } => s3::current(&s3::Location {
+            bucket,
+            prefix,
+            endpoint: endpoint.as_deref(),
+            display: &target.to_string(),
+        }),
+    }
 }
 
 /// Refuses a publish that would replace a pool file the Release in force

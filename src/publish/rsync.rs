@@ -18,18 +18,11 @@ use std::process::{Command, Stdio};
 
 use super::{PublishError, Recorder, Step, io_err, rank, referenced, refuse_changed_pool};
 
-pub(super) fn publish(
-    out: &Path,
-    files: &[String],
-    dest: &str,
-    dry_run: bool,
-    rec: &mut Recorder<'_>,
-) -> Result<(), PublishError> {
+/// The destination's files, and what its Releases reference, read from a
+/// copy of its Release and Packages files.
+pub(super) fn current(dest: &str) -> Result<(Vec<String>, super::Referenced), PublishError> {
     let dest_dir = format!("{}/", dest.trim_end_matches('/'));
-    let src_dir = format!("{}/", out.display());
     let existing = list(&dest_dir, dest)?;
-    // What the Release in force until now still needs, read from a copy of
-    // the target's Release and Packages files.
     let scratch = tempfile::tempdir().map_err(io_err(&std::env::temp_dir()))?;
     if existing.iter().any(|f| f.starts_with("dists/")) {
         // Filters rather than --files-from: rsync daemons mis-resolve a
@@ -56,6 +49,20 @@ pub(super) fn publish(
             Err(e) => Err(io_err(&scratch.path().join(rel))(e)),
         },
     )?;
+    Ok((existing, previous))
+}
+
+pub(super) fn publish(
+    out: &Path,
+    files: &[String],
+    dest: &str,
+    dry_run: bool,
+    rec: &mut Recorder<'_>,
+) -> Result<(), PublishError> {
+    let dest_dir = format!("{}/", dest.trim_end_matches('/'));
+    let src_dir = format!("{}/", out.display());
+    // What the Release in force until now still needs.
+    let (_, previous) = current(dest)?;
     refuse_changed_pool(out, files, &previous, dest)?;
 
     let mut first = true;

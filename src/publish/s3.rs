@@ -61,14 +61,19 @@ pub(super) fn publish(
     rt.block_on(run(&store, out, files, loc, dry_run, rec))
 }
 
-async fn run(
+/// What the bucket holds under the prefix (size and ETag by relative path),
+/// its relative paths, and what its Releases reference.
+async fn listing(
     store: &AmazonS3,
-    out: &Path,
-    files: &[String],
     loc: &Location<'_>,
-    dry_run: bool,
-    rec: &mut Recorder<'_>,
-) -> Result<(), PublishError> {
+) -> Result<
+    (
+        BTreeMap<String, (u64, Option<String>)>,
+        Vec<String>,
+        super::Referenced,
+    ),
+    PublishError,
+> {
     let key = |rel: &str| {
         if loc.prefix.is_empty() {
             Key::from(rel)
@@ -80,7 +85,6 @@ async fn run(
         let rel = rel.to_string();
         move |e: object_store::Error| classify(e, loc.display, action, &rel)
     };
-
     // What the bucket holds under the prefix: size and ETag by relative path.
     let prefix_key = (!loc.prefix.is_empty()).then(|| Key::from(loc.prefix));
     let mut remote: BTreeMap<String, (u64, Option<String>)> = BTreeMap::new();
@@ -119,6 +123,45 @@ async fn run(
         }
     }
     let previous = referenced(&existing, &mut |rel| Ok(fetched.remove(rel)))?;
+    Ok((remote, existing, previous))
+}
+
+/// What the bucket serves now (see [`super::published`]).
+pub(super) fn current(loc: &Location<'_>) -> Result<super::Referenced, PublishError> {
+    let store = store(loc)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| PublishError::Store {
+            target: loc.display.to_string(),
+            action: "start",
+            key: String::new(),
+            detail: e.to_string(),
+        })?;
+    Ok(rt.block_on(listing(&store, loc))?.2)
+}
+
+async fn run(
+    store: &AmazonS3,
+    out: &Path,
+    files: &[String],
+    loc: &Location<'_>,
+    dry_run: bool,
+    rec: &mut Recorder<'_>,
+) -> Result<(), PublishError> {
+    let key = |rel: &str| {
+        if loc.prefix.is_empty() {
+            Key::from(rel)
+        } else {
+            Key::from(format!("{}/{rel}", loc.prefix))
+        }
+    };
+    let err = |action: &'static str, rel: &str| {
+        let rel = rel.to_string();
+        move |e: object_store::Error| classify(e, loc.display, action, &rel)
+    };
+
+    let (remote, existing, previous) = listing(store, loc).await?;
     refuse_changed_pool(out, files, &previous, loc.display)?;
 
     for rel in files {

@@ -9,7 +9,10 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::pool::DigestStore;
 use super::{PoolEntry, RepoError, io_err};
+use crate::openpgp::sign::SigningKey;
+use crate::progress::Observer;
 
 /// One generation of the repository.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -26,6 +29,12 @@ pub struct Generation {
     pub keys: Vec<String>,
     /// SHA256 of the pins (`debforge.pref`).
     pub pins_sha256: String,
+    /// The pins themselves, published again with this generation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pins: Option<String>,
+    /// The Release fields this generation was written with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<super::RepoConfig>,
 }
 
 impl Generation {
@@ -292,4 +301,135 @@ pub fn summary(prev: Option<&Generation>, g: &Generation) -> String {
         parts.push("keys changed".into());
     }
     parts.join(", ")
+}
+
+/// Where [`materialize`] writes a generation: `.<out>.generation` beside the
+/// output (a dot name: never published, bundled or served).
+pub fn materialized_dir(out: &Path) -> PathBuf {
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let base = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    parent.join(format!(".{base}.generation"))
+}
+
+/// The generation whose packages are exactly `pool` (filename → SHA256, as a
+/// target's indexes list them): the newest such, as a rollback needs "the
+/// one in force" and content can repeat (a rollback, then the same build).
+pub fn matching<'a>(
+    all: &'a [Generation],
+    pool: &std::collections::BTreeMap<String, String>,
+) -> Option<&'a Generation> {
+    all.iter().rev().find(|g| {
+        g.packages.len() == pool.len()
+            && g.packages
+                .iter()
+                .all(|p| pool.get(&p.filename) == Some(&p.sha256))
+    })
+}
+
+/// Generation `g` of the output `out` made a complete repository again, in
+/// [`materialized_dir`]: its packages linked from the output's pool (where
+/// `--keep` kept them, checked against the manifest's SHA256), its pins and
+/// Release fields, a new `date`, signed by `keys`. Every other kept file of
+/// the recorded generations is linked too, so publishing it leaves a later
+/// generation's files on the target (clients mid-download, a roll forward).
+/// Nothing is copied; the indexes and Release files are written anew.
+pub fn materialize(
+    out: &Path,
+    g: &Generation,
+    all: &[Generation],
+    keys: &[SigningKey],
+    date: i64,
+    records: &DigestStore,
+    observer: &dyn Observer,
+) -> Result<PathBuf, RepoError> {
+    let pins = g.pins.as_deref().ok_or(RepoError::IncompleteGeneration {
+        generation: g.number,
+        what: "pins",
+    })?;
+    let config = g
+        .repository
+        .clone()
+        .ok_or(RepoError::IncompleteGeneration {
+            generation: g.number,
+            what: "Release fields",
+        })?;
+    let mut files = Vec::with_capacity(g.packages.len());
+    for p in &g.packages {
+        if crate::format::path::check_relative(&p.filename).is_err() {
+            return Err(RepoError::BadGeneration {
+                path: dir_of(out).join(format!("{:06}.json", g.number)),
+                reason: format!("pool path {:?} leaves the repository", p.filename),
+            });
+        }
+        let file = out.join(&p.filename);
+        if !file.is_file() {
+            return Err(RepoError::NotKept {
+                generation: g.number,
+                out: out.to_path_buf(),
+                file,
+            });
+        }
+        files.push(file);
+    }
+    let mut controls = Vec::with_capacity(files.len());
+    for (p, file) in g.packages.iter().zip(&files) {
+        let recorded = records
+            .control(&p.sha256)
+            .and_then(|t| crate::format::deb822::ControlParagraph::parse_single(&t).ok());
+        let control = match recorded {
+            Some(c) => c,
+            None => {
+                let bad = |e: crate::deb::DebError| RepoError::BadPackage {
+                    path: file.clone(),
+                    reason: e.to_string(),
+                };
+                crate::deb::DebFile::open(file)
+                    .map_err(bad)?
+                    .control_files()
+                    .map_err(bad)?
+                    .control
+            }
+        };
+        controls.push(control);
+    }
+    let inputs: Vec<super::PoolInput> = g
+        .packages
+        .iter()
+        .zip(&files)
+        .zip(&controls)
+        .map(|((p, file), control)| super::PoolInput {
+            file,
+            control,
+            sha256: &p.sha256,
+        })
+        .collect();
+    let mut retain: Vec<(String, String)> = all
+        .iter()
+        .flat_map(|g| {
+            g.packages
+                .iter()
+                .map(|p| (p.filename.clone(), p.sha256.clone()))
+        })
+        .filter(|(rel, _)| out.join(rel).is_file())
+        .collect();
+    retain.sort();
+    retain.dedup();
+    let params = super::RepoParams {
+        config,
+        keys,
+        date,
+        records,
+        pause_in_swap: None,
+        retain,
+        retain_from: Some(out.to_path_buf()),
+    };
+    let dest = materialized_dir(out);
+    super::write(&dest, &inputs, &params, pins, observer)?;
+    Ok(dest)
 }

@@ -62,6 +62,16 @@ pub enum RepoError {
     OutputNotOurs { out: PathBuf, files: String },
     #[error("{}: not a readable generation manifest: {reason}", path.display())]
     BadGeneration { path: PathBuf, reason: String },
+    #[error("generation {generation}: {} is no longer in the pool of {} (builds keep the last --keep generations' files)", file.display(), out.display())]
+    NotKept {
+        generation: u32,
+        out: PathBuf,
+        file: PathBuf,
+    },
+    #[error(
+        "generation {generation} was recorded without its {what} (by an older debforge); it cannot be published again"
+    )]
+    IncompleteGeneration { generation: u32, what: &'static str },
     #[error("{}: is a file, not a directory; `debforge build` writes a repository (a directory) there", out.display())]
     OutputNotADirectory { out: PathBuf },
     #[error("{filename}: architecture {arch} is not one of the repository's ({archs})")]

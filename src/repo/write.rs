@@ -32,6 +32,10 @@ pub struct RepoParams<'k> {
     /// from the previous output into the new pool, listed in no index, so
     /// an earlier generation can be published again.
     pub retain: Vec<(String, String)>,
+    /// Where the retained files are linked from: the previous output
+    /// (`None`), or another repository (a generation published again
+    /// keeps the build output's files).
+    pub retain_from: Option<PathBuf>,
 }
 
 /// One package file for the pool, with the control paragraph read from it
@@ -474,7 +478,7 @@ fn retain_earlier(
         if current.contains(rel.as_str()) || crate::format::path::check_relative(rel).is_err() {
             continue;
         }
-        let src = out.join(rel);
+        let src = params.retain_from.as_deref().unwrap_or(out).join(rel);
         let Ok(d) = params.records.digests_of(&src) else {
             continue;
         };

@@ -25,6 +25,7 @@ mod publish_remote;
 mod real_archives;
 mod repack;
 mod repo;
+mod rollback;
 mod serve;
 mod signatures;
 mod stack;

@@ -129,6 +129,7 @@ pub(crate) fn run_build(
         // The last keep-1 generations' files stay in the pool (with this
         // build's, that is `keep` generations).
         retain: retained(out, keep)?,
+        retain_from: None,
         // A test hook (tests/integration/faults.rs): pause inside the swap.
         pause_in_swap: std::env::var_os("DEBFORGE_TEST_PAUSE_IN_SWAP").map(PathBuf::from),
     };
@@ -166,7 +167,7 @@ pub(crate) fn run_build(
             &signing,
             &pins,
             date,
-            &params.config.suite,
+            &params.config,
         )?;
     }
     next_steps(out, &report, &session.recipes, &params.config);
@@ -182,8 +183,9 @@ fn record_generation(
     signing: &[debforge::openpgp::sign::SigningKey],
     pins: &str,
     date: i64,
-    suite: &str,
+    config: &debforge::repo::RepoConfig,
 ) -> Result<(), Failure> {
+    let suite = &config.suite;
     use sha2::{Digest, Sha256};
     let sha = |b: &[u8]| hex::encode(Sha256::digest(b));
     let release = std::fs::read(out.join("dists").join(suite).join("Release"))
@@ -200,6 +202,8 @@ fn record_generation(
         lock_sha256: lock,
         keys: signing.iter().map(|k| k.fingerprint()).collect(),
         pins_sha256: sha(pins.as_bytes()),
+        pins: Some(pins.to_string()),
+        repository: Some(config.clone()),
     };
     let (g, new) = debforge::repo::generations::record(out, g)
         .map_err(|e| Failure::from(PipelineError::Repo(Box::new(e))))?;

@@ -11,6 +11,7 @@ pub(crate) mod keygen;
 pub(crate) mod lock;
 pub(crate) mod policy;
 pub(crate) mod publish;
+pub(crate) mod rollback;
 pub(crate) mod serve;
 pub(crate) mod vercmp;
 pub(crate) mod verify;
