@@ -1,15 +1,47 @@
-//! apt preferences (pins) that make apt take exactly the recipe versions.
+//! apt preferences (pins) that make apt take exactly what our repository
+//! offers, up or down, and nothing else.
 //!
 //! Spec: apt_preferences(5). The first specific record that matches a
 //! version decides its priority; `>= 1000` lets apt downgrade to it; a
 //! negative priority means the version is never a candidate. So each package
-//! gets its exact version at 1001 and then `Pin: version *` at -1, in that
-//! order: apt picks the recipe's build over newer ones from any repository,
-//! and with our repository gone it fails ("has no installation candidate")
-//! instead of falling back to another build. A glob like `*+cuda10.1` alone
-//! would still let a newer `7.6.5.32-1+cuda10.1` win.
+//! gets `Pin: release o=ORIGIN,l=LABEL` (our repository's Release) at 1001
+//! and then `Pin: version *` at -1, in that order: apt takes our build over
+//! newer ones from any repository, and with our repository gone it fails
+//! ("has no installation candidate") instead of falling back to another
+//! build. Pinning our release rather than an exact version keeps the pins
+//! the same from one generation to the next: the pins a lab machine already
+//! has let it take the next generation, or an earlier one published again
+//! (a rollback), in one `apt-get dist-upgrade`. With exact versions the
+//! installed pins would give the new versions -1 until the repo-config
+//! package bringing new pins was installed by an earlier run. Our
+//! repository lists one version of each package, so "ours" is exact.
+//! Exact version pins (`Pin: version V`) are still read (for `policy` and
+//! `verify`, and for hand-written preferences).
 
-/// The preferences file for `(package, exact version)` pairs, in the order given.
+/// The preferences file for `packages` from the repository whose Release
+/// says `Origin: origin` and `Label: label`, in the order given.
+pub fn release_pins<'a>(
+    origin: &str,
+    label: &str,
+    packages: impl IntoIterator<Item = &'a str>,
+) -> String {
+    let mut out = String::new();
+    for name in packages {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "Explanation: debforge: {name} from the {label} repository, whichever version it offers\n\
+             Package: {name}\nPin: release o={origin},l={label}\nPin-Priority: 1001\n\n\
+             Explanation: debforge: no other build of {name} is a candidate\n\
+             Package: {name}\nPin: version *\nPin-Priority: -1\n"
+        ));
+    }
+    out
+}
+
+/// The preferences file for `(package, exact version)` pairs, in the order
+/// given (tests and hand-written pins; builds write [`release_pins`]).
 pub fn exact_pins<'a>(packages: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let mut out = String::new();
     for (name, version) in packages {
@@ -26,13 +58,54 @@ pub fn exact_pins<'a>(packages: impl IntoIterator<Item = (&'a str, &'a str)>) ->
     out
 }
 
+/// What a record's `Pin:` line selects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pin {
+    /// `Pin: version GLOB`.
+    Version(String),
+    /// `Pin: release k=v,…`: each given field of the version's Release must
+    /// match (o origin, l label, a suite, n codename, c component).
+    Release(Vec<(char, String)>),
+}
+
+/// The Release a version is offered from, as pins see it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReleaseMeta {
+    pub origin: String,
+    pub label: String,
+    pub suite: String,
+    pub codename: String,
+    pub component: String,
+}
+
+impl Pin {
+    fn matches(&self, version: &str, release: Option<&ReleaseMeta>) -> bool {
+        match self {
+            Pin::Version(g) => glob(g, version),
+            Pin::Release(fields) => {
+                let Some(r) = release else { return false };
+                fields.iter().all(|(k, v)| {
+                    let have = match k {
+                        'o' => &r.origin,
+                        'l' => &r.label,
+                        'a' => &r.suite,
+                        'n' => &r.codename,
+                        'c' => &r.component,
+                        _ => return false,
+                    };
+                    glob(v, have)
+                })
+            }
+        }
+    }
+}
+
 /// One record of a preferences file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PinRecord {
     /// Package names or globs (`*` is the general form).
     pub packages: Vec<String>,
-    /// The version glob of `Pin: version …`.
-    pub version: String,
+    pub pin: Pin,
     pub priority: i32,
 }
 
@@ -44,7 +117,9 @@ pub enum PreferencesError {
     Missing { line: usize, field: &'static str },
     #[error("record at line {line}: Pin-Priority {value:?} is not a number")]
     BadPriority { line: usize, value: String },
-    #[error("record at line {line}: only 'Pin: version …' is supported here, not {pin:?}")]
+    #[error(
+        "record at line {line}: only 'Pin: version …' and 'Pin: release o=…,l=…,a=…,n=…,c=…' are supported here, not {pin:?}"
+    )]
     Unsupported { line: usize, pin: String },
 }
 
@@ -75,7 +150,26 @@ impl Preferences {
                 line,
                 value: prio.to_string(),
             })?;
-            let Some(version) = pin.strip_prefix("version ") else {
+            let pin = if let Some(version) = pin.strip_prefix("version ") {
+                Pin::Version(version.trim().to_string())
+            } else if let Some(spec) = pin.strip_prefix("release ") {
+                let mut fields = Vec::new();
+                for frag in spec.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+                    let mut chars = frag.chars();
+                    match (chars.next(), chars.next()) {
+                        (Some(k @ ('o' | 'l' | 'a' | 'n' | 'c')), Some('=')) => {
+                            fields.push((k, frag[2..].to_string()))
+                        }
+                        _ => {
+                            return Err(PreferencesError::Unsupported {
+                                line,
+                                pin: pin.to_string(),
+                            });
+                        }
+                    }
+                }
+                Pin::Release(fields)
+            } else {
                 return Err(PreferencesError::Unsupported {
                     line,
                     pin: pin.to_string(),
@@ -83,7 +177,7 @@ impl Preferences {
             };
             records.push(PinRecord {
                 packages: packages.split_whitespace().map(String::from).collect(),
-                version: version.trim().to_string(),
+                pin,
                 priority,
             });
         }
@@ -91,8 +185,14 @@ impl Preferences {
     }
 
     /// apt's rule: the first specific record (naming the package) whose
-    /// version glob matches decides; else the first general record (`*`).
-    pub fn priority(&self, package: &str, version: &str) -> Option<i32> {
+    /// pin matches decides; else the first general record (`*`). `release`
+    /// is where the version is offered from (None: no Release known).
+    pub fn priority(
+        &self,
+        package: &str,
+        version: &str,
+        release: Option<&ReleaseMeta>,
+    ) -> Option<i32> {
         let matching = |specific: bool| {
             self.records.iter().find(|r| {
                 let names = r.packages.iter().any(|n| {
@@ -102,7 +202,7 @@ impl Preferences {
                         n == "*"
                     }
                 });
-                names && glob(&r.version, version)
+                names && r.pin.matches(version, release)
             })
         };
         matching(true)
@@ -131,6 +231,8 @@ fn glob(pattern: &str, text: &str) -> bool {
 pub struct Offer {
     pub version: super::version::Version,
     pub index_priority: i32,
+    /// The Release of the index it comes from, when known.
+    pub release: Option<ReleaseMeta>,
 }
 
 /// The candidate apt picks for `package` from `offers` (nothing installed):
@@ -148,7 +250,7 @@ pub fn candidate(
 ) {
     let mut table: Vec<(super::version::Version, i32)> = Vec::new();
     for o in offers {
-        let pinned = prefs.priority(package, &o.version.to_string());
+        let pinned = prefs.priority(package, &o.version.to_string(), o.release.as_ref());
         let prio = pinned.unwrap_or(o.index_priority);
         match table.iter_mut().find(|(v, _)| *v == o.version) {
             Some((_, p)) if pinned.is_none() => *p = (*p).max(prio),
@@ -180,6 +282,7 @@ mod tests {
                 .map(|s| Offer {
                     version: v(s),
                     index_priority: 500,
+                    release: None,
                 })
                 .collect::<Vec<_>>()
         };
@@ -218,5 +321,43 @@ mod tests {
         assert_eq!(p[0].get("Pin-Priority"), Some("1001"));
         assert_eq!(p[1].get("Pin"), Some("version *"));
         assert_eq!(p[1].get("Pin-Priority"), Some("-1"));
+    }
+
+    #[test]
+    fn release_pins_take_whatever_our_repository_offers_and_nothing_else() {
+        let prefs = Preferences::parse(&release_pins("GPU lab", "gpu-lab", ["libnccl2"])).unwrap();
+        let ours = ReleaseMeta {
+            origin: "GPU lab".into(),
+            label: "gpu-lab".into(),
+            ..Default::default()
+        };
+        let theirs = ReleaseMeta {
+            origin: "NVIDIA".into(),
+            label: "gpu-lab".into(),
+            ..Default::default()
+        };
+        let v = |s: &str| crate::format::Version::parse(s).unwrap();
+        let offer = |s: &str, r: &ReleaseMeta| Offer {
+            version: v(s),
+            index_priority: 500,
+            release: Some(r.clone()),
+        };
+        // An older version from us beats a newer one from anyone else.
+        let (c, table) = candidate(
+            &prefs,
+            "libnccl2",
+            &[
+                offer("2.4.8-1+cuda10.1", &theirs),
+                offer("2.4.2-1+cuda10.1", &ours),
+            ],
+        );
+        assert_eq!(c, Some(v("2.4.2-1+cuda10.1")));
+        assert_eq!(
+            table.iter().map(|(_, p)| *p).collect::<Vec<_>>(),
+            vec![-1, 1001]
+        );
+        let (c, _) = candidate(&prefs, "libnccl2", &[offer("2.4.8-1+cuda10.1", &theirs)]);
+        assert_eq!(c, None);
+        assert!(Preferences::parse("Package: x\nPin: release v=1\nPin-Priority: 1\n").is_err());
     }
 }

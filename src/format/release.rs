@@ -192,6 +192,19 @@ impl Release {
         self.date_field("Date")
     }
 
+    /// Origin, Label, Suite and Codename as pins see them (`component`
+    /// is the index's, given by its path).
+    pub fn meta(&self, component: &str) -> super::preferences::ReleaseMeta {
+        let f = |k: &str| self.paragraph().get(k).unwrap_or_default().to_string();
+        super::preferences::ReleaseMeta {
+            origin: f("Origin"),
+            label: f("Label"),
+            suite: f("Suite"),
+            codename: f("Codename"),
+            component: component.to_string(),
+        }
+    }
+
     /// `Valid-Until`, as seconds since the epoch.
     pub fn valid_until(&self) -> Result<Option<i64>, ReleaseError> {
         self.date_field("Valid-Until")

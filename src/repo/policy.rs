@@ -72,6 +72,7 @@ pub fn policy(
     let mut offers: BTreeMap<String, Vec<Offer>> = BTreeMap::new();
     let mut our_names: Vec<String> = Vec::new();
     for (i, path) in indexes.iter().enumerate() {
+        let release = release_of(path);
         for (package, version) in read_offers(path)? {
             if i < ours && !our_names.contains(&package) {
                 our_names.push(package.clone());
@@ -79,6 +80,7 @@ pub fn policy(
             offers.entry(package).or_default().push(Offer {
                 version,
                 index_priority: 500,
+                release: release.clone(),
             });
         }
     }
@@ -102,6 +104,43 @@ pub fn policy(
             }
         })
         .collect())
+}
+
+/// The Release an index belongs to, for release pins: `…/dists/SUITE/Release`
+/// above a repository's `…/dists/SUITE/COMPONENT/binary-ARCH/Packages`, or
+/// apt's list `…_dists_SUITE_InRelease` (or `_Release`) beside its
+/// `…_dists_SUITE_COMPONENT_binary-ARCH_Packages`. None when there is none.
+pub(crate) fn release_of(index: &Path) -> Option<crate::format::preferences::ReleaseMeta> {
+    let read = |p: &Path| -> Option<crate::format::release::Release> {
+        let text = std::fs::read_to_string(p).ok()?;
+        let body = match crate::format::clearsign::split(&text) {
+            Ok(c) => c.body,
+            Err(_) => text,
+        };
+        crate::format::release::Release::parse(&body).ok()
+    };
+    let text = index.to_string_lossy();
+    if let Some(at) = text.rfind("/dists/") {
+        let rest = &text[at + "/dists/".len()..];
+        let mut parts = rest.split('/');
+        let suite = parts.next()?;
+        let component = parts.next()?;
+        let root = Path::new(&text[..at]).join("dists").join(suite);
+        return read(&root.join("InRelease"))
+            .or_else(|| read(&root.join("Release")))
+            .map(|r| r.meta(component));
+    }
+    let name = index.file_name()?.to_string_lossy().into_owned();
+    let at = name.find("_dists_")?;
+    let rest = &name[at + "_dists_".len()..];
+    let mut parts = rest.split('_');
+    let suite = parts.next()?;
+    let component = parts.next()?;
+    let prefix = format!("{}_dists_{suite}", &name[..at]);
+    let dir = index.parent()?;
+    read(&dir.join(format!("{prefix}_InRelease")))
+        .or_else(|| read(&dir.join(format!("{prefix}_Release"))))
+        .map(|r| r.meta(component))
 }
 
 /// The plain `Packages` files under `dists/` (by-hash copies skipped), sorted.

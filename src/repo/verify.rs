@@ -23,6 +23,8 @@ pub struct VerifyReport {
 /// A package as an index lists it: what the installability checks need.
 #[derive(Debug, Clone)]
 struct Listed {
+    /// The index that lists it.
+    index: std::path::PathBuf,
     name: String,
     version: String,
     filename: String,
@@ -262,6 +264,7 @@ fn verify_packages(root: &Path, index: &Path, r: &mut VerifyReport, listed: &mut
             ));
         }
         listed.push(Listed {
+            index: index.to_path_buf(),
             name: name.clone(),
             version: version.clone(),
             filename: filename.to_string(),
@@ -376,42 +379,84 @@ fn check_dependencies(listed: &[Listed], r: &mut VerifyReport) {
     }
 }
 
-/// Every exact version our pins raise to 1000 or more must be in an index,
-/// or apt has no candidate for that package.
+/// Under our pins apt must find a candidate for every package we list, and
+/// a pin of 1000 or more on an exact version must name one we list.
 fn check_pins(root: &Path, listed: &[Listed], r: &mut VerifyReport) {
+    use crate::format::preferences::{Offer, Pin, Preferences, candidate};
     let path = root.join(super::PREFERENCES_NAME);
     let Ok(text) = std::fs::read_to_string(&path) else {
         return; // a repository need not ship pins
     };
-    let prefs = match crate::format::preferences::Preferences::parse(&text) {
+    let prefs = match Preferences::parse(&text) {
         Ok(p) => p,
         Err(e) => {
             r.problems.push(format!("{}: {e}", super::PREFERENCES_NAME));
             return;
         }
     };
+    let versions = |name: &str| -> Vec<&str> {
+        listed
+            .iter()
+            .filter(|l| l.name == name)
+            .map(|l| l.version.as_str())
+            .collect()
+    };
     for rec in &prefs.records {
-        if rec.priority < 1000 || rec.version.contains(['*', '?']) {
+        let Pin::Version(version) = &rec.pin else {
+            continue;
+        };
+        if rec.priority < 1000 || version.contains(['*', '?']) {
             continue;
         }
         for name in &rec.packages {
             if !listed
                 .iter()
-                .any(|l| &l.name == name && l.version == rec.version)
+                .any(|l| &l.name == name && &l.version == version)
             {
-                let have: Vec<&str> = listed
-                    .iter()
-                    .filter(|l| &l.name == name)
-                    .map(|l| l.version.as_str())
-                    .collect();
+                let have = versions(name);
                 r.problems.push(format!(
-                    "{}: pins {name} to {} (priority {}), which no index lists (it has {}); apt would find no candidate",
+                    "{}: pins {name} to {version} (priority {}), which no index lists (it has {}); apt would find no candidate",
                     super::PREFERENCES_NAME,
-                    rec.version,
                     rec.priority,
                     if have.is_empty() { "none".to_string() } else { have.join(", ") }
                 ));
             }
+        }
+    }
+    let mut releases = std::collections::BTreeMap::new();
+    for l in listed {
+        releases
+            .entry(l.index.clone())
+            .or_insert_with(|| super::policy::release_of(&l.index));
+    }
+    let mut names: Vec<&str> = listed.iter().map(|l| l.name.as_str()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let offers: Vec<Offer> = listed
+            .iter()
+            .filter(|l| l.name == name)
+            .filter_map(|l| {
+                Some(Offer {
+                    version: crate::format::version::Version::parse_lenient(&l.version)
+                        .ok()?
+                        .0,
+                    index_priority: 500,
+                    release: releases.get(&l.index).cloned().flatten(),
+                })
+            })
+            .collect();
+        let (best, table) = candidate(&prefs, name, &offers);
+        if best.is_none() {
+            r.problems.push(format!(
+                "{}: leaves apt no candidate for {name} (this repository has {}); apt would refuse to install it",
+                super::PREFERENCES_NAME,
+                table
+                    .iter()
+                    .map(|(v, p)| format!("{v} at priority {p}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
         }
     }
 }

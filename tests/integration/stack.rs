@@ -119,9 +119,7 @@ fn the_metapackage_and_repo_config_are_right_and_lintian_clean() {
     );
     let pins = fs::read_to_string(xr.join("etc/apt/preferences.d/gpu-lab.pref")).unwrap();
     assert!(
-        pins.contains(
-            "Package: libcudnn7\nPin: version 7.5.0.56-1+cuda10.1+debforge1\nPin-Priority: 1001"
-        ),
+        pins.contains("Package: libcudnn7\nPin: release o=GPU lab,l=gpu-lab\nPin-Priority: 1001"),
         "{pins}"
     );
 
@@ -704,7 +702,7 @@ fn a_version_suffix_flows_from_the_repacked_files_to_apt() {
     );
     let pins = fs::read_to_string(out.join("debforge.pref")).unwrap();
     assert!(
-        pins.contains("Package: libnccl2\nPin: version 2.4.2-1+cuda10.1+lab1\nPin-Priority: 1001"),
+        pins.contains("Package: libnccl2\nPin: release o=GPU lab,l=gpu-lab\nPin-Priority: 1001"),
         "{pins}"
     );
     let x = lab.dir.path().join("x-repo");
@@ -802,7 +800,9 @@ fn verify_rejects_a_repository_apt_could_not_install_from() {
         "{stdout}"
     );
 
-    // A consistent build verifies; a pin on a version no index has does not.
+    // A consistent build verifies; pins that leave apt no candidate do not
+    // (here they name a label this repository does not have), nor does an
+    // exact pin on a version no index has.
     let lab = Lab::new();
     let out = shipped_build_in(&lab, &lab.server.url("repo/"));
     ok(crate::common::debforge().arg("verify").arg(&out));
@@ -810,9 +810,23 @@ fn verify_rejects_a_repository_apt_could_not_install_from() {
     let pins = fs::read_to_string(&pref).unwrap();
     fs::write(
         &pref,
-        pins.replace(
-            "Pin: version 2.4.2-1+cuda10.1+debforge1\n",
-            "Pin: version 2.4.2-1+cuda10.1+lab1\n",
+        pins.replacen(
+            "Package: libnccl2\nPin: release o=GPU lab,l=gpu-lab\n",
+            "Package: libnccl2\nPin: release o=GPU lab,l=gpu-lab-old\n",
+            1,
+        ),
+    )
+    .unwrap();
+    let (code, stdout, _) = run(crate::common::debforge().arg("verify").arg(&out));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("debforge.pref: leaves apt no candidate for libnccl2 (this repository has 2.4.2-1+cuda10.1+debforge1 at priority -1); apt would refuse to install it"),
+        "{stdout}"
+    );
+    fs::write(
+        &pref,
+        format!(
+            "Package: libnccl2\nPin: version 2.4.2-1+cuda10.1+lab1\nPin-Priority: 1001\n\n{pins}"
         ),
     )
     .unwrap();
@@ -958,56 +972,97 @@ fn publish_refuses_to_change_a_published_package_in_place() {
     );
 }
 
-/// New pins reach lab machines: the repo-config package is not pinned
-/// itself, so its next version arrives with `apt-get dist-upgrade`, and the
-/// next run takes the builds its new pins name (here a script change,
-/// `+debforge2`, with the metapackage bumped).
+/// A lab's update and its rollback on Ubuntu 18.04: generation 1 (NCCL
+/// 2.4.2) installed; generation 2 (NCCL 2.4.8, the metapackage 1.0-2)
+/// published and taken with one `apt-get update && apt-get dist-upgrade`
+/// (the pins name our repository, not a version, so the ones installed let
+/// the next generation in); then `debforge rollback` and the same two
+/// commands bring 2.4.2 back, with its links. apt asks before downgrading:
+/// `-y` alone refuses, as apt says.
 #[test]
-fn new_pins_reach_lab_machines_through_the_repo_config_package() {
+fn forward_one_generation_then_rollback_on_ubuntu_18_04() {
     let lab = Lab::new();
     let port = free_port();
     let mirror = format!("http://127.0.0.1:{port}/");
     let out = shipped_build_in(&lab, &mirror);
     let pins = fs::read_to_string(out.join("debforge.pref")).unwrap();
     assert!(
-        !pins.contains("Package: gpu-lab-repo") && !pins.contains("Package: gpu-stack-cu101"),
+        pins.contains(
+            "Package: gpu-lab-repo\nPin: release o=GPU lab,l=gpu-lab\nPin-Priority: 1001"
+        ) && pins.contains(
+            "Package: gpu-stack-cu101\nPin: release o=GPU lab,l=gpu-lab\nPin-Priority: 1001"
+        ),
         "{pins}"
     );
+    // (Not lab.www(): that is the stand-in upstreams' docroot.)
+    let www = lab.dir.path().join("lab-mirror");
+    let publish = |extra: &[&str]| {
+        let mut c = crate::common::debforge();
+        c.args(extra)
+            .arg("--to")
+            .arg(&www)
+            .arg("--out")
+            .arg(&out)
+            .arg("--keys")
+            .arg(lab.keys());
+        c
+    };
+    ok(&mut publish(&["publish"]));
+    let _server = Serve::start(&www, port);
     let c = Chroot::new();
-    {
-        let _server = Serve::start(&out, port);
-        c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
-        let cfg = c.put(&pool(&out, "g/gpu-lab-repo", "gpu-lab-repo_1.0-1_all.deb"));
-        c.ok(&format!("dpkg -i {cfg}"));
-        update_clean(&c);
-        c.ok("apt-get install -y gpu-stack-cu101 2>&1");
-    }
-    let out2 = shipped_build_with(&lab, &mirror, |name, text| match name {
-        "gpu-lab-repo" | "gpu-stack-cu101" => {
-            text.replace("version = \"1.0-1\"", "version = \"1.0-2\"")
-        }
-        _ => text.replace("+debforge1", "+debforge2"),
+    c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
+    let cfg = c.put(&pool(&out, "g/gpu-lab-repo", "gpu-lab-repo_1.0-1_all.deb"));
+    c.ok(&format!("dpkg -i {cfg}"));
+    update_clean(&c);
+    c.ok("apt-get install -y gpu-stack-cu101 2>&1");
+    let installed = |c: &Chroot| {
+        c.ok("dpkg-query -W -f='${Package} ${Version}\\n' libnccl2 libnccl-dev gpu-stack-cu101 gpu-lab-repo")
+    };
+    let first = "gpu-lab-repo 1.0-1\ngpu-stack-cu101 1.0-1\nlibnccl-dev 2.4.2-1+cuda10.1+debforge1\nlibnccl2 2.4.2-1+cuda10.1+debforge1\n";
+    assert_eq!(installed(&c), first);
+    let nccl_link = |c: &Chroot| {
+        c.ok("readlink -f /usr/local/cuda/nccl/lib/libnccl.so.2")
+            .trim()
+            .to_string()
+    };
+    assert_eq!(nccl_link(&c), "/usr/lib/x86_64-linux-gnu/libnccl.so.2.4.2");
+
+    // Generation 2: NCCL 2.4.8; the metapackage's Depends change, so its version.
+    shipped_build_with(&lab, &mirror, |name, text| match name {
+        "gpu-stack-cu101" => text.replace("version = \"1.0-1\"", "version = \"1.0-2\""),
+        "libnccl2" | "libnccl-dev" => text.replace("2.4.2-1+cuda10.1", "2.4.8-1+cuda10.1"),
+        _ => text,
     });
-    assert_eq!(out2, out);
-    let _server = Serve::start(&out, port);
+    ok(&mut publish(&["publish"]));
     update_clean(&c);
     c.ok("apt-get dist-upgrade -y 2>&1");
     assert_eq!(
-        c.ok("dpkg-query -W -f='${Version}' gpu-lab-repo"),
-        "1.0-2",
-        "the repo-config package took its next version"
+        installed(&c),
+        "gpu-lab-repo 1.0-1\ngpu-stack-cu101 1.0-2\nlibnccl-dev 2.4.8-1+cuda10.1+debforge1\nlibnccl2 2.4.8-1+cuda10.1+debforge1\n",
+        "one dist-upgrade takes the next generation"
     );
-    assert!(
-        fs::read_to_string(c.path("/etc/apt/preferences.d/gpu-lab.pref"))
-            .unwrap()
-            .contains("Pin: version 2.4.2-1+cuda10.1+debforge2"),
-        "its new pins are in place"
-    );
-    // With the new pins in force, the next run takes the new builds.
-    c.ok("apt-get dist-upgrade -y 2>&1");
-    assert_eq!(
-        c.ok("dpkg-query -W -f='${Package} ${Version}\\n' libnccl2 gpu-stack-cu101"),
-        "gpu-stack-cu101 1.0-2\nlibnccl2 2.4.2-1+cuda10.1+debforge2\n"
-    );
+    assert_eq!(nccl_link(&c), "/usr/lib/x86_64-linux-gnu/libnccl.so.2.4.8");
     assert!(c.ok("gpu-stack-check").contains("all checks passed"));
+
+    // The rollback: generation 1 again, from the output's pool.
+    let (code, stdout, err) = run(&mut publish(&["rollback"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("published generation 1"), "{err}");
+    assert!(!stdout.contains("copied      pool/"), "{stdout}");
+    update_clean(&c);
+    let (code, text) = c.run("apt-get dist-upgrade -y 2>&1");
+    assert_eq!(code, 100, "{text}");
+    assert!(
+        text.contains("E: Packages were downgraded and -y was used without --allow-downgrades."),
+        "{text}"
+    );
+    c.ok("apt-get dist-upgrade -y --allow-downgrades 2>&1");
+    assert_eq!(installed(&c), first, "generation 1 is installed again");
+    assert_eq!(nccl_link(&c), "/usr/lib/x86_64-linux-gnu/libnccl.so.2.4.2");
+    assert!(c.ok("gpu-stack-check").contains("all checks passed"));
+    let upgrade = c.ok("apt-get -s dist-upgrade 2>&1");
+    assert!(
+        upgrade.contains("0 upgraded, 0 newly installed, 0 to remove"),
+        "{upgrade}"
+    );
 }

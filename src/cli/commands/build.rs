@@ -93,24 +93,18 @@ pub(crate) fn run_build(
     // paragraphs: the metapackage, the repo-config package and the output's
     // debforge.pref all get the same.
     let versions = pipeline::package_versions(&artifacts, &session.recipes);
-    // Pins for the packages that come from upstreams only: a package built
-    // here is offered by no other repository, and pinning it would keep lab
-    // machines from ever taking its next version (the installed pins give
-    // every other version -1), so the repo-config package could never bring
-    // them new pins.
-    let built: std::collections::BTreeSet<&str> = session
-        .recipes
-        .packages
+    // Every package of the repository is pinned to it (its Release's Origin
+    // and Label), the ones built here too: apt takes whatever version the
+    // repository offers, a later generation or an earlier one published
+    // again, and no other build from anywhere (see format::preferences).
+    let mut names: Vec<&str> = versions
         .iter()
-        .filter(|p| p.build.is_some())
-        .map(|p| p.name.as_str())
+        .map(|(n, _)| n.as_str())
+        .chain(session.recipes.packages.iter().map(|p| p.name.as_str()))
         .collect();
-    let pins = debforge::format::preferences::exact_pins(
-        versions
-            .iter()
-            .filter(|(n, _)| !built.contains(n.as_str()))
-            .map(|(n, v)| (n.as_str(), v.as_str())),
-    );
+    names.sort();
+    names.dedup();
+    let pins = debforge::format::preferences::release_pins(&config.origin, &config.label, names);
     // Packages built here are dated by SOURCE_DATE_EPOCH, else by the newest
     // of the packages they are built around (a function of the lock), else
     // 1980-01-01 (as zip and Python wheels do), never by the clock:
