@@ -69,7 +69,7 @@ pub(super) fn publish(
         }
         rec.step(Step::Copy, rel);
         if !dry_run {
-            copy_in(&src, &meta, &dst)?;
+            copy_in(&src, &meta, &dst, !named_by_content(rel))?;
         }
     }
     for rel in stale(&existing, files, &previous) {
@@ -116,7 +116,19 @@ fn unchanged(rel: &str, src: &Path, meta: &fs::Metadata, dst: &Path) -> Result<b
     Ok(a == b)
 }
 
-fn copy_in(src: &Path, meta: &fs::Metadata, dst: &Path) -> Result<(), PublishError> {
+/// `newer`: the file replaces one of other content under the same name (an
+/// index, a Release): its time must be later than the old one's, or a web
+/// server's validators (Last-Modified, nginx's and our ETag of size and
+/// time, both in seconds) could still match what a client has, and
+/// `If-Modified-Since` would get a 304 for a changed InRelease.
+fn copy_in(src: &Path, meta: &fs::Metadata, dst: &Path, newer: bool) -> Result<(), PublishError> {
+    let mut mtime = meta.modified().ok();
+    if newer
+        && let (Some(m), Ok(old)) = (mtime, fs::metadata(dst).and_then(|d| d.modified()))
+        && old + std::time::Duration::from_secs(1) > m
+    {
+        mtime = Some(old + std::time::Duration::from_secs(1));
+    }
     let dir = dst.parent().expect("file in a directory");
     fs::create_dir_all(dir).map_err(io_err(dir))?;
     let tmp = dir.join(format!(
@@ -129,7 +141,7 @@ fn copy_in(src: &Path, meta: &fs::Metadata, dst: &Path) -> Result<(), PublishErr
             .write(true)
             .open(&tmp)
             .map_err(io_err(&tmp))?;
-        if let Ok(m) = meta.modified() {
+        if let Some(m) = mtime {
             f.set_modified(m).map_err(io_err(&tmp))?;
         }
         // Everything published is public, whatever mode the source file had.

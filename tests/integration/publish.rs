@@ -67,7 +67,13 @@ fn publish_to_a_directory_incrementally_and_safely() {
     // A package leaves the recipes: its pool file stays while the previous
     // Release (still cached by clients) references it, and goes next time.
     fs::remove_file(lab.recipes.join("packages/libcudnn7-doc.toml")).unwrap();
-    ok(lab.cmd("build").arg("--out").arg(&out));
+    // --keep 1: the output keeps no earlier generation's files, so the
+    // package leaves the mirror once no Release references it.
+    ok(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .args(["--keep", "1"]));
     let doc = www.join("pool/main/libc/libcudnn7-doc/libcudnn7-doc_7.5.0.56-1+cuda10.1_amd64.deb");
     let second = ok(debforge()
         .arg("publish")
@@ -164,7 +170,13 @@ fn a_killed_publish_leaves_the_previous_repository_in_force() {
 
     // A new build, made slow to publish by many incompressible pool files.
     fs::remove_file(lab.recipes.join("packages/libcudnn7-doc.toml")).unwrap();
-    ok(lab.cmd("build").arg("--out").arg(&out));
+    // --keep 1: the output keeps no earlier generation's files, so the
+    // package leaves the mirror once no Release references it.
+    ok(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .args(["--keep", "1"]));
     let filler = out.join("pool/main/z/filler");
     fs::create_dir_all(&filler).unwrap();
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;

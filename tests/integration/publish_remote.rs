@@ -181,7 +181,13 @@ fn publish_over_rsync_in_the_safe_order() {
 
     // A package goes: kept one round for clients of the previous Release.
     fs::remove_file(lab.recipes.join("packages/libcudnn7-doc.toml")).unwrap();
-    ok(lab.cmd("build").arg("--out").arg(&out));
+    // --keep 1: the output keeps no earlier generation's files, so the
+    // package leaves the mirror once no Release references it.
+    ok(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .args(["--keep", "1"]));
     let doc =
         mirror.join("pool/main/libc/libcudnn7-doc/libcudnn7-doc_7.5.0.56-1+cuda10.1_amd64.deb");
     let second = ok(&mut publish(&out, &url));
@@ -379,7 +385,13 @@ fn publish_to_an_s3_compatible_store() {
 
     // A package goes: kept one round, then removed.
     fs::remove_file(lab.recipes.join("packages/libcudnn7-doc.toml")).unwrap();
-    ok(lab.cmd("build").arg("--out").arg(&out));
+    // --keep 1: the output keeps no earlier generation's files, so the
+    // package leaves the mirror once no Release references it.
+    ok(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .args(["--keep", "1"]));
     let second = ok(&mut s3_publish(&out, "s3://lab-apt/gpu/lab", &endpoint));
     assert!(!second.contains("removed     pool/"), "{second}");
     assert!(second.contains("removed     extras/big.bin"), "{second}");

@@ -253,3 +253,86 @@ fn a_killed_rollback_leaves_the_repository_in_force_and_the_next_completes_it() 
         .arg(&keyring));
     assert!(!lab.dir.path().join(".repo-out.generation").exists());
 }
+
+/// Any target: an rsync daemon and an S3 bucket (moto) roll back the same
+/// way; which generation each serves is read back from the target itself.
+#[test]
+fn rollback_to_an_rsync_daemon_and_an_s3_bucket() {
+    use crate::publish_remote::{RsyncDaemon, S3Server};
+    let lab = Lab::new();
+    let out = lab.dir.path().join("repo-out");
+    let daemon_root = lab.dir.path().join("rsyncd");
+    let daemon = RsyncDaemon::start(&daemon_root);
+    let rsync_target = daemon.url("repo/gpu");
+    let s3 = S3Server::start(false);
+    s3.create_bucket("lab-apt");
+    let endpoint = s3.endpoint();
+    let s3_env = |c: &mut std::process::Command| {
+        c.args(["--endpoint", &endpoint])
+            .env("AWS_ACCESS_KEY_ID", "lab")
+            .env("AWS_SECRET_ACCESS_KEY", "lab-secret")
+            .env("HOME", "/nonexistent")
+            .env_remove("AWS_PROFILE");
+    };
+    let build = |lab: &Lab| {
+        ok(lab
+            .cmd("build")
+            .arg("--out")
+            .arg(&out)
+            .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+        ok(debforge()
+            .arg("publish")
+            .arg("--to")
+            .arg(&rsync_target)
+            .arg("--out")
+            .arg(&out));
+        let mut c = debforge();
+        c.arg("publish")
+            .arg("--to")
+            .arg("s3://lab-apt/gpu")
+            .arg("--out")
+            .arg(&out);
+        s3_env(&mut c);
+        ok(&mut c);
+    };
+    build(&lab);
+    for e in fs::read_dir(lab.recipes.join("packages")).unwrap() {
+        let recipe = e.unwrap().path();
+        let text = fs::read_to_string(&recipe).unwrap();
+        fs::write(
+            &recipe,
+            text.replace("7.5.0.56-1+cuda10.1", "7.6.5.32-1+cuda10.1"),
+        )
+        .unwrap();
+    }
+    build(&lab);
+
+    let mut on_rsync = rollback(&lab, &out, Path::new(&rsync_target));
+    let (code, stdout, err) = run(&mut on_rsync);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("published generation 1"), "{err}");
+    assert!(!stdout.contains("copied      pool/"), "{stdout}");
+    let packages =
+        fs::read_to_string(daemon_root.join("repo/gpu/dists/bionic/main/binary-amd64/Packages"))
+            .unwrap();
+    assert!(
+        packages.contains("Version: 7.5.0.56-1+cuda10.1"),
+        "{packages}"
+    );
+
+    let mut on_s3 = rollback(&lab, &out, Path::new("s3://lab-apt/gpu"));
+    s3_env(&mut on_s3);
+    let (code, stdout, err) = run(&mut on_s3);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("published generation 1"), "{err}");
+    assert!(!stdout.contains("copied      pool/"), "{stdout}");
+    // Read back from the bucket: it now serves generation 1.
+    let mut again = rollback(&lab, &out, Path::new("s3://lab-apt/gpu"));
+    s3_env(&mut again);
+    let (code, _, err) = run(&mut again);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("serves generation 1, the first recorded"),
+        "{err}"
+    );
+}

@@ -1049,9 +1049,15 @@ fn forward_one_generation_then_rollback_on_ubuntu_18_04() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("published generation 1"), "{err}");
     assert!(!stdout.contains("copied      pool/"), "{stdout}");
-    update_clean(&c);
+    let update = c.ok("apt-get update 2>&1");
     let (code, text) = c.run("apt-get dist-upgrade -y 2>&1");
-    assert_eq!(code, 100, "{text}");
+    assert_eq!(
+        code,
+        100,
+        "{text}\n--- update:\n{update}\n--- policy:\n{}\n--- rollback:\n{stdout}{err}\n--- Packages:\n{}",
+        c.ok("apt-cache policy libnccl2 gpu-stack-cu101 2>&1"),
+        fs::read_to_string(www.join("dists/bionic/main/binary-amd64/Packages")).unwrap_or_default()
+    );
     assert!(
         text.contains("E: Packages were downgraded and -y was used without --allow-downgrades."),
         "{text}"

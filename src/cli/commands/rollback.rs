@@ -135,6 +135,12 @@ pub(crate) fn run_publish_generation(
     // The materialized copy is links and small indexes; it goes either way
     // (a killed run's is replaced by the next).
     let _ = std::fs::remove_dir_all(&dir);
+    if let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) {
+        for what in ["stamp", "lock"] {
+            let _ =
+                std::fs::remove_file(parent.join(format!(".{}.{what}", name.to_string_lossy())));
+        }
+    }
     let report = report.map_err(publish_failure)?;
     printer.summary(&report);
     if !json {
