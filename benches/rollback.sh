@@ -31,11 +31,11 @@ done
 build() { "$bin" build --recipes "$work/recipes" --cache "$work/cache" --keys "$work/keys" --out "$work/repo-out" >/dev/null 2>&1; }
 publish() { "$bin" publish --to "$work/www" --out "$work/repo-out" >/dev/null; }
 build; publish
-dropped=$(ls "$work/recipes/packages" | head -10)
+dropped=$(ls "$work/recipes/packages" | sed -n 1,10p)
 for r in $dropped; do rm "$work/recipes/packages/$r"; done
 build; publish
 before=$(find "$work/www/pool" -type f | wc -l)
-read -r t_df m_df < <(measure "$bin" rollback --to "$work/www" --out "$work/repo-out" --keys "$work/keys")
+read -r t_df m_df < <(measure "$bin" rollback --to "$work/www" --out "$work/repo-out" --keys "$work/keys" --cache "$work/cache")
 copied=$(grep -c '^copied ' "$work/out" || true)
 copied_pool=$(grep -c '^copied      pool/' "$work/out" || true)
 listed=$(grep -c '^Package: ' "$work/www/dists/bionic/main/binary-amd64/Packages")

@@ -107,6 +107,9 @@ pub(crate) enum Command {
         generation: Option<u32>,
         #[command(flatten)]
         keys: KeyArgs,
+        /// With --generation: the cache whose records spare reading the pool files again [default: $XDG_CACHE_HOME/debforge, else ~/.cache/debforge]
+        #[arg(long)]
+        cache: Option<PathBuf>,
     },
     /// Publish again the generation before the one TARGET serves, so lab machines go back to it with `apt-get update && apt-get dist-upgrade`
     #[command(
@@ -130,6 +133,9 @@ pub(crate) enum Command {
         json: bool,
         #[command(flatten)]
         keys: KeyArgs,
+        /// The cache whose records spare reading the pool files again [default: $XDG_CACHE_HOME/debforge, else ~/.cache/debforge]
+        #[arg(long)]
+        cache: Option<PathBuf>,
     },
     /// Serve a built or published repository over HTTP, read-only (a quick LAN mirror)
     #[command(

@@ -145,6 +145,7 @@ pub fn run() -> ExitCode {
             json,
             generation: Some(n),
             keys,
+            cache,
         } => rollback::run_publish_generation(
             &to,
             &out,
@@ -152,6 +153,7 @@ pub fn run() -> ExitCode {
             dry_run,
             json,
             &keys,
+            cache,
             rollback::Which::Number(n),
         ),
         Command::Rollback {
@@ -161,6 +163,7 @@ pub fn run() -> ExitCode {
             dry_run,
             json,
             keys,
+            cache,
         } => rollback::run_publish_generation(
             &to,
             &out,
@@ -168,6 +171,7 @@ pub fn run() -> ExitCode {
             dry_run,
             json,
             &keys,
+            cache,
             rollback::Which::BeforeTheServed,
         ),
         Command::History { out, json } => history::run_history(&out, json),

@@ -64,7 +64,9 @@ fn rollback(lab: &Lab, out: &Path, www: &Path) -> std::process::Command {
         .arg("--out")
         .arg(out)
         .arg("--keys")
-        .arg(lab.keys());
+        .arg(lab.keys())
+        .arg("--cache")
+        .arg(&lab.cache);
     c
 }
 
@@ -77,6 +79,8 @@ fn publish_generation(lab: &Lab, out: &Path, www: &Path, n: &str) -> std::proces
         .arg(out)
         .arg("--keys")
         .arg(lab.keys())
+        .arg("--cache")
+        .arg(&lab.cache)
         .args(["--generation", n]);
     c
 }

@@ -1004,7 +1004,9 @@ fn forward_one_generation_then_rollback_on_ubuntu_18_04() {
             .arg("--out")
             .arg(&out)
             .arg("--keys")
-            .arg(lab.keys());
+            .arg(lab.keys())
+            .arg("--cache")
+            .arg(&lab.cache);
         c
     };
     ok(&mut publish(&["publish"]));

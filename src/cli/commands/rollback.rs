@@ -29,6 +29,7 @@ pub(crate) fn run_publish_generation(
     dry_run: bool,
     json: bool,
     keys: &KeyArgs,
+    cache: Option<PathBuf>,
     which: Which,
 ) -> Result<u8, Failure> {
     let target = Target::parse(to, endpoint).map_err(publish_failure)?;
@@ -106,15 +107,21 @@ pub(crate) fn run_publish_generation(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
     let date = served.date.map_or(now, |d| now.max(d + 1));
-    // No records: each file of the generation is hashed again as it is
-    // linked (and so checked against the manifest's SHA256), and its
-    // control member read.
-    let records = debforge::repo::pool::DigestStore::new(None);
+    // The build's records (digests by file identity, control paragraphs by
+    // SHA256): a pool file unchanged since it was recorded is not read
+    // again; any other is hashed as it is linked and so checked against the
+    // manifest's SHA256.
+    let cache = match cache {
+        Some(c) => Some(c),
+        None => default_cache_dir().ok(),
+    };
+    let records = debforge::repo::pool::DigestStore::new(cache.map(|c| c.join("records.json")));
     let progress = progress::Progress::new();
     let dir = generations::materialize(out, g, &all, &signing, date, &records, &progress)
         .map_err(repo_failure);
     progress.finish();
     let dir = dir?;
+    records.save();
     let mut printer = output::PublishPrinter::new(json);
     // A test hook (tests/integration/rollback.rs): `REL:MARKER` stops just
     // before REL is published, creating MARKER and waiting for it to go,
