@@ -19,6 +19,8 @@ fn a_build_killed_inside_the_swap_loses_nothing() {
     ok(lab.cmd("build").arg("--out").arg(&out));
     ok(crate::common::debforge().arg("verify").arg(&out));
     let release = fs::read(out.join("dists/bionic/Release")).unwrap();
+    let manifest = lab.dir.path().join(".repo-out.generations/000001.json");
+    let recorded = fs::read(&manifest).unwrap();
 
     // A second build, paused between "output moved aside" and "new output
     // in", then killed.
@@ -54,6 +56,13 @@ fn a_build_killed_inside_the_swap_loses_nothing() {
         })
         .collect();
     assert_eq!(aside.len(), 1, "the previous output is kept aside");
+    // The generations survive it: the manifest as it was, history readable.
+    assert_eq!(fs::read(&manifest).unwrap(), recorded);
+    let history = ok(crate::common::debforge()
+        .arg("history")
+        .arg("--out")
+        .arg(&out));
+    assert_eq!(history.lines().count(), 1, "{history}");
 
     // The next build fails in its output step (two recipes with the same
     // name, version and architecture and other bytes) and still puts the
@@ -121,6 +130,13 @@ fn a_build_killed_inside_the_swap_loses_nothing() {
             .starts_with(".repo-out.old-")),
         "nothing left aside"
     );
+    // The same packages: still generation 1, its manifest untouched.
+    assert_eq!(fs::read(&manifest).unwrap(), recorded);
+    let history = ok(crate::common::debforge()
+        .arg("history")
+        .arg("--out")
+        .arg(&out));
+    assert_eq!(history.lines().count(), 1, "{history}");
 }
 
 /// Two publishes to one directory at once: the second is refused at once
