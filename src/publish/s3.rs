@@ -48,6 +48,12 @@ pub(super) fn publish(
     dry_run: bool,
     rec: &mut Recorder<'_>,
 ) -> Result<(), PublishError> {
+    let (store, rt) = connect(loc)?;
+    rt.block_on(run(&store, out, files, loc, dry_run, rec))
+}
+
+/// The store and the current-thread runtime a publish or a read runs on.
+fn connect(loc: &Location<'_>) -> Result<(AmazonS3, tokio::runtime::Runtime), PublishError> {
     let store = store(loc)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -58,7 +64,26 @@ pub(super) fn publish(
             key: String::new(),
             detail: e.to_string(),
         })?;
-    rt.block_on(run(&store, out, files, loc, dry_run, rec))
+    Ok((store, rt))
+}
+
+/// The object key of a repository path under the prefix.
+fn key_of(loc: &Location<'_>, rel: &str) -> Key {
+    if loc.prefix.is_empty() {
+        Key::from(rel)
+    } else {
+        Key::from(format!("{}/{rel}", loc.prefix))
+    }
+}
+
+/// Turns an object_store error on `rel` into ours.
+fn err_of<'a>(
+    loc: &'a Location<'_>,
+    action: &'static str,
+    rel: &str,
+) -> impl FnOnce(object_store::Error) -> PublishError + 'a {
+    let rel = rel.to_string();
+    move |e| classify(e, loc.display, action, &rel)
 }
 
 /// What the bucket holds under the prefix (size and ETag by relative path),
@@ -74,23 +99,12 @@ async fn listing(
     ),
     PublishError,
 > {
-    let key = |rel: &str| {
-        if loc.prefix.is_empty() {
-            Key::from(rel)
-        } else {
-            Key::from(format!("{}/{rel}", loc.prefix))
-        }
-    };
-    let err = |action: &'static str, rel: &str| {
-        let rel = rel.to_string();
-        move |e: object_store::Error| classify(e, loc.display, action, &rel)
-    };
     // What the bucket holds under the prefix: size and ETag by relative path.
     let prefix_key = (!loc.prefix.is_empty()).then(|| Key::from(loc.prefix));
     let mut remote: BTreeMap<String, (u64, Option<String>)> = BTreeMap::new();
     let mut listing = store.list(prefix_key.as_ref());
     while let Some(meta) = listing.next().await {
-        let meta = meta.map_err(err("list", ""))?;
+        let meta = meta.map_err(err_of(loc, "list", ""))?;
         let full = meta.location.as_ref();
         let rel = if loc.prefix.is_empty() {
             full
@@ -114,12 +128,15 @@ async fn listing(
     // (`referenced` reads synchronously, so its files are fetched first.)
     let mut fetched: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
     for rel in existing.iter().filter(|r| read_by_referenced(r)) {
-        match store.get(&key(rel)).await {
+        match store.get(&key_of(loc, rel)).await {
             Ok(r) => {
-                fetched.insert(rel, r.bytes().await.map_err(err("read", rel))?.to_vec());
+                fetched.insert(
+                    rel,
+                    r.bytes().await.map_err(err_of(loc, "read", rel))?.to_vec(),
+                );
             }
             Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(err("read", rel)(e)),
+            Err(e) => return Err(err_of(loc, "read", rel)(e)),
         }
     }
     let previous = referenced(&existing, &mut |rel| Ok(fetched.remove(rel)))?;
@@ -128,16 +145,7 @@ async fn listing(
 
 /// What the bucket serves now (see [`super::published`]).
 pub(super) fn current(loc: &Location<'_>) -> Result<super::Referenced, PublishError> {
-    let store = store(loc)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| PublishError::Store {
-            target: loc.display.to_string(),
-            action: "start",
-            key: String::new(),
-            detail: e.to_string(),
-        })?;
+    let (store, rt) = connect(loc)?;
     Ok(rt.block_on(listing(&store, loc))?.2)
 }
 
@@ -149,18 +157,6 @@ async fn run(
     dry_run: bool,
     rec: &mut Recorder<'_>,
 ) -> Result<(), PublishError> {
-    let key = |rel: &str| {
-        if loc.prefix.is_empty() {
-            Key::from(rel)
-        } else {
-            Key::from(format!("{}/{rel}", loc.prefix))
-        }
-    };
-    let err = |action: &'static str, rel: &str| {
-        let rel = rel.to_string();
-        move |e: object_store::Error| classify(e, loc.display, action, &rel)
-    };
-
     let (remote, existing, previous) = listing(store, loc).await?;
     refuse_changed_pool(out, files, &previous, loc.display)?;
 
@@ -184,7 +180,7 @@ async fn run(
         }
         rec.step(Step::Copy, rel);
         if !dry_run {
-            upload(store, &path, size, &key(rel), rel)
+            upload(store, &path, size, &key_of(loc, rel), rel)
                 .await
                 .map_err(|e| match e {
                     Upload::Local(e) => e,
@@ -196,7 +192,10 @@ async fn run(
     for rel in stale(&existing, files, &previous) {
         rec.step(Step::Delete, rel);
         if !dry_run {
-            store.delete(&key(rel)).await.map_err(err("delete", rel))?;
+            store
+                .delete(&key_of(loc, rel))
+                .await
+                .map_err(err_of(loc, "delete", rel))?;
         }
     }
     Ok(())

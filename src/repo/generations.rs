@@ -49,6 +49,11 @@ impl Generation {
 
 /// The generations directory of the output `out`.
 pub fn dir_of(out: &Path) -> PathBuf {
+    beside(out, "generations")
+}
+
+/// `.<out>.<what>` in the output's parent directory.
+fn beside(out: &Path, what: &str) -> PathBuf {
     let parent = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -57,7 +62,7 @@ pub fn dir_of(out: &Path) -> PathBuf {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    parent.join(format!(".{base}.generations"))
+    parent.join(format!(".{base}.{what}"))
 }
 
 /// Every recorded generation, oldest first. Unreadable manifests are
@@ -306,15 +311,7 @@ pub fn summary(prev: Option<&Generation>, g: &Generation) -> String {
 /// Where [`materialize`] writes a generation: `.<out>.generation` beside the
 /// output (a dot name: never published, bundled or served).
 pub fn materialized_dir(out: &Path) -> PathBuf {
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let base = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    parent.join(format!(".{base}.generation"))
+    beside(out, "generation")
 }
 
 /// The generation whose packages are exactly `pool` (filename → SHA256, as a

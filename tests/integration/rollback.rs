@@ -19,6 +19,19 @@ fn release_date(www: &Path) -> i64 {
     out.trim().parse().unwrap()
 }
 
+/// Every recipe's cuDNN 7.5.0.56 made 7.6.5.32 (the next generation).
+fn newer_cudnn(lab: &Lab) {
+    for e in fs::read_dir(lab.recipes.join("packages")).unwrap() {
+        let recipe = e.unwrap().path();
+        let text = fs::read_to_string(&recipe).unwrap();
+        fs::write(
+            &recipe,
+            text.replace("7.5.0.56-1+cuda10.1", "7.6.5.32-1+cuda10.1"),
+        )
+        .unwrap();
+    }
+}
+
 /// Two generations (cuDNN 7.5.0.56, then 7.6.5.32), each published.
 fn two_generations(lab: &Lab, out: &Path, www: &Path) {
     ok(lab
@@ -32,15 +45,7 @@ fn two_generations(lab: &Lab, out: &Path, www: &Path) {
         .arg(www)
         .arg("--out")
         .arg(out));
-    for e in fs::read_dir(lab.recipes.join("packages")).unwrap() {
-        let recipe = e.unwrap().path();
-        let text = fs::read_to_string(&recipe).unwrap();
-        fs::write(
-            &recipe,
-            text.replace("7.5.0.56-1+cuda10.1", "7.6.5.32-1+cuda10.1"),
-        )
-        .unwrap();
-    }
+    newer_cudnn(lab);
     let (code, _, err) = run(lab
         .cmd("build")
         .arg("--out")
@@ -300,15 +305,7 @@ fn rollback_to_an_rsync_daemon_and_an_s3_bucket() {
         ok(&mut c);
     };
     build(&lab);
-    for e in fs::read_dir(lab.recipes.join("packages")).unwrap() {
-        let recipe = e.unwrap().path();
-        let text = fs::read_to_string(&recipe).unwrap();
-        fs::write(
-            &recipe,
-            text.replace("7.5.0.56-1+cuda10.1", "7.6.5.32-1+cuda10.1"),
-        )
-        .unwrap();
-    }
+    newer_cudnn(&lab);
     build(&lab);
 
     let mut on_rsync = rollback(&lab, &out, Path::new(&rsync_target));

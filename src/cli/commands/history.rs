@@ -8,6 +8,18 @@ fn load(out: &Path) -> Result<Vec<Generation>, Failure> {
     generations::list(out).map_err(|e| Failure::from(PipelineError::Repo(Box::new(e))))
 }
 
+/// The failure of a command that needs a generation where none is recorded.
+pub(crate) fn none_recorded(out: &Path) -> Failure {
+    Failure::new(format!(
+        "{}: no generations recorded (none in {})",
+        out.display(),
+        generations::dir_of(out).display()
+    ))
+    .hint(Some(
+        "each `debforge build` that changes something records one; pass that build's --out",
+    ))
+}
+
 pub(crate) fn run_history(out: &Path, json: bool) -> Result<u8, Failure> {
     let all = load(out)?;
     if json {
@@ -18,14 +30,7 @@ pub(crate) fn run_history(out: &Path, json: bool) -> Result<u8, Failure> {
         return Ok(EXIT_OK);
     }
     if all.is_empty() {
-        return Err(Failure::new(format!(
-            "{}: no generations recorded (none in {})",
-            out.display(),
-            generations::dir_of(out).display()
-        ))
-        .hint(Some(
-            "each `debforge build` that changes something records one",
-        )));
+        return Err(none_recorded(out));
     }
     let mut text = String::new();
     for (i, g) in all.iter().enumerate() {

@@ -35,14 +35,7 @@ pub(crate) fn run_publish_generation(
     let target = Target::parse(to, endpoint).map_err(publish_failure)?;
     let all = generations::list(out).map_err(repo_failure)?;
     if all.is_empty() {
-        return Err(Failure::new(format!(
-            "{}: no generations recorded (none in {})",
-            out.display(),
-            generations::dir_of(out).display()
-        ))
-        .hint(Some(
-            "each `debforge build` that changes something records one; pass the build's --out",
-        )));
+        return Err(super::history::none_recorded(out));
     }
     // What the target serves now: the Release in force (its Date is the
     // floor for ours) and, for a rollback, which generation that is.
