@@ -55,6 +55,13 @@ pub enum Event {
     Copied { name: String, from: String },
     /// Something the user should know that does not stop the run.
     Warning { message: String },
+    /// `package` is rebuilt with `suffix` although its recipe sets none: it
+    /// names the exact version of `follows`, which has one.
+    Carried {
+        package: String,
+        suffix: String,
+        follows: String,
+    },
     /// Local work in steps: `done` of `total` steps of `task` are
     /// finished; `item` is what is being worked on now (a package, a file).
     Work {

@@ -33,8 +33,57 @@ pub struct RepoConfigInput<'a> {
     pub config: &'a RepoConfig,
     /// The public keyring, binary.
     pub keyring: &'a [u8],
-    /// The pins of every recipe package.
+    /// The pins (`debforge.pref`).
     pub preferences: &'a str,
+    /// The packages those pins hold to the repository.
+    pub pinned: &'a [String],
+    /// What a lab machine installs (the metapackages: packages built here
+    /// other than the repo-config package).
+    pub install: &'a [String],
+}
+
+/// The repo-config package's postinst: it never fails; it tells the admin
+/// what would stop the stack from installing — packages of the stack held
+/// with `apt-mark hold` (NVIDIA's container images and install guides hold
+/// cuDNN and NCCL), with the one command that moves them to the lab's
+/// builds — and says when the machine is not the release the repository
+/// is built for.
+fn repo_config_postinst(name: &str, input: &RepoConfigInput) -> String {
+    let pinned: Vec<&str> = input
+        .pinned
+        .iter()
+        .map(String::as_str)
+        .filter(|p| *p != name)
+        .collect();
+    format!(
+        r#"#!/bin/sh
+# Written by debforge for {name}. It changes nothing: it says what would
+# stop `apt-get install {install}` on this machine.
+set -e
+[ "$1" = configure ] || exit 0
+release=""
+if [ -r /etc/os-release ]; then
+    release=$(. /etc/os-release; echo "${{VERSION_CODENAME:-}}|${{PRETTY_NAME:-}}")
+fi
+codename=${{release%%|*}}
+if [ -n "$codename" ] && [ "$codename" != "{codename}" ]; then
+    echo "{name}: warning: the {label} repository is built for {codename}; this machine runs $codename (${{release#*|}}). Its packages are not meant for this release; only they are pinned, nothing of the distribution's." >&2
+fi
+held=$(dpkg-query -W -f='${{Status}} ${{Package}}
+' {pinned} 2>/dev/null | sed -n 's/^hold [^ ]* [^ ]* //p' | tr '
+' ' ')
+held=${{held% }}
+if [ -n "$held" ]; then
+    echo "{name}: $held: held (apt-mark hold), so apt will not move them to the {label} repository's builds and \`apt-get install {install}\` fails with "held broken packages"." >&2
+    echo "{name}: the pins now keep every other build away; to move them: sudo apt-mark unhold $held && sudo apt-get update && sudo apt-get install {install}" >&2
+fi
+exit 0
+"#,
+        install = input.install.join(" "),
+        codename = input.config.codename,
+        label = input.config.label,
+        pinned = pinned.join(" "),
+    )
 }
 
 /// Replaces `@VERSION_OF:<package>@` with that package's version (as its
@@ -185,6 +234,12 @@ pub fn build_package(
         write(&root, &sources_path, sources.as_bytes(), 0o644)?;
         write(&root, &keyring, input.keyring, 0o644)?;
         write(&root, &pref_path, input.preferences.as_bytes(), 0o644)?;
+        write(
+            &root,
+            "/DEBIAN/postinst",
+            repo_config_postinst(name, input).as_bytes(),
+            0o755,
+        )?;
         // Debian's own archive forbids packages that configure apt; this
         // package exists to do exactly that, and says so to lintian.
         let overrides = format!(

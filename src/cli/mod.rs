@@ -259,6 +259,10 @@ impl From<PipelineError> for Failure {
                 debforge::repo::RepoError::OutputNotADirectory { .. } => {
                     Some("remove the file or choose another --out".into())
                 }
+                debforge::repo::RepoError::NotInstallable { .. } => Some(
+                    "a package names a version the repository does not have: a relation written by hand in a recipe (use build.depends-exact, which follows the built versions), a package missing from the recipes, or a `pin` on a package the repository lacks"
+                        .into(),
+                ),
                 _ => None,
             },
             _ => None,

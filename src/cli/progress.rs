@@ -187,6 +187,13 @@ impl Observer for Progress {
             )),
             Event::Copied { name, from } => self.line(&format!("copied  {name} from {from}")),
             Event::Warning { message } => self.line(&format!("warning: {message}")),
+            Event::Carried {
+                package,
+                suffix,
+                follows,
+            } => self.line(&format!(
+                "{package}: {suffix}, follows {follows} (it depends on that exact version)"
+            )),
             Event::Work {
                 task,
                 done,

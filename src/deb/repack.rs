@@ -25,6 +25,12 @@ pub struct RepackOptions {
     pub set: Vec<(String, String)>,
     /// Appended to the version, to mark a local rebuild.
     pub version_suffix: Option<String>,
+    /// Exact relations to move: (package, upstream version) → the version
+    /// it is rebuilt as (`pipeline::suffix`, which knows the project's other
+    /// packages). `None`: on its own, a package with a suffix moves every
+    /// exact relation on its own upstream version (siblings built from one
+    /// source version, as `libnccl-dev` names `libnccl2 (= 2.4.2-1+cuda10.1)`).
+    pub retarget: Option<std::collections::BTreeMap<(String, String), String>>,
     /// Time for the new control member's entries and the ar headers.
     pub mtime: u64,
 }
@@ -62,24 +68,26 @@ pub enum RepackError {
     Control(String),
 }
 
-/// `(= old)` becomes `(= new)` in a relation field's text; nothing else changes.
-fn retarget_exact(value: &str, old: &str, new: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(open) = rest.find('(') {
-        out.push_str(&rest[..=open]);
-        rest = &rest[open + 1..];
-        let Some(close) = rest.find(')') else { break };
-        let inside = &rest[..close];
-        let t = inside.trim();
-        match t.strip_prefix('=') {
-            Some(v) if v.trim() == old && !t.starts_with("=>") => out.push_str(&format!("= {new}")),
-            _ => out.push_str(inside),
+/// Moves the exact relations that must follow a suffix (see
+/// [`RepackOptions::retarget`]); every other byte of each field stays.
+fn retarget_relations(
+    paragraph: &mut crate::format::deb822::ControlParagraph,
+    old: &str,
+    opts: &RepackOptions,
+) {
+    let new_own = paragraph.get("Version").unwrap_or_default().to_string();
+    let lookup = |name: &str, version: &str| match &opts.retarget {
+        Some(map) => map.get(&(name.to_string(), version.to_string())).cloned(),
+        None => (opts.version_suffix.is_some() && version == old).then(|| new_own.clone()),
+    };
+    for field in crate::format::control::RELATION_FIELDS {
+        if let Some(value) = paragraph.field(field).map(|f| f.verbatim().to_string()) {
+            let (rewritten, moved) = crate::format::relation::retarget(field, &value, &lookup);
+            if !moved.is_empty() {
+                paragraph.set_verbatim(field, &rewritten);
+            }
         }
-        rest = &rest[close..];
     }
-    out.push_str(rest);
-    out
 }
 
 /// Repacks `input` into `output` (written under a temporary name and renamed).
@@ -109,23 +117,13 @@ pub fn repack(
             return Err(RepackError::ScriptNoInterpreter { name: name.clone() });
         }
     }
+    let old = paragraph.get("Version").unwrap_or_default().to_string();
     if let Some(suffix) = &opts.version_suffix {
-        let old = paragraph.get("Version").unwrap_or_default().to_string();
         let v = format!("{old}{suffix}");
         Version::parse(&v).map_err(|e| RepackError::Control(format!("version {v:?}: {e}")))?;
         paragraph.set("Version", &v);
-        // A local rebuild of one source version: exact relations on that
-        // version (libnccl-dev's `libnccl2 (= 2.4.2-1+cuda10.1)`) follow it,
-        // so siblings repacked with the same suffix stay installable together.
-        for field in crate::format::control::RELATION_FIELDS {
-            if let Some(value) = paragraph.field(field).map(|f| f.verbatim().to_string()) {
-                let rewritten = retarget_exact(&value, &old, &v);
-                if rewritten != value {
-                    paragraph.set_verbatim(field, &rewritten);
-                }
-            }
-        }
     }
+    retarget_relations(&mut paragraph, &old, opts);
     check_binary_control(&paragraph).map_err(|e| RepackError::Control(e.to_string()))?;
 
     let mut files: Vec<(String, u32, Vec<u8>)> = control
@@ -241,21 +239,40 @@ pub fn repack(
 
 #[cfg(test)]
 mod tests {
-    use super::retarget_exact;
+    use super::{RepackOptions, retarget_relations};
+    use crate::format::deb822::ControlParagraph;
+
+    fn depends_after(depends: &str, opts: &RepackOptions) -> String {
+        let mut p = ControlParagraph::parse_single(&format!(
+            "Package: libnccl-dev\nVersion: 1.0+x\nDepends: {depends}\n"
+        ))
+        .unwrap();
+        retarget_relations(&mut p, "1.0", opts);
+        p.get("Depends").unwrap().to_string()
+    }
 
     #[test]
-    fn exact_relations_on_the_own_version_follow_a_suffix() {
+    fn on_its_own_exact_relations_on_the_own_version_follow_a_suffix() {
+        let opts = RepackOptions {
+            version_suffix: Some("+x".into()),
+            ..RepackOptions::default()
+        };
         assert_eq!(
-            retarget_exact(
-                "libnccl2 (= 2.4.2-1+cuda10.1), libc6 (>= 2.3.4)",
-                "2.4.2-1+cuda10.1",
-                "2.4.2-1+cuda10.1+lab1"
-            ),
-            "libnccl2 (= 2.4.2-1+cuda10.1+lab1), libc6 (>= 2.3.4)"
-        );
-        assert_eq!(
-            retarget_exact("a (=1.0), b (>= 1.0), c (= 1.0.1)", "1.0", "1.0+x"),
+            depends_after("a (=1.0), b (>= 1.0), c (= 1.0.1)", &opts),
             "a (= 1.0+x), b (>= 1.0), c (= 1.0.1)"
+        );
+    }
+
+    #[test]
+    fn in_a_project_only_the_packages_that_moved_are_retargeted() {
+        let opts = RepackOptions {
+            version_suffix: Some("+x".into()),
+            retarget: Some([(("a".to_string(), "1.0".to_string()), "1.0+y".to_string())].into()),
+            ..RepackOptions::default()
+        };
+        assert_eq!(
+            depends_after("a (=1.0), b (= 1.0)", &opts),
+            "a (= 1.0+y), b (= 1.0)"
         );
     }
 }

@@ -224,6 +224,87 @@ impl Relation {
     }
 }
 
+/// Whether a constraint `(op V)` in `field` says something of version `V`
+/// itself that a later rebuild `V+suffix` would no longer satisfy (or, for
+/// Breaks/Conflicts/Replaces, no longer be caught by): `=` and `<=`
+/// everywhere, `<<` too where it names what a package breaks or replaces.
+/// `Provides` names the package's own virtual versions, never another's.
+pub fn names_exact_version(field: &str, op: RelationOp) -> bool {
+    match field {
+        "Provides" => false,
+        "Breaks" | "Conflicts" | "Replaces" => matches!(
+            op,
+            RelationOp::Exactly | RelationOp::EarlierOrEqual | RelationOp::Earlier
+        ),
+        _ => matches!(op, RelationOp::Exactly | RelationOp::EarlierOrEqual),
+    }
+}
+
+/// Rewrites a relation field's text: every constraint on a package for
+/// which `new_version(name, version)` gives a new version, and whose
+/// operator [`names_exact_version`], gets that version; every other byte
+/// stays as it was (a repacked control file differs from upstream's only
+/// where it must). Returns the text and the names retargeted.
+///
+/// Text, not [`Relations`]: printing parsed relations would also normalise
+/// spacing and obsolete operators that dpkg accepts as they are.
+pub fn retarget(
+    field: &str,
+    value: &str,
+    new_version: &dyn Fn(&str, &str) -> Option<String>,
+) -> (String, Vec<String>) {
+    let mut out = String::with_capacity(value.len());
+    let mut names = Vec::new();
+    let mut rest = value;
+    loop {
+        let end = rest.find([',', '|']).unwrap_or(rest.len());
+        let entry = &rest[..end];
+        match retarget_entry(field, entry, new_version) {
+            Some((text, name)) => {
+                out.push_str(&text);
+                names.push(name);
+            }
+            None => out.push_str(entry),
+        }
+        if end == rest.len() {
+            break;
+        }
+        out.push_str(&rest[end..=end]);
+        rest = &rest[end + 1..];
+    }
+    (out, names)
+}
+
+/// One entry of [`retarget`]: the rewritten text and the package's name, if
+/// its constraint is one to move.
+fn retarget_entry(
+    field: &str,
+    entry: &str,
+    new_version: &dyn Fn(&str, &str) -> Option<String>,
+) -> Option<(String, String)> {
+    let trimmed = entry.trim_start();
+    let name_end = trimmed
+        .find(|c: char| c.is_whitespace() || "([<:".contains(c))
+        .unwrap_or(trimmed.len());
+    let name = &trimmed[..name_end];
+    let open = entry.find('(')?;
+    let close = open + entry[open..].find(')')?;
+    let (op, version) = split_operator(entry[open + 1..close].trim())?;
+    if !names_exact_version(field, op) {
+        return None;
+    }
+    let new = new_version(name, version.trim())?;
+    Some((
+        format!(
+            "{}({} {new}){}",
+            &entry[..open],
+            op.as_str(),
+            &entry[close + 1..]
+        ),
+        name.to_string(),
+    ))
+}
+
 fn split_operator(s: &str) -> Option<(RelationOp, &str)> {
     // Longest operators first; bare `<`/`>` are the obsolete forms of `<=`/`>=`.
     for (text, op) in [
@@ -324,6 +405,41 @@ mod tests {
         assert!(r.satisfied_by([("libcudnn7", &good), ("libc-ares-dev", &ares)]));
         assert!(!r.satisfied_by([("libcudnn7", &newer), ("libc-ares-dev", &ares)]));
         assert!(!r.satisfied_by([("libcudnn7", &good)]));
+    }
+
+    #[test]
+    fn retarget_moves_only_exact_constraints_on_the_named_versions() {
+        let new = |name: &str, v: &str| {
+            (name == "libcudnn7" && v == "7.5.0.56-1+cuda10.1")
+                .then(|| "7.5.0.56-1+cuda10.1+debforge1".to_string())
+        };
+        let (text, names) = retarget(
+            "Depends",
+            "libc6 (>= 2.3.4),  libcudnn7 (=7.5.0.56-1+cuda10.1) | libcudnn7:amd64 (>= 7.5.0.56-1+cuda10.1),\n libcudnn7 (<< 7.5.0.56-1+cuda10.1)",
+            &new,
+        );
+        assert_eq!(
+            text,
+            "libc6 (>= 2.3.4),  libcudnn7 (= 7.5.0.56-1+cuda10.1+debforge1) | libcudnn7:amd64 (>= 7.5.0.56-1+cuda10.1),\n libcudnn7 (<< 7.5.0.56-1+cuda10.1)"
+        );
+        assert_eq!(names, ["libcudnn7"]);
+        let (text, _) = retarget("Breaks", "libcudnn7 (<< 7.5.0.56-1+cuda10.1)", &new);
+        assert_eq!(text, "libcudnn7 (<< 7.5.0.56-1+cuda10.1+debforge1)");
+        let (text, names) = retarget("Provides", "libcudnn7 (= 7.5.0.56-1+cuda10.1)", &new);
+        assert_eq!(
+            (text.as_str(), names.len()),
+            ("libcudnn7 (= 7.5.0.56-1+cuda10.1)", 0)
+        );
+        let (text, names) = retarget(
+            "Depends",
+            "libcudnn7 (= 7.6.5.32-1+cuda10.1), other (= 7.5.0.56-1+cuda10.1)",
+            &new,
+        );
+        assert_eq!(
+            text,
+            "libcudnn7 (= 7.6.5.32-1+cuda10.1), other (= 7.5.0.56-1+cuda10.1)"
+        );
+        assert!(names.is_empty());
     }
 
     #[test]

@@ -21,11 +21,21 @@ impl Session<'_> {
         date: i64,
         versions: &BTreeMap<String, String>,
         pins: &str,
+        pinned: &[String],
     ) -> Result<Vec<Artifact>, PipelineError> {
+        let install: Vec<String> = self
+            .recipes
+            .packages
+            .iter()
+            .filter(|p| p.build.as_ref().is_some_and(|b| b.repo_config.is_none()))
+            .map(|p| p.name.clone())
+            .collect();
         let input = crate::scratch::RepoConfigInput {
             config,
             keyring,
             preferences: pins,
+            pinned,
+            install: &install,
         };
         let mut out = Vec::new();
         for p in &self.recipes.packages {

@@ -18,6 +18,7 @@ mod fetch;
 mod prepare;
 mod resolve;
 mod snapshot;
+pub mod suffix;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -237,6 +238,79 @@ pub fn package_versions(prepared: &[Artifact], recipes: &RecipeSet) -> BTreeMap<
         }
     }
     v
+}
+
+/// The packages the pins hold to our repository (priority 1001 for its
+/// builds, -1 for every other origin's), sorted. Pinned where the exact
+/// build is the point: repacked packages (and those carried along by a
+/// suffix), packages built here, every package a `depends-exact` names, and
+/// the packages those name exactly (`=`, `<=`), through any depth. Never a
+/// package kept as its distribution built it that nothing needs exactly
+/// (c-ares from Ubuntu's archive): pinning that would downgrade or remove
+/// the machine's own newer build and what depends on it. A recipe's
+/// `pin = true|false` overrides the default for its package.
+pub fn pinned_packages(prepared: &[Artifact], recipes: &RecipeSet) -> Vec<String> {
+    use crate::format::relation::{Relations, names_exact_version};
+    use crate::recipe::Action;
+    let explicit: BTreeMap<&str, bool> = recipes
+        .packages
+        .iter()
+        .filter_map(|p| Some((p.name.as_str(), p.pin?)))
+        .collect();
+    let mut pinned: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    for p in &recipes.packages {
+        if matches!(p.action, Action::Repack | Action::Build) {
+            pinned.insert(p.name.clone());
+        }
+        if let Some(b) = &p.build {
+            pinned.extend(b.depends_exact.iter().cloned());
+        }
+    }
+    for a in prepared {
+        let carried = a.locked.as_ref().is_some_and(|l| l.version != a.version());
+        if carried {
+            pinned.insert(a.package().to_string());
+        }
+    }
+    pinned.retain(|n| explicit.get(n.as_str()) != Some(&false));
+    pinned.extend(
+        explicit
+            .iter()
+            .filter(|(_, p)| **p)
+            .map(|(n, _)| n.to_string()),
+    );
+    let ours: std::collections::BTreeSet<&str> = prepared.iter().map(|a| a.package()).collect();
+    loop {
+        let mut more = Vec::new();
+        for a in prepared.iter().filter(|a| pinned.contains(a.package())) {
+            for field in ["Pre-Depends", "Depends"] {
+                let Some(Ok(rel)) = a
+                    .control
+                    .field(field)
+                    .map(|v| Relations::parse(&v.folded()))
+                else {
+                    continue;
+                };
+                for r in rel.0.iter().flat_map(|alt| &alt.0) {
+                    let exact = r
+                        .constraint
+                        .as_ref()
+                        .is_some_and(|(op, _)| names_exact_version(field, *op));
+                    if exact
+                        && ours.contains(r.name.as_str())
+                        && !pinned.contains(&r.name)
+                        && explicit.get(r.name.as_str()) != Some(&false)
+                    {
+                        more.push(r.name.clone());
+                    }
+                }
+            }
+        }
+        if more.is_empty() {
+            return pinned.into_iter().collect();
+        }
+        pinned.extend(more);
+    }
 }
 
 /// Where a source's files come from in this run, decided once.

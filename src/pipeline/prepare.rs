@@ -9,33 +9,75 @@ use sha2::{Digest, Sha256};
 
 use crate::deb::DebFile;
 use crate::fetch::{Event, Task};
+use crate::recipe::RepackRecipe;
 
+use super::suffix::{Member, SuffixPlan};
 use super::{Artifact, Fetched, PipelineError, Session, io, write_atomic};
 
 impl Session<'_> {
     /// Turns each fetched file into an artifact: kept as it is, or, for
-    /// `action = "repack"` recipes, repacked (once: the result is cached
-    /// under a key of its inputs) and published instead of the upstream
-    /// file. `mtime` dates the new control member (SOURCE_DATE_EPOCH, else
-    /// the upstream's own ar date).
+    /// `action = "repack"` recipes and the packages carried along by their
+    /// version suffix (`suffix::SuffixPlan`), repacked (once: the result is
+    /// cached under a key of its inputs) and published instead of the
+    /// upstream file. `mtime` dates the new control member
+    /// (SOURCE_DATE_EPOCH, else the upstream's own ar date).
     pub fn prepare(
         &self,
         fetched: &[Fetched],
         source_date_epoch: Option<u64>,
     ) -> Result<Vec<Artifact>, PipelineError> {
-        let mut out = Vec::with_capacity(fetched.len());
-        let total = fetched
+        let upstream = fetched
             .iter()
-            .filter(|f| f.resolved.recipe.repack.is_some())
-            .count() as u64;
+            .map(|f| self.control_of(&f.file, &f.resolved.locked.sha256))
+            .collect::<Result<Vec<_>, _>>()?;
+        let members: Vec<Member> = fetched
+            .iter()
+            .zip(&upstream)
+            .map(|(f, control)| Member {
+                control,
+                suffix: f
+                    .resolved
+                    .recipe
+                    .repack
+                    .as_ref()
+                    .and_then(|r| r.version_suffix.as_deref()),
+            })
+            .collect();
+        let plan = SuffixPlan::new(&members);
+        for c in &plan.carried {
+            self.observer.event(Event::Carried {
+                package: c.package.clone(),
+                suffix: c.suffix.clone(),
+                follows: c.follows.clone(),
+            });
+        }
+        let retargets = plan.retargets();
+        let repacks: Vec<Option<RepackRecipe>> = fetched
+            .iter()
+            .map(|f| {
+                match (
+                    &f.resolved.recipe.repack,
+                    plan.carried_suffix(&f.resolved.locked.name),
+                ) {
+                    (Some(r), _) => Some(r.clone()),
+                    (None, Some(c)) => Some(RepackRecipe {
+                        version_suffix: Some(c.suffix.clone()),
+                        ..RepackRecipe::default()
+                    }),
+                    (None, None) => None,
+                }
+            })
+            .collect();
+        let total = repacks.iter().flatten().count() as u64;
+        let mut out = Vec::with_capacity(fetched.len());
         let mut done = 0;
-        for f in fetched {
+        for ((f, control), repack) in fetched.iter().zip(upstream).zip(repacks) {
             let locked = &f.resolved.locked;
-            let Some(r) = f.resolved.recipe.repack.clone() else {
+            let Some(r) = repack else {
                 out.push(Artifact {
                     recipe: f.resolved.recipe.clone(),
                     locked: Some(locked.clone()),
-                    control: self.control_of(&f.file, &locked.sha256)?,
+                    control,
                     file: f.file.clone(),
                     size: locked.size,
                     sha256: locked.sha256.clone(),
@@ -48,75 +90,7 @@ impl Session<'_> {
                 total,
                 item: locked.name.clone(),
             });
-            let mut scripts = Vec::new();
-            let mut key = Sha256::new();
-            key.update(b"debforge-repack-1\0");
-            key.update(locked.sha256.as_bytes());
-            for (name, rel) in &r.scripts {
-                let path = self.recipes.file(rel).map_err(PipelineError::Recipe)?;
-                let script = load_script(&path, &r.vars, &locked.name, &locked.version)?;
-                key.update(name.as_bytes());
-                key.update(b"\0");
-                key.update(&script);
-                key.update(b"\0");
-                scripts.push((name.clone(), script));
-            }
-            let set: Vec<(String, String)> =
-                r.set.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            for (k, v) in &set {
-                key.update(format!("set {k}={v}\0").as_bytes());
-            }
-            if let Some(sfx) = &r.version_suffix {
-                key.update(format!("suffix {sfx}\0").as_bytes());
-            }
-            let mtime = match source_date_epoch {
-                Some(t) => t,
-                None => {
-                    DebFile::open(&f.file)
-                        .map_err(|source| PipelineError::Deb {
-                            path: f.file.clone(),
-                            source,
-                        })?
-                        .data_member()
-                        .mtime
-                }
-            };
-            key.update(format!("mtime {mtime}").as_bytes());
-            let key = hex::encode(key.finalize());
-            let dir = self.settings.cache.join("repacked").join(&key[..32]);
-            let dest = dir.join(f.resolved.file_name());
-            let sidecar = dir.join("sha256");
-            let cached = fs::read_to_string(&sidecar).ok().filter(|_| dest.exists());
-            let sha256 = match cached {
-                Some(s) => s.trim().to_string(),
-                None => {
-                    fs::create_dir_all(&dir).map_err(io(&dir))?;
-                    let opts = crate::deb::repack::RepackOptions {
-                        scripts,
-                        set,
-                        version_suffix: r.version_suffix.clone(),
-                        mtime,
-                    };
-                    let report =
-                        crate::deb::repack::repack(&f.file, &dest, &opts).map_err(|source| {
-                            PipelineError::Repack {
-                                package: locked.name.clone(),
-                                source,
-                            }
-                        })?;
-                    write_atomic(&sidecar, report.sha256.as_bytes())?;
-                    report.sha256
-                }
-            };
-            let size = fs::metadata(&dest).map_err(io(&dest))?.len();
-            out.push(Artifact {
-                recipe: f.resolved.recipe.clone(),
-                locked: Some(locked.clone()),
-                control: self.control_of(&dest, &sha256)?,
-                file: dest,
-                size,
-                sha256,
-            });
+            out.push(self.repack_one(f, &r, &retargets, source_date_epoch)?);
             done += 1;
             self.observer.event(Event::Work {
                 task: Task::Repack,
@@ -126,6 +100,90 @@ impl Session<'_> {
             });
         }
         Ok(out)
+    }
+
+    /// One repack, from the cache when the same inputs were repacked before.
+    fn repack_one(
+        &self,
+        f: &Fetched,
+        r: &RepackRecipe,
+        retargets: &BTreeMap<(String, String), String>,
+        source_date_epoch: Option<u64>,
+    ) -> Result<Artifact, PipelineError> {
+        let locked = &f.resolved.locked;
+        let mut scripts = Vec::new();
+        let mut key = Sha256::new();
+        key.update(b"debforge-repack-2\0");
+        key.update(locked.sha256.as_bytes());
+        for (name, rel) in &r.scripts {
+            let path = self.recipes.file(rel).map_err(PipelineError::Recipe)?;
+            let script = load_script(&path, &r.vars, &locked.name, &locked.version)?;
+            key.update(name.as_bytes());
+            key.update(b"\0");
+            key.update(&script);
+            key.update(b"\0");
+            scripts.push((name.clone(), script));
+        }
+        let set: Vec<(String, String)> =
+            r.set.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (k, v) in &set {
+            key.update(format!("set {k}={v}\0").as_bytes());
+        }
+        if let Some(sfx) = &r.version_suffix {
+            key.update(format!("suffix {sfx}\0").as_bytes());
+        }
+        for ((name, old), new) in retargets {
+            key.update(format!("retarget {name} {old} {new}\0").as_bytes());
+        }
+        let mtime = match source_date_epoch {
+            Some(t) => t,
+            None => {
+                DebFile::open(&f.file)
+                    .map_err(|source| PipelineError::Deb {
+                        path: f.file.clone(),
+                        source,
+                    })?
+                    .data_member()
+                    .mtime
+            }
+        };
+        key.update(format!("mtime {mtime}").as_bytes());
+        let key = hex::encode(key.finalize());
+        let dir = self.settings.cache.join("repacked").join(&key[..32]);
+        let dest = dir.join(f.resolved.file_name());
+        let sidecar = dir.join("sha256");
+        let cached = fs::read_to_string(&sidecar).ok().filter(|_| dest.exists());
+        let sha256 = match cached {
+            Some(s) => s.trim().to_string(),
+            None => {
+                fs::create_dir_all(&dir).map_err(io(&dir))?;
+                let opts = crate::deb::repack::RepackOptions {
+                    scripts,
+                    set,
+                    version_suffix: r.version_suffix.clone(),
+                    retarget: Some(retargets.clone()),
+                    mtime,
+                };
+                let report =
+                    crate::deb::repack::repack(&f.file, &dest, &opts).map_err(|source| {
+                        PipelineError::Repack {
+                            package: locked.name.clone(),
+                            source,
+                        }
+                    })?;
+                write_atomic(&sidecar, report.sha256.as_bytes())?;
+                report.sha256
+            }
+        };
+        let size = fs::metadata(&dest).map_err(io(&dest))?.len();
+        Ok(Artifact {
+            recipe: f.resolved.recipe.clone(),
+            locked: Some(locked.clone()),
+            control: self.control_of(&dest, &sha256)?,
+            file: dest,
+            size,
+            sha256,
+        })
     }
 }
 

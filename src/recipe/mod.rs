@@ -294,6 +294,7 @@ struct RawPackage {
     action: Action,
     repack: Option<Spanned<RawRepack>>,
     build: Option<Spanned<RawBuild>>,
+    pin: Option<bool>,
 }
 
 fn default_action() -> Action {
@@ -312,6 +313,12 @@ pub struct PackageRecipe {
     pub repack: Option<RepackRecipe>,
     /// For `action = "build"`.
     pub build: Option<BuildRecipe>,
+    /// `pin = true|false`: whether the pins hold this package to our
+    /// repository. `None`: the default (`pipeline::pinned_packages`):
+    /// pinned when its exact build is the point (repacked, built here,
+    /// named by a `depends-exact`, or in their exact-dependency closure),
+    /// never otherwise (a distribution's own library).
+    pub pin: Option<bool>,
     /// The recipe file, for messages.
     pub file: PathBuf,
 }
@@ -593,6 +600,7 @@ pub fn parse_package(
         action: raw.action,
         repack,
         build,
+        pin: raw.pin,
         file: file.to_path_buf(),
     })
 }

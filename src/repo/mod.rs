@@ -74,6 +74,12 @@ pub enum RepoError {
     IncompleteGeneration { generation: u32, what: &'static str },
     #[error("{}: is a file, not a directory; `debforge build` writes a repository (a directory) there", out.display())]
     OutputNotADirectory { out: PathBuf },
+    #[error(
+        "the repository would not install: {}\n  nothing was written; {} is as it was",
+        problems.join("\n  "),
+        out.display()
+    )]
+    NotInstallable { out: PathBuf, problems: Vec<String> },
     #[error("{filename}: architecture {arch} is not one of the repository's ({archs})")]
     ForeignArch {
         filename: String,

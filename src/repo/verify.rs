@@ -263,25 +263,7 @@ fn verify_packages(root: &Path, index: &Path, r: &mut VerifyReport, listed: &mut
                 "{filename}: the file name does not match its control paragraph (expected {expected})"
             ));
         }
-        listed.push(Listed {
-            index: index.to_path_buf(),
-            name: name.clone(),
-            version: version.clone(),
-            filename: filename.to_string(),
-            depends: ["Pre-Depends", "Depends"]
-                .iter()
-                .filter_map(|f| stanza.field(f).map(|v| (f.to_string(), v.folded())))
-                .collect(),
-            provides: stanza
-                .field("Provides")
-                .map(|p| {
-                    p.folded()
-                        .split(',')
-                        .filter_map(|e| e.split_whitespace().next().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        });
+        listed.push(listed_of(index, &stanza, filename));
         let deb_path = root.join(filename);
         let d = match File::open(&deb_path).and_then(digest_reader) {
             Ok(d) => d,
@@ -325,6 +307,78 @@ fn verify_packages(root: &Path, index: &Path, r: &mut VerifyReport, listed: &mut
             Err(e) => r.problems.push(format!("{filename}: {e}")),
         }
     }
+}
+
+/// What the installability checks need of a stanza.
+fn listed_of(index: &Path, stanza: &crate::format::deb822::Paragraph, filename: &str) -> Listed {
+    Listed {
+        index: index.to_path_buf(),
+        name: stanza.get("Package").unwrap_or("?").to_string(),
+        version: stanza.get("Version").unwrap_or_default().to_string(),
+        filename: filename.to_string(),
+        depends: ["Pre-Depends", "Depends"]
+            .iter()
+            .filter_map(|f| stanza.field(f).map(|v| (f.to_string(), v.folded())))
+            .collect(),
+        provides: stanza
+            .field("Provides")
+            .map(|p| {
+                p.folded()
+                    .split(',')
+                    .filter_map(|e| e.split_whitespace().next().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// The checks of [`verify`] that say whether apt could install from the
+/// repository at `root` — dependencies among its packages, a candidate
+/// under its pins for each — without a signature check or hashing a
+/// package: what `build` runs on its staged output before swapping it in,
+/// so that it never writes a repository `verify` rejects.
+pub fn installability(root: &Path) -> Vec<String> {
+    let mut r = VerifyReport::default();
+    let mut listed = Vec::new();
+    let dists = root.join("dists");
+    let mut suites: Vec<PathBuf> = std::fs::read_dir(&dists)
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    suites.sort();
+    for suite in suites {
+        let Ok(text) = std::fs::read_to_string(suite.join("Release")) else {
+            continue;
+        };
+        let Ok(release) = Release::parse(&text) else {
+            continue;
+        };
+        let Ok(files) = release.files(HashAlgo::Sha256) else {
+            continue;
+        };
+        for f in files.iter().filter(|f| f.path.ends_with("/Packages")) {
+            let index = suite.join(&f.path);
+            let mut in_index = Vec::new();
+            let Ok(file) = File::open(&index) else {
+                continue;
+            };
+            for stanza in ParagraphReader::new(BufReader::new(file)) {
+                match stanza {
+                    Ok(s) => {
+                        let filename = s.get("Filename").unwrap_or_default().to_string();
+                        in_index.push(listed_of(&index, &s, &filename));
+                    }
+                    Err(e) => {
+                        r.problems.push(format!("{}: {e}", index.display()));
+                        break;
+                    }
+                }
+            }
+            check_dependencies(&in_index, &mut r);
+            listed.extend(in_index);
+        }
+    }
+    check_pins(root, &listed, &mut r);
+    r.problems
 }
 
 /// Every Depends/Pre-Depends group that names a package this index has (by
@@ -419,6 +473,20 @@ fn check_pins(root: &Path, listed: &[Listed], r: &mut VerifyReport) {
                     super::PREFERENCES_NAME,
                     rec.priority,
                     if have.is_empty() { "none".to_string() } else { have.join(", ") }
+                ));
+            }
+        }
+    }
+    for rec in &prefs.records {
+        if rec.priority < 1000 || !matches!(rec.pin, Pin::Release(_)) {
+            continue;
+        }
+        for name in rec.packages.iter().filter(|n| !n.contains(['*', '?'])) {
+            if versions(name).is_empty() {
+                r.problems.push(format!(
+                    "{}: pins {name} to this repository (priority {}), which lists no {name}; apt would find no candidate",
+                    super::PREFERENCES_NAME,
+                    rec.priority
                 ));
             }
         }

@@ -253,6 +253,15 @@ pub fn write(
         b"This directory is written by `debforge build`, which replaces it whole.\n",
     )?;
 
+    // `verify` would reject a repository apt cannot install from: such a
+    // build fails here, its staging removed, the previous output untouched.
+    let problems = super::verify::installability(root);
+    if !problems.is_empty() {
+        return Err(RepoError::NotInstallable {
+            out: out.to_path_buf(),
+            problems,
+        });
+    }
     swap_in(
         staging.keep(),
         out,

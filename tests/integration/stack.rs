@@ -743,8 +743,14 @@ fn a_version_suffix_flows_from_the_repacked_files_to_apt() {
         .arg(&out)
         .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
     assert_eq!(code, 0, "{err}");
+    // libcudnn7-doc (kept) names libcudnn7-dev's exact version: carried along.
+    assert!(
+        err.lines().any(|l| l
+            == "libcudnn7-doc: +lab1, follows libcudnn7-dev (it depends on that exact version)"),
+        "{err}"
+    );
     for done in [
-        "repack: 4 of 4 done",
+        "repack: 5 of 5 done",
         "pool: 9 of 9 done",
         "index: 9 of 9 done",
         "sign: 1 of 1 done",
@@ -775,31 +781,108 @@ fn a_version_suffix_flows_from_the_repacked_files_to_apt() {
     assert!(c.ok("gpu-stack-check").contains("all checks passed"));
 }
 
+/// Every file under `dir` with its bytes: what "untouched" means for an output.
+fn tree_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files.push((
+                    p.strip_prefix(dir).unwrap().to_path_buf(),
+                    fs::read(&p).unwrap(),
+                ));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// `build` never writes what `verify` rejects: each broken shape (an exact
+/// dependency no package satisfies; a pin with no candidate) is exit 2 with
+/// the package, the relation and the fix, before the swap: the previous
+/// output stays byte for byte, no staging directory is left.
+#[test]
+fn build_refuses_a_repository_apt_could_not_install_from_and_keeps_the_previous_one() {
+    let lab = Lab::new();
+    let out = shipped_build_in(&lab, &lab.server.url("repo/"));
+    let before = tree_bytes(&out);
+    let build = || {
+        run(lab
+            .cmd("build")
+            .arg("--out")
+            .arg(&out)
+            .env("SOURCE_DATE_EPOCH", crate::common::EPOCH))
+    };
+    let untouched = || {
+        assert!(tree_bytes(&out) == before, "the previous output changed");
+        let left: Vec<_> = fs::read_dir(out.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("staging"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    };
+
+    // 1. The metapackage names NVIDIA's version by hand, not through
+    //    depends-exact (which follows the suffix).
+    let meta = lab.recipes.join("packages/gpu-stack-cu101.toml");
+    let text = fs::read_to_string(&meta).unwrap();
+    fs::write(
+        &meta,
+        text.replace(
+            "depends = [\"libc-ares-dev\"]",
+            "depends = [\"libc-ares-dev\", \"libnccl2 (= 2.4.2-1+cuda10.1)\"]",
+        ),
+    )
+    .unwrap();
+    let (code, stdout, err) = build();
+    assert_eq!(code, 2, "{stdout}{err}");
+    let message = format!(
+        "debforge: error: the repository would not install: pool/main/g/gpu-stack-cu101/gpu-stack-cu101_1.0-1_all.deb: gpu-stack-cu101 1.0-1 Depends: libnccl2 (= 2.4.2-1+cuda10.1), which no package in this repository satisfies (it has libnccl2 2.4.2-1+cuda10.1+debforge1); apt cannot install it\n  nothing was written; {} is as it was\n  hint: a package names a version the repository does not have: a relation written by hand in a recipe (use build.depends-exact, which follows the built versions), a package missing from the recipes, or a `pin` on a package the repository lacks\n",
+        out.display()
+    );
+    assert!(err.ends_with(&message), "{err}");
+    untouched();
+    fs::write(&meta, text).unwrap();
+
+    // 2. A pin with no candidate: a local file recipe named lab-tool, pinned,
+    //    whose file is another package.
+    let tree = lab.dir.path().join("other-tool");
+    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    fs::write(
+        tree.join("DEBIAN/control"),
+        "Package: other-tool\nVersion: 1.0\nArchitecture: all\nMaintainer: x <x@example.org>\nDescription: x\n",
+    )
+    .unwrap();
+    ok(crate::common::debforge()
+        .args(["deb", "build"])
+        .arg(&tree)
+        .arg("-o")
+        .arg(lab.recipes.join("lab-tool_1.0_all.deb")));
+    fs::write(
+        lab.recipes.join("packages/lab-tool.toml"),
+        "name = \"lab-tool\"\nversion = \"1.0\"\narchitecture = \"all\"\nfrom = { path = \"lab-tool_1.0_all.deb\" }\npin = true\n",
+    )
+    .unwrap();
+    let (code, stdout, err) = build();
+    assert_eq!(code, 2, "{stdout}{err}");
+    assert!(
+        err.contains("debforge: error: the repository would not install: debforge.pref: pins lab-tool to this repository (priority 1001), which lists no lab-tool; apt would find no candidate\n"),
+        "{err}"
+    );
+    untouched();
+}
+
 /// `verify` checks that apt could install from the repository, not only
-/// that its bytes are signed: a pin on a version no index has, or a
-/// dependency on one of our packages at a version we do not have, is named.
+/// that its bytes are signed: a pin on a version no index has, or pins
+/// that leave a package no candidate, are named.
 #[test]
 fn verify_rejects_a_repository_apt_could_not_install_from() {
-    let lab = Lab::new();
-    // A user marks only libnccl2 as a rebuild (+lab1): libnccl-dev, still
-    // +debforge1, wants libnccl2 (= 2.4.2-1+cuda10.1+debforge1).
-    let out = shipped_build_with(&lab, &lab.server.url("repo/"), |name, text| {
-        if name == "libnccl2" {
-            text.replace(
-                "version-suffix = \"+debforge1\"",
-                "version-suffix = \"+lab1\"",
-            )
-        } else {
-            text
-        }
-    });
-    let (code, stdout, _) = run(crate::common::debforge().arg("verify").arg(&out));
-    assert_eq!(code, 1, "{stdout}");
-    assert!(
-        stdout.contains("libnccl-dev 2.4.2-1+cuda10.1+debforge1 Depends: libnccl2 (= 2.4.2-1+cuda10.1+debforge1), which no package in this repository satisfies (it has libnccl2 2.4.2-1+cuda10.1+lab1); apt cannot install it"),
-        "{stdout}"
-    );
-
     // A consistent build verifies; pins that leave apt no candidate do not
     // (here they name a label this repository does not have), nor does an
     // exact pin on a version no index has.

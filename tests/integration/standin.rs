@@ -189,6 +189,8 @@ pub struct FakeDeb {
     pub name: &'static str,
     pub version: &'static str,
     pub depends: &'static str,
+    /// Other control fields, verbatim (`Provides: …\n`); VERSION is replaced.
+    pub other: &'static str,
     pub files: Vec<(String, Vec<u8>)>,
     pub links: Vec<(String, String)>,
     /// Maintainer scripts (name, text).
@@ -254,6 +256,7 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
             name: "libcudnn7",
             version: cudnn,
             depends: "",
+            other: "",
             files: vec![(
                 format!("{lib}/libcudnn.so.{cudnn_so}"),
                 shared_lib("libcudnn.so.7"),
@@ -268,6 +271,7 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
             name: "libcudnn7-dev",
             version: cudnn,
             depends: "libcudnn7 (= VERSION)",
+            other: "",
             files: vec![
                 (
                     "usr/include/x86_64-linux-gnu/cudnn_v7.h".into(),
@@ -284,7 +288,9 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
         FakeDeb {
             name: "libcudnn7-doc",
             version: cudnn,
-            depends: "",
+            // As NVIDIA's: the samples need the headers, exactly.
+            depends: "libcudnn7-dev (= VERSION)",
+            other: "",
             files: vec![(
                 "usr/src/cudnn_samples_v7/mnistCUDNN/Makefile".into(),
                 b"all:\n".to_vec(),
@@ -296,6 +302,7 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
             name: "libnccl2",
             version: nccl,
             depends: "libc6 (>= 2.3.4), libgcc1 (>= 1:3.0), libstdc++6 (>= 4.1.1)",
+            other: "",
             files: vec![(
                 format!("{lib}/libnccl.so.{nccl_short}"),
                 shared_lib("libnccl.so.2"),
@@ -310,6 +317,7 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
             name: "libnccl-dev",
             version: nccl,
             depends: "libnccl2 (= VERSION)",
+            other: "",
             files: vec![(
                 "usr/include/nccl.h".into(),
                 b"#define NCCL_MAJOR 2\n".to_vec(),
@@ -318,6 +326,109 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
             scripts: vec![],
         },
     ]
+}
+
+/// NVIDIA's current packages for CUDA 13 (ubuntu2404), with the relations
+/// read from the real ones on a GPU machine (FACTS.md): cuDNN 9 split into
+/// runtime, -dev and -headers, -dev depending on both exactly, the runtime
+/// providing, conflicting with and replacing `libcudnn9`; NCCL as before.
+pub fn cuda13_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
+    let lib = "usr/lib/x86_64-linux-gnu";
+    let inc = "usr/include/x86_64-linux-gnu";
+    let cudnn_so: String = cudnn
+        .split('-')
+        .next()
+        .unwrap()
+        .split('.')
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(".");
+    let mut parts = cudnn_so.split('.');
+    let (major, minor, patch) = (
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+    );
+    let nccl_short = nccl.split('-').next().unwrap();
+    vec![
+        FakeDeb {
+            name: "libcudnn9-cuda-13",
+            version: cudnn,
+            depends: "zlib1g",
+            other: "Section: multiverse/libs\nSource: cudnn\nProvides: libcudnn9\nConflicts: libcudnn9\nReplaces: libcudnn9\n",
+            files: vec![(
+                format!("{lib}/libcudnn.so.{cudnn_so}"),
+                shared_lib("libcudnn.so.9"),
+            )],
+            links: vec![(format!("{lib}/libcudnn.so.9"), format!("libcudnn.so.{cudnn_so}"))],
+            scripts: vec![],
+        },
+        FakeDeb {
+            name: "libcudnn9-headers-cuda-13",
+            version: cudnn,
+            depends: "",
+            other: "Source: cudnn\n",
+            files: vec![(
+                format!("{inc}/cudnn_version_v9.h"),
+                format!("#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR {minor}\n#define CUDNN_PATCHLEVEL {patch}\n").into_bytes(),
+            )],
+            links: vec![(format!("{inc}/cudnn_version.h"), "cudnn_version_v9.h".into())],
+            scripts: vec![],
+        },
+        FakeDeb {
+            name: "libcudnn9-dev-cuda-13",
+            version: cudnn,
+            depends: "libcudnn9-headers-cuda-13 (= VERSION), libcudnn9-cuda-13 (= VERSION)",
+            other: "Source: cudnn\nProvides: libcudnn9-dev\nBreaks: libcudnn9-dev-cuda-12 (<< 9.14.0.64)\n",
+            files: vec![],
+            links: vec![(format!("{lib}/libcudnn.so"), "libcudnn.so.9".into())],
+            scripts: vec![(
+                "preinst",
+                "#!/bin/sh\nset -ex\nupdate-alternatives --remove-all libcudnn >/dev/null 2>&1 || true\n".into(),
+            )],
+        },
+        FakeDeb {
+            name: "libnccl2",
+            version: nccl,
+            depends: "libc6 (>= 2.38), libgcc-s1 (>= 3.4), libstdc++6 (>= 12)",
+            other: "Section: libs\nSource: nccl\n",
+            files: vec![(format!("{lib}/libnccl.so.{nccl_short}"), shared_lib("libnccl.so.2"))],
+            links: vec![(format!("{lib}/libnccl.so.2"), format!("libnccl.so.{nccl_short}"))],
+            scripts: vec![],
+        },
+        FakeDeb {
+            name: "libnccl-dev",
+            version: nccl,
+            depends: "libc6 (>= 2.38), libnccl2 (= VERSION)",
+            other: "Section: libdevel\nSource: nccl\n",
+            files: vec![("usr/include/nccl.h".into(), b"#define NCCL_MAJOR 2\n".to_vec())],
+            links: vec![(format!("{lib}/libnccl.so"), "libnccl.so.2".into())],
+            scripts: vec![],
+        },
+    ]
+}
+
+/// The flat stand-in of NVIDIA's CUDA repository for ubuntu2404 under
+/// `root/cuda13/`: the current versions and an older cuDNN 9 (which must
+/// not be picked), `Release` + `Release.gpg`.
+pub fn cuda13_repo(root: &Path, work: &Path, key: &TestKey) {
+    let repo = root.join("cuda13");
+    for deb in cuda13_debs("9.14.0.64-1", "2.28.3-1+cuda13.0")
+        .iter()
+        .chain(cuda13_debs("9.10.2.21-1", "2.27.7-1+cuda13.0").iter())
+    {
+        build_deb(deb, "amd64", &repo, work);
+    }
+    write_packages(&repo, ".", &repo.join("Packages"), true);
+    let release = write_release(
+        &repo,
+        &[
+            ("Origin", "NVIDIA"),
+            ("Label", "NVIDIA CUDA"),
+            ("Architecture", "x86_64"),
+        ],
+    );
+    key.sign_detached(&release);
 }
 
 /// Builds a fake deb with debforge into `dir`; returns its file name.
@@ -330,9 +441,10 @@ pub fn build_deb(deb: &FakeDeb, arch: &str, dir: &Path, work: &Path) -> String {
     } else {
         format!("Depends: {}\n", deb.depends.replace("VERSION", deb.version))
     };
+    let other = deb.other.replace("VERSION", deb.version);
     fs::write(
         tree.join("DEBIAN/control"),
-        format!("Package: {}\nVersion: {}\nArchitecture: {arch}\nMaintainer: cudatools <cudatools@nvidia.com>\n{depends}Description: stand-in for {}\n", deb.name, deb.version, deb.name),
+        format!("Package: {}\nVersion: {}\nArchitecture: {arch}\nMaintainer: cudatools <cudatools@nvidia.com>\n{other}{depends}Description: stand-in for {}\n", deb.name, deb.version, deb.name),
     )
     .unwrap();
     for (path, data) in &deb.files {
@@ -444,6 +556,7 @@ pub fn dists_repo(root: &Path, work: &Path, key: &TestKey, valid_until: Option<&
             name,
             version: "1.14.0-1ubuntu0.2",
             depends: "",
+            other: "",
             files,
             links: vec![],
             scripts: vec![],

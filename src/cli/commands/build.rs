@@ -102,18 +102,29 @@ pub(crate) fn run_build(
     // paragraphs: the metapackage, the repo-config package and the output's
     // debforge.pref all get the same.
     let versions = pipeline::package_versions(&artifacts, &session.recipes);
-    // Every package of the repository is pinned to it (its Release's Origin
-    // and Label), the ones built here too: apt takes whatever version the
-    // repository offers, a later generation or an earlier one published
-    // again, and no other build from anywhere (see format::preferences).
-    let mut names: Vec<&str> = versions
+    // The packages whose exact build is the point are pinned to the
+    // repository (its Release's Origin and Label): apt takes whatever
+    // version it offers, a later generation or an earlier one published
+    // again, and no other build from anywhere. The rest (a distribution's
+    // own library) is offered like any repository's (see format::preferences
+    // and pipeline::pinned_packages).
+    let names = pipeline::pinned_packages(&artifacts, &session.recipes);
+    let unpinned: Vec<&str> = artifacts
         .iter()
-        .map(|(n, _)| n.as_str())
-        .chain(session.recipes.packages.iter().map(|p| p.name.as_str()))
+        .map(|a| a.package())
+        .filter(|n| !names.iter().any(|p| p == n))
         .collect();
-    names.sort();
-    names.dedup();
-    let pins = debforge::format::preferences::release_pins(&config.origin, &config.label, names);
+    if !unpinned.is_empty() {
+        output::note(&format!(
+            "not pinned (their distribution's builds stay in charge; `pin = true` in a recipe to change it): {}",
+            unpinned.join(", ")
+        ));
+    }
+    let pins = debforge::format::preferences::release_pins(
+        &config.origin,
+        &config.label,
+        names.iter().map(String::as_str),
+    );
     // Packages built here are dated by SOURCE_DATE_EPOCH, else by the newest
     // of the packages they are built around (a function of the lock), else
     // 1980-01-01 (as zip and Python wheels do), never by the clock:
@@ -123,7 +134,9 @@ pub(crate) fn run_build(
         Some(t) => t as i64,
         None => pipeline::newest_date(&artifacts)?.unwrap_or(REPRODUCIBLE_EPOCH),
     };
-    artifacts.extend(session.build_from_recipes(&config, &keyring, built_date, &versions, &pins)?);
+    artifacts.extend(
+        session.build_from_recipes(&config, &keyring, built_date, &versions, &pins, &names)?,
+    );
     let params = debforge::repo::RepoParams {
         config,
         keys: &signing,

@@ -47,6 +47,7 @@ pub(crate) fn deb_repack(args: RepackArgs) -> Result<u8, Failure> {
         scripts,
         set,
         version_suffix: args.version_suffix.clone(),
+        retarget: None,
         mtime,
     };
     let mut output = args.output.clone();
