@@ -10,11 +10,20 @@ use crate::common::{ok, run};
 use crate::standin::Lab;
 
 /// The systems a test can install on. Bionic is the lab's client; bookworm
-/// (apt 2.6, close to Ubuntu 22.04's) is the newer one.
+/// (apt 2.6, close to Ubuntu 22.04's) is the newer one. The `*Cares` roots
+/// are the releases a lab machine may run, each with its distribution's own
+/// c-ares installed from its archive (and, on 24.04, `sssd-common`, which
+/// needs it) and apt's lists kept: what must never be downgraded or
+/// removed by the lab's stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dist {
     Bionic,
     Bookworm,
+    BionicCares,
+    FocalCares,
+    JammyCares,
+    NobleCares,
+    TrixieCares,
 }
 
 const UBUNTU: &str = "http://archive.ubuntu.com/ubuntu/";
@@ -26,8 +35,22 @@ impl Dist {
         match self {
             Dist::Bionic => "bionic-minbase-apt-gpgv-gnupg-v1.tar",
             Dist::Bookworm => "bookworm-minbase-v1.tar",
+            Dist::BionicCares => "bionic-minbase-cares-lists-v2.tar",
+            Dist::FocalCares => "focal-minbase-cares-lists-v2.tar",
+            Dist::JammyCares => "jammy-minbase-cares-lists-v2.tar",
+            Dist::NobleCares => "noble-minbase-cares-sssd-lists-v2.tar",
+            Dist::TrixieCares => "trixie-minbase-cares-lists-v2.tar",
         }
     }
+
+    /// The five releases of the `*Cares` roots.
+    pub const WITH_CARES: [Dist; 5] = [
+        Dist::BionicCares,
+        Dist::FocalCares,
+        Dist::JammyCares,
+        Dist::NobleCares,
+        Dist::TrixieCares,
+    ];
 
     fn mmdebstrap(self, out: &Path) -> Command {
         let mut c = Command::new("mmdebstrap");
@@ -45,6 +68,28 @@ impl Dist {
             }
             Dist::Bookworm => {
                 c.arg("bookworm").arg(out);
+            }
+            Dist::TrixieCares => {
+                c.args(["--include=apt,libcares2", "--skip=cleanup/apt/lists"])
+                    .arg("trixie")
+                    .arg(out);
+            }
+            Dist::BionicCares | Dist::FocalCares | Dist::JammyCares | Dist::NobleCares => {
+                let (suite, include) = match self {
+                    Dist::BionicCares => ("bionic", "apt,gpgv,libc-ares2"),
+                    Dist::FocalCares => ("focal", "apt,gpgv,libc-ares2"),
+                    Dist::JammyCares => ("jammy", "apt,gpgv,libc-ares2"),
+                    _ => ("noble", "apt,gpgv,libcares2,sssd-common"),
+                };
+                let keyring =
+                    Path::new(env!("CARGO_MANIFEST_DIR")).join("keys/ubuntu-archive-keyring.gpg");
+                c.arg(format!("--include={include}"))
+                    .arg("--skip=cleanup/apt/lists")
+                    .arg(format!("--keyring={}", keyring.display()))
+                    .arg(suite)
+                    .arg(out)
+                    .arg(format!("deb {UBUNTU} {suite} main"))
+                    .arg(format!("deb {UBUNTU} {suite}-updates main"));
             }
         }
         c

@@ -19,6 +19,7 @@ mod fetch;
 mod first_run;
 mod history;
 mod hostile;
+mod machines;
 mod mutants;
 mod publish;
 mod publish_remote;

@@ -31,12 +31,16 @@ fn shipped_build() -> (Lab, PathBuf) {
 }
 
 /// The same, with `mirror` as the repo-config package's URL.
-fn shipped_build_in(lab: &Lab, mirror: &str) -> PathBuf {
+pub(crate) fn shipped_build_in(lab: &Lab, mirror: &str) -> PathBuf {
     shipped_build_with(lab, mirror, |_, text| text)
 }
 
 /// The same, each recipe's text passed through `edit(name, text)` first.
-fn shipped_build_with(lab: &Lab, mirror: &str, edit: impl Fn(&str, String) -> String) -> PathBuf {
+pub(crate) fn shipped_build_with(
+    lab: &Lab,
+    mirror: &str,
+    edit: impl Fn(&str, String) -> String,
+) -> PathBuf {
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes");
     copy_dir(&shipped.join("scripts"), &lab.recipes.join("scripts"));
     copy_dir(&shipped.join("files"), &lab.recipes.join("files"));
@@ -67,7 +71,7 @@ fn shipped_build_with(lab: &Lab, mirror: &str, edit: impl Fn(&str, String) -> St
     out
 }
 
-fn pool(out: &Path, dir: &str, file: &str) -> PathBuf {
+pub(crate) fn pool(out: &Path, dir: &str, file: &str) -> PathBuf {
     out.join("pool/main").join(dir).join(file)
 }
 
@@ -329,7 +333,7 @@ const OURS: &[&str] = &[
 ];
 
 /// `apt-get update` that must print no `W:` and no `E:` line.
-fn update_clean(c: &Chroot) {
+pub(crate) fn update_clean(c: &Chroot) {
     let update = c.ok("apt-get update 2>&1");
     let problems: Vec<&str> = update
         .lines()
@@ -469,10 +473,10 @@ fn lab_day_through_repo_config(c: &Chroot, out: &Path, work: &Path) {
 }
 
 /// `debforge serve` on `port`, serving `dir`; stopped when dropped.
-struct Serve(std::process::Child);
+pub(crate) struct Serve(std::process::Child);
 
 impl Serve {
-    fn start(dir: &Path, port: u16) -> Serve {
+    pub(crate) fn start(dir: &Path, port: u16) -> Serve {
         let mut child = crate::common::debforge()
             .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--out"])
             .arg(dir)

@@ -552,10 +552,16 @@ pub fn dists_repo(root: &Path, work: &Path, key: &TestKey, valid_until: Option<&
             vec![("usr/include/ares.h".to_string(), b"/* ares */\n".to_vec())],
         ),
     ] {
+        // As Ubuntu's: the -dev package needs its library exactly.
+        let depends = if name == "libc-ares-dev" {
+            "libc-ares2 (= VERSION)"
+        } else {
+            "libc6 (>= 2.17)"
+        };
         let deb = FakeDeb {
             name,
             version: "1.14.0-1ubuntu0.2",
-            depends: "",
+            depends,
             other: "",
             files,
             links: vec![],
