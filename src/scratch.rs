@@ -74,7 +74,7 @@ held=$(dpkg-query -W -f='${{Status}} ${{Package}}
 ' ' ')
 held=${{held% }}
 if [ -n "$held" ]; then
-    echo "{name}: $held: held (apt-mark hold), so apt will not move them to the {label} repository's builds and \`apt-get install {install}\` fails with "held broken packages"." >&2
+    echo "{name}: $held: held (apt-mark hold), so apt will not move them to the {label} repository's builds and \`apt-get install {install}\` fails with \"held broken packages\"." >&2
     echo "{name}: the pins now keep every other build away; to move them: sudo apt-mark unhold $held && sudo apt-get update && sudo apt-get install {install}" >&2
 fi
 exit 0
@@ -87,7 +87,9 @@ exit 0
 }
 
 /// Replaces `@VERSION_OF:<package>@` with that package's version (as its
-/// own file says: `pipeline::package_versions`).
+/// own file says: `pipeline::package_versions`). `build_package` also fills
+/// `@PACKAGE@` (the package built) and `@DEPENDS_EXACT@` (`name=version …`
+/// of its `depends-exact`).
 fn fill_versions(
     text: &str,
     versions: &BTreeMap<String, String>,
@@ -163,6 +165,9 @@ pub fn build_package(
     let name = &recipe.name;
 
     let mut depends: Vec<String> = Vec::new();
+    // `@DEPENDS_EXACT@` in the package's files: `name=version …`, what a
+    // check script compares the machine against.
+    let mut exact: Vec<String> = Vec::new();
     for n in &build.depends_exact {
         let version = versions.get(n).ok_or_else(|| {
             fail(format!(
@@ -170,6 +175,7 @@ pub fn build_package(
             ))
         })?;
         depends.push(format!("{n} (= {version})"));
+        exact.push(format!("{n}={version}"));
     }
     depends.extend(build.depends.iter().cloned());
 
@@ -209,7 +215,10 @@ pub fn build_package(
         let bytes =
             fs::read(&src).map_err(|e| fail(format!("build.files: {}: {e}", src.display())))?;
         let bytes = match String::from_utf8(bytes) {
-            Ok(text) => fill_versions(&text, versions, &src)?.into_bytes(),
+            Ok(text) => fill_versions(&text, versions, &src)?
+                .replace("@PACKAGE@", name)
+                .replace("@DEPENDS_EXACT@", &exact.join(" "))
+                .into_bytes(),
             Err(e) => e.into_bytes(),
         };
         write(&root, &f.path, &bytes, f.mode)?;

@@ -14,7 +14,8 @@ use crate::standin::Lab;
 /// are the releases a lab machine may run, each with its distribution's own
 /// c-ares installed from its archive (and, on 24.04, `sssd-common`, which
 /// needs it) and apt's lists kept: what must never be downgraded or
-/// removed by the lab's stack.
+/// removed by the lab's stack. The bionic one has python3 (3.6), as every
+/// Ubuntu 18.04 install but a minimal one, for gpu-stack-check's GPU half.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dist {
     Bionic,
@@ -35,7 +36,7 @@ impl Dist {
         match self {
             Dist::Bionic => "bionic-minbase-apt-gpgv-gnupg-v1.tar",
             Dist::Bookworm => "bookworm-minbase-v1.tar",
-            Dist::BionicCares => "bionic-minbase-cares-lists-v2.tar",
+            Dist::BionicCares => "bionic-minbase-cares-python3-lists-v3.tar",
             Dist::FocalCares => "focal-minbase-cares-lists-v2.tar",
             Dist::JammyCares => "jammy-minbase-cares-lists-v2.tar",
             Dist::NobleCares => "noble-minbase-cares-sssd-lists-v2.tar",
@@ -76,7 +77,7 @@ impl Dist {
             }
             Dist::BionicCares | Dist::FocalCares | Dist::JammyCares | Dist::NobleCares => {
                 let (suite, include) = match self {
-                    Dist::BionicCares => ("bionic", "apt,gpgv,libc-ares2"),
+                    Dist::BionicCares => ("bionic", "apt,gpgv,libc-ares2,python3"),
                     Dist::FocalCares => ("focal", "apt,gpgv,libc-ares2"),
                     Dist::JammyCares => ("jammy", "apt,gpgv,libc-ares2"),
                     _ => ("noble", "apt,gpgv,libcares2,sssd-common"),

@@ -17,6 +17,7 @@ mod escapes;
 mod faults;
 mod fetch;
 mod first_run;
+mod gpu_check;
 mod history;
 mod hostile;
 mod machines;

@@ -23,7 +23,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// The lab project with the shipped recipes for the NVIDIA packages, the
 /// metapackage and the repo-config package; built. Returns the output.
-fn shipped_build() -> (Lab, PathBuf) {
+pub(crate) fn shipped_build() -> (Lab, PathBuf) {
     let lab = Lab::new();
     let mirror = lab.server.url("repo/");
     let out = shipped_build_in(&lab, &mirror);
@@ -93,8 +93,9 @@ fn the_metapackage_and_repo_config_are_right_and_lintian_clean() {
     ok(Command::new("dpkg-deb").arg("-x").arg(&meta).arg(&x));
     let check = fs::read_to_string(x.join("usr/bin/gpu-stack-check")).unwrap();
     assert!(
-        check.contains("CUDNN_DEB=\"7.5.0.56-1+cuda10.1+debforge1\"")
-            && !check.contains("@VERSION_OF"),
+        check.contains("STACK=\"libcudnn7=7.5.0.56-1+cuda10.1+debforge1 libcudnn7-dev=7.5.0.56-1+cuda10.1+debforge1 libnccl2=2.4.2-1+cuda10.1+debforge1 libnccl-dev=2.4.2-1+cuda10.1+debforge1\"")
+            && check.contains("PACKAGE=\"gpu-stack-cu101\"")
+            && !check.contains("@DEPENDS_EXACT@"),
         "versions filled in"
     );
 
@@ -199,8 +200,7 @@ fn installed_in_a_chroot_gpu_stack_check_passes_and_names_what_breaks() {
     let (code, report) = c.run("gpu-stack-check");
     assert_eq!(code, 1, "{report}");
     assert!(
-        report.contains("PROBLEM: /usr/local/cuda/lib64/libcudnn.so.7 is missing")
-            && report.contains("fix: apt-get install --reinstall"),
+        report.contains("PROBLEM: /usr/local/cuda/lib64/libcudnn.so.7 is missing (it links to /usr/lib/x86_64-linux-gnu/libcudnn.so.7)\n         fix: sudo dpkg-reconfigure libcudnn7 (or: sudo apt-get install --reinstall libcudnn7)\n"),
         "{report}"
     );
 
@@ -326,6 +326,7 @@ const OURS: &[&str] = &[
     "gpu-stack-cu101",
     "libcudnn7",
     "libcudnn7-dev",
+    "libcudnn7-doc",
     "libnccl2",
     "libnccl-dev",
     "libc-ares-dev",
@@ -426,6 +427,17 @@ fn lab_day(c: &Chroot, work: &Path, our_source: &str) {
         "{alt}"
     );
     assert!(c.ok("gpu-stack-check").contains("all checks passed"));
+    // The article's step 5, for mnistCUDNN: the samples, which NVIDIA ties
+    // to libcudnn7-dev's exact version; carried along by its suffix.
+    assert_eq!(
+        candidate(c, "libcudnn7-doc"),
+        "7.5.0.56-1+cuda10.1+debforge1"
+    );
+    c.ok("apt-get install -y libcudnn7-doc 2>&1");
+    assert!(
+        c.path("/usr/src/cudnn_samples_v7/mnistCUDNN/Makefile")
+            .exists()
+    );
     let upgrade = c.ok("apt-get -s dist-upgrade 2>&1");
     assert!(
         upgrade.contains("0 upgraded, 0 newly installed, 0 to remove"),
@@ -435,7 +447,7 @@ fn lab_day(c: &Chroot, work: &Path, our_source: &str) {
     assert_eq!(candidate(c, "libnccl2"), "2.4.2-1+cuda10.1+debforge1");
 
     // Remove, then purge: the links and our bookkeeping go.
-    c.ok("apt-get remove -y gpu-stack-cu101 libcudnn7 libcudnn7-dev libnccl2 libnccl-dev 2>&1");
+    c.ok("apt-get remove -y gpu-stack-cu101 libcudnn7 libcudnn7-dev libcudnn7-doc libnccl2 libnccl-dev 2>&1");
     assert!(!c.path("/usr/local/cuda").exists());
     c.ok(&format!(
         "apt-get purge -y --autoremove {} 2>&1",
@@ -1160,4 +1172,99 @@ fn forward_one_generation_then_rollback_on_ubuntu_18_04() {
         upgrade.contains("0 upgraded, 0 newly installed, 0 to remove"),
         "{upgrade}"
     );
+}
+
+/// A machine whose NVIDIA builds are held (`apt-mark hold`, as NVIDIA's CUDA
+/// container images and install guides do): `apt-get install
+/// gpu-stack-cu101` fails with apt's "held broken packages". Installing
+/// gpu-lab-repo names the held packages and the one command that moves
+/// them; gpu-stack-check names them too; that command ends with the lab's
+/// builds, the links, gpu-stack-check passing and nothing else removed.
+#[test]
+fn held_nvidia_builds_move_to_the_labs_with_the_one_command_named() {
+    let lab = Lab::new();
+    let port = crate::publish_remote::free_port();
+    let out = shipped_build_in(&lab, &format!("http://127.0.0.1:{port}/"));
+    let _server = Serve::start(&out, port);
+    let c = Chroot::new();
+    c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
+    let held = ["libcudnn7", "libcudnn7-dev", "libnccl-dev", "libnccl2"];
+    let mut files = Vec::new();
+    for p in held {
+        let v = if p.starts_with("libnccl") {
+            "2.4.2-1+cuda10.1"
+        } else {
+            "7.5.0.56-1+cuda10.1"
+        };
+        files.push(c.put(&lab.www().join(format!("nvidia/{p}_{v}_amd64.deb"))));
+    }
+    c.ok(&format!("dpkg -i {}", files.join(" ")));
+    c.ok(&format!("apt-mark hold {}", held.join(" ")));
+    let before = c.ok("dpkg-query -W -f='${Package}\\n'");
+
+    let said = c.ok(&format!(
+        "dpkg -i {} 2>&1",
+        c.put(&pool(&out, "g/gpu-lab-repo", "gpu-lab-repo_1.0-1_all.deb"))
+    ));
+    let command = "sudo apt-mark unhold libcudnn7 libcudnn7-dev libnccl-dev libnccl2 && sudo apt-get update && sudo apt-get install gpu-stack-cu101";
+    assert!(
+        said.contains("gpu-lab-repo: libcudnn7 libcudnn7-dev libnccl-dev libnccl2: held (apt-mark hold), so apt will not move them to the gpu-lab repository's builds and `apt-get install gpu-stack-cu101` fails with \"held broken packages\".\n")
+            && said.contains(&format!("gpu-lab-repo: the pins now keep every other build away; to move them: {command}\n")),
+        "{said}"
+    );
+    assert!(
+        !said.contains("warning: the gpu-lab repository is built for"),
+        "{said}"
+    );
+    update_clean(&c);
+    let (code, refused) = c.run("apt-get install -y gpu-stack-cu101 2>&1");
+    assert_eq!(code, 100, "{refused}");
+    assert!(refused.contains("held broken packages"), "{refused}");
+
+    // gpu-stack-check, as the metapackage ships it, says the same.
+    let x = lab.dir.path().join("x-meta");
+    ok(Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(pool(
+            &out,
+            "g/gpu-stack-cu101",
+            "gpu-stack-cu101_1.0-1_all.deb",
+        ))
+        .arg(&x));
+    let check = c.put(&x.join("usr/bin/gpu-stack-check"));
+    let (code, report) = c.run(&format!("sh {check}"));
+    assert_eq!(code, 1, "{report}");
+    assert!(
+        report.contains("PROBLEM: libnccl2 is 2.4.2-1+cuda10.1, not the lab's 2.4.2-1+cuda10.1+debforge1, and held (apt-mark hold): apt will not replace it\n")
+            && report.contains(&format!("         fix: {command}\n")),
+        "{report}"
+    );
+
+    // The command, as root runs it (no sudo in the test root; -y for apt).
+    let run = command
+        .replace("sudo ", "")
+        .replace("apt-get install", "apt-get install -y");
+    c.ok(&format!("{run} 2>&1"));
+    assert_eq!(
+        c.ok("dpkg-query -W -f='${Package} ${Version} ${Status}\\n' libcudnn7 libnccl2"),
+        "libcudnn7 7.5.0.56-1+cuda10.1+debforge1 install ok installed\nlibnccl2 2.4.2-1+cuda10.1+debforge1 install ok installed\n"
+    );
+    for link in [
+        "/usr/local/cuda/nccl/lib/libnccl.so.2",
+        "/usr/local/cuda/lib64/libcudnn.so.7",
+    ] {
+        c.ok(&format!("test -L {link} && test -e {link}"));
+    }
+    let check = c.ok("gpu-stack-check");
+    assert!(
+        check.contains("all checks passed") && !check.contains("held"),
+        "{check}"
+    );
+    let after = c.ok("dpkg-query -W -f='${Package} ${Status}\\n'");
+    for p in before.lines() {
+        assert!(
+            after.contains(&format!("{p} install ok installed")),
+            "{p} was removed:\n{after}"
+        );
+    }
 }

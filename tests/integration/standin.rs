@@ -198,13 +198,15 @@ pub struct FakeDeb {
 }
 
 /// A real, tiny shared library with `soname` (so ldconfig lists it), built
-/// once per test run with the C compiler.
-pub fn shared_lib(soname: &str) -> Vec<u8> {
+/// once per test run with the C compiler, with `code` (C) in it: a stand-in's own functions, such as
+/// `ncclGetVersion`, so that a check loading it can call them.
+pub fn shared_lib_with(soname: &str, code: &str) -> Vec<u8> {
     use std::collections::HashMap;
     use std::sync::Mutex;
-    static LIBS: OnceLock<Mutex<HashMap<String, Vec<u8>>>> = OnceLock::new();
+    static LIBS: OnceLock<Mutex<HashMap<(String, String), Vec<u8>>>> = OnceLock::new();
     let libs = LIBS.get_or_init(Default::default);
-    if let Some(b) = libs.lock().unwrap().get(soname) {
+    let key = (soname.to_string(), code.to_string());
+    if let Some(b) = libs.lock().unwrap().get(&key) {
         return b.clone();
     }
     let dir = tempfile::tempdir().unwrap();
@@ -212,7 +214,7 @@ pub fn shared_lib(soname: &str) -> Vec<u8> {
     fs::write(
         &src,
         format!(
-            "int debforge_stub_{}(void) {{ return 0; }}\n",
+            "#include <stddef.h>\nint debforge_stub_{}(void) {{ return 0; }}\n{code}\n",
             soname.replace(['.', '-'], "_")
         ),
     )
@@ -224,10 +226,43 @@ pub fn shared_lib(soname: &str) -> Vec<u8> {
         .arg(format!("-Wl,-soname,{soname}"))
         .arg(&src));
     let bytes = fs::read(out).unwrap();
-    libs.lock()
-        .unwrap()
-        .insert(soname.to_string(), bytes.clone());
+    libs.lock().unwrap().insert(key, bytes.clone());
     bytes
+}
+
+/// `ncclGetVersion`'s code for NCCL `x.y.z` (major*10000 + minor*100 +
+/// patch since 2.9, major*1000 + minor*100 + patch before), and
+/// `cudnnGetVersion`'s for cuDNN (the same change at 9).
+fn version_code(short: &str, ten_thousands_from: (u32, u32)) -> u32 {
+    let v: Vec<u32> = short
+        .split('.')
+        .take(3)
+        .map(|p| p.parse().unwrap())
+        .collect();
+    if (v[0], v[1]) >= ten_thousands_from {
+        v[0] * 10000 + v[1] * 100 + v[2]
+    } else {
+        v[0] * 1000 + v[1] * 100 + v[2]
+    }
+}
+
+/// A stand-in libnccl.so.2 whose `ncclGetVersion` says `short`.
+pub fn nccl_lib(short: &str) -> Vec<u8> {
+    let code = version_code(short, (2, 9));
+    shared_lib_with(
+        "libnccl.so.2",
+        &format!("int ncclGetVersion(int *v) {{ *v = {code}; return 0; }}"),
+    )
+}
+
+/// A stand-in libcudnn.so.N whose `cudnnGetVersion` says `short`.
+pub fn cudnn_lib(short: &str) -> Vec<u8> {
+    let code = version_code(short, (9, 0));
+    let major = short.split('.').next().unwrap();
+    shared_lib_with(
+        &format!("libcudnn.so.{major}"),
+        &format!("size_t cudnnGetVersion(void) {{ return {code}; }}"),
+    )
 }
 
 pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
@@ -259,7 +294,7 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
             other: "",
             files: vec![(
                 format!("{lib}/libcudnn.so.{cudnn_so}"),
-                shared_lib("libcudnn.so.7"),
+                cudnn_lib(&cudnn_so),
             )],
             links: vec![(
                 format!("{lib}/libcudnn.so.7"),
@@ -305,7 +340,7 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
             other: "",
             files: vec![(
                 format!("{lib}/libnccl.so.{nccl_short}"),
-                shared_lib("libnccl.so.2"),
+                nccl_lib(&nccl_short),
             )],
             links: vec![(
                 format!("{lib}/libnccl.so.2"),
@@ -358,7 +393,7 @@ pub fn cuda13_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
             other: "Section: multiverse/libs\nSource: cudnn\nProvides: libcudnn9\nConflicts: libcudnn9\nReplaces: libcudnn9\n",
             files: vec![(
                 format!("{lib}/libcudnn.so.{cudnn_so}"),
-                shared_lib("libcudnn.so.9"),
+                cudnn_lib(&cudnn_so),
             )],
             links: vec![(format!("{lib}/libcudnn.so.9"), format!("libcudnn.so.{cudnn_so}"))],
             scripts: vec![],
@@ -392,7 +427,7 @@ pub fn cuda13_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
             version: nccl,
             depends: "libc6 (>= 2.38), libgcc-s1 (>= 3.4), libstdc++6 (>= 12)",
             other: "Section: libs\nSource: nccl\n",
-            files: vec![(format!("{lib}/libnccl.so.{nccl_short}"), shared_lib("libnccl.so.2"))],
+            files: vec![(format!("{lib}/libnccl.so.{nccl_short}"), nccl_lib(nccl_short))],
             links: vec![(format!("{lib}/libnccl.so.2"), format!("libnccl.so.{nccl_short}"))],
             scripts: vec![],
         },
@@ -673,7 +708,7 @@ impl Lab {
     pub fn add_small_metapackage(&self) -> String {
         let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes");
         fs::create_dir_all(self.recipes.join("files")).unwrap();
-        for f in ["copyright", "gpu-stack-check"] {
+        for f in ["copyright", "gpu-stack-check", "gpu_check.py"] {
             fs::copy(
                 shipped.join("files").join(f),
                 self.recipes.join("files").join(f),
