@@ -7,6 +7,7 @@
 //! break these machines, which shows the check has teeth.
 
 use std::fs;
+use std::path::Path;
 
 use debforge::format::version::Version;
 
@@ -176,4 +177,152 @@ fn installing_the_stack_never_removes_or_downgrades_a_package_outside_it_on_five
         );
     }
     eprintln!("{report}");
+}
+
+/// The CUDA 13 example project (examples/cuda13-ubuntu2404) against a
+/// stand-in of NVIDIA's ubuntu2404 repository with the real relations:
+/// repacking the cuDNN 9 runtime carries libcudnn9-dev-cuda-13 along (its
+/// data member byte for byte, its exact Depends retargeted), -headers stays
+/// NVIDIA's file. On Ubuntu 24.04 with NVIDIA's builds installed and held,
+/// as on the GPU machine, the command gpu-lab-repo-cu130 names moves them
+/// to the lab's builds and removes nothing (before, apt removed
+/// libcudnn9-dev-cuda-13).
+#[test]
+fn the_cuda13_example_carries_the_dev_package_and_moves_held_builds_on_ubuntu_24_04() {
+    use std::process::Command;
+
+    use crate::common::{debforge, ok, run};
+    use crate::standin::{TestKey, cuda13_repo};
+
+    let lab = Lab::with(|root, work| cuda13_repo(root, work, TestKey::shared()));
+    let key = TestKey::shared();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cuda13-ubuntu2404");
+    let project = lab.dir.path().join("cu130");
+    ok(Command::new("cp").arg("-r").arg(&example).arg(&project));
+    fs::write(project.join("keys/nvidia-cuda-3bf863cc.asc"), &key.public).unwrap();
+    let sources = project.join("recipes/sources.toml");
+    let text = fs::read_to_string(&sources).unwrap();
+    fs::write(
+        &sources,
+        text.replace(
+            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/",
+            &lab.server.url("cuda13/"),
+        )
+        .replace("EB693B3035CD5710E231E123A4B469963BF863CC", &key.fingerprint),
+    )
+    .unwrap();
+    let port = free_port();
+    let out = lab.dir.path().join("repo-cu130");
+    let (code, stdout, err) = run(debforge()
+        .arg("build")
+        .arg("--recipes")
+        .arg(project.join("recipes"))
+        .arg("--keys")
+        .arg(project.join("keys"))
+        .arg("--cache")
+        .arg(&lab.cache)
+        .arg("--out")
+        .arg(&out)
+        .arg("--mirror")
+        .arg(format!("http://127.0.0.1:{port}/"))
+        .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+    assert_eq!(code, 0, "{stdout}{err}");
+    assert!(
+        err.lines().any(|l| l
+            == "libcudnn9-dev-cuda-13: +debforge1, follows libcudnn9-cuda-13 (it depends on that exact version)"),
+        "{err}"
+    );
+    ok(debforge().arg("verify").arg(&out));
+    let pooled = |name: &str| out.join("pool/main/c/cudnn").join(name);
+    let upstream = |name: &str| lab.www().join("cuda13").join(name);
+    // -headers: NVIDIA's file itself.
+    assert_eq!(
+        fs::read(pooled("libcudnn9-headers-cuda-13_9.14.0.64-1_amd64.deb")).unwrap(),
+        fs::read(upstream("libcudnn9-headers-cuda-13_9.14.0.64-1_amd64.deb")).unwrap()
+    );
+    // -dev: the same data member, the relation retargeted, nothing else.
+    let dev = pooled("libcudnn9-dev-cuda-13_9.14.0.64-1+debforge1_amd64.deb");
+    let dev_up = upstream("libcudnn9-dev-cuda-13_9.14.0.64-1_amd64.deb");
+    let data = |deb: &Path| ok(Command::new("sh").arg("-c").arg(format!("ar p {} data.tar.xz | sha256sum", deb.display())));
+    assert_eq!(data(&dev), data(&dev_up));
+    let field = |deb: &Path, f: &str| ok(Command::new("dpkg-deb").arg("-f").arg(deb).arg(f));
+    assert_eq!(
+        field(&dev, "Depends"),
+        "libcudnn9-headers-cuda-13 (= 9.14.0.64-1), libcudnn9-cuda-13 (= 9.14.0.64-1+debforge1)\n"
+    );
+    for f in ["Provides", "Conflicts", "Replaces", "Breaks", "Source"] {
+        assert_eq!(field(&dev, f), field(&dev_up, f), "{f}");
+    }
+
+    // Ubuntu 24.04 with NVIDIA's builds installed, held as on the GPU machine.
+    let _server = Serve::start(&out, port);
+    let c = Chroot::of(Dist::NobleCares);
+    let mut files = Vec::new();
+    for (p, v) in [
+        ("libcudnn9-cuda-13", "9.14.0.64-1"),
+        ("libcudnn9-headers-cuda-13", "9.14.0.64-1"),
+        ("libcudnn9-dev-cuda-13", "9.14.0.64-1"),
+        ("libnccl2", "2.28.3-1+cuda13.0"),
+        ("libnccl-dev", "2.28.3-1+cuda13.0"),
+    ] {
+        files.push(c.put(&upstream(&format!("{p}_{v}_amd64.deb"))));
+    }
+    c.ok(&format!("dpkg -i {} 2>&1", files.join(" ")));
+    c.ok("apt-mark hold libnccl2 libnccl-dev libcudnn9-cuda-13");
+    let before = c.ok("dpkg-query -W -f='${Package}\\n'");
+    let cfg = out.join("pool/main/g/gpu-lab-repo-cu130/gpu-lab-repo-cu130_1.0-1_all.deb");
+    let said = c.ok(&format!("dpkg -i {} 2>&1", c.put(&cfg)));
+    let command = "sudo apt-mark unhold libcudnn9-cuda-13 libnccl-dev libnccl2 && sudo apt-get update && sudo apt-get install gpu-stack-cu130";
+    assert!(said.contains(&format!("to move them: {command}\n")), "{said}");
+    assert!(!said.contains("is built for"), "{said}");
+    let run_it = command
+        .replace("sudo ", "")
+        .replace(
+            "apt-get update",
+            "apt-get update -o Dir::Etc::sourcelist=/dev/null -o APT::List-Cleanup=false",
+        );
+    let plan = c.ok(&format!("{} 2>&1", run_it.replace("apt-get install", "apt-get -s install")));
+    assert!(!plan.lines().any(|l| l.starts_with("Remv")), "{plan}");
+    assert!(
+        plan.contains("Inst libcudnn9-dev-cuda-13 [9.14.0.64-1] (9.14.0.64-1+debforge1 "),
+        "{plan}"
+    );
+    c.ok(&format!("{} 2>&1", run_it.replace("apt-get install", "apt-get install -y")));
+    assert_eq!(
+        c.ok("dpkg-query -W -f='${Package} ${Version}\\n' libcudnn9-cuda-13 libcudnn9-dev-cuda-13 libcudnn9-headers-cuda-13 libnccl2 libnccl-dev"),
+        "libcudnn9-cuda-13 9.14.0.64-1+debforge1\nlibcudnn9-dev-cuda-13 9.14.0.64-1+debforge1\nlibcudnn9-headers-cuda-13 9.14.0.64-1\nlibnccl-dev 2.28.3-1+cuda13.0+debforge1\nlibnccl2 2.28.3-1+cuda13.0+debforge1\n"
+    );
+    let after = c.ok("dpkg-query -W -f='${Package} ${Status}\\n'");
+    for p in before.lines() {
+        assert!(after.contains(&format!("{p} install ok installed")), "{p} removed:\n{after}");
+    }
+    let report = c.ok("gpu-stack-check --files");
+    for line in [
+        "ok:      /usr/include/x86_64-linux-gnu/cudnn_version_v9.h says cuDNN 9.14.0\n",
+        "ok:      /usr/local/cuda/lib64/libcudnn.so.9 -> /usr/lib/x86_64-linux-gnu/libcudnn.so.9\n",
+        "ok:      /usr/local/cuda/nccl/lib/libnccl.so.2 -> /usr/lib/x86_64-linux-gnu/libnccl.so.2\n",
+        "gpu-stack-check: all checks passed\n",
+    ] {
+        assert!(report.contains(line), "{line}: {report}");
+    }
+}
+
+/// The example project ships copies of the shipped recipes' shared files
+/// (recipe files must lie inside their recipes directory): the same bytes.
+#[test]
+fn the_examples_shared_files_are_the_shipped_ones() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for f in [
+        "files/gpu-stack-check",
+        "files/gpu_check.py",
+        "files/copyright",
+        "scripts/cuda-links.postinst",
+        "scripts/cuda-links.postrm",
+    ] {
+        assert_eq!(
+            fs::read(root.join("recipes").join(f)).unwrap(),
+            fs::read(root.join("examples/cuda13-ubuntu2404/recipes").join(f)).unwrap(),
+            "{f}: cp recipes/{f} examples/cuda13-ubuntu2404/recipes/{f}"
+        );
+    }
 }

@@ -364,9 +364,11 @@ pub fn nvidia_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
 }
 
 /// NVIDIA's current packages for CUDA 13 (ubuntu2404), with the relations
-/// read from the real ones on a GPU machine (FACTS.md): cuDNN 9 split into
-/// runtime, -dev and -headers, -dev depending on both exactly, the runtime
-/// providing, conflicting with and replacing `libcudnn9`; NCCL as before.
+/// read from the real ones on the H200 machine (FACTS.md and tests/gpu's
+/// run): cuDNN 9 split into runtime, -dev and -headers, -dev depending on
+/// both exactly, each providing, conflicting with and replacing its
+/// virtual name (`libcudnn9`, `libcudnn9-dev`, `libcudnn9-headers`); NCCL
+/// as before.
 pub fn cuda13_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
     let lib = "usr/lib/x86_64-linux-gnu";
     let inc = "usr/include/x86_64-linux-gnu";
@@ -402,7 +404,7 @@ pub fn cuda13_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
             name: "libcudnn9-headers-cuda-13",
             version: cudnn,
             depends: "",
-            other: "Source: cudnn\n",
+            other: "Source: cudnn\nProvides: libcudnn9-headers\nConflicts: libcudnn8-dev, libcudnn9-dev-cuda-12 (<< 9.14.0.64), libcudnn9-headers\nReplaces: libcudnn9-dev-cuda-12 (<< 9.14.0.64), libcudnn9-headers\nBreaks: libcudnn9-dev-cuda-12 (<< 9.14.0.64)\n",
             files: vec![(
                 format!("{inc}/cudnn_version_v9.h"),
                 format!("#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR {minor}\n#define CUDNN_PATCHLEVEL {patch}\n").into_bytes(),
@@ -414,7 +416,7 @@ pub fn cuda13_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
             name: "libcudnn9-dev-cuda-13",
             version: cudnn,
             depends: "libcudnn9-headers-cuda-13 (= VERSION), libcudnn9-cuda-13 (= VERSION)",
-            other: "Source: cudnn\nProvides: libcudnn9-dev\nBreaks: libcudnn9-dev-cuda-12 (<< 9.14.0.64)\n",
+            other: "Source: cudnn\nProvides: libcudnn9-dev\nConflicts: libcudnn9-dev, libcudnn9-jit, libcudnn9-jit-dev, libcudnn9-jit-static\nReplaces: libcudnn9-dev\nBreaks: libcudnn9-dev-cuda-12 (<< 9.14.0.64)\n",
             files: vec![],
             links: vec![(format!("{lib}/libcudnn.so"), "libcudnn.so.9".into())],
             scripts: vec![(
