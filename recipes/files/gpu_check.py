@@ -148,6 +148,25 @@ class Cuda(object):
         self.call("cudaMemcpy", ctypes.c_void_p(dst), src, ctypes.c_size_t(size), 2)
 
 
+def check_nvcc(args):
+    """The toolkit /usr/local/cuda points at, as `nvcc --version` says."""
+    nvcc = "/usr/local/cuda/bin/nvcc"
+    if not args.cuda or not os.path.exists(nvcc):
+        return
+    try:
+        out = subprocess.check_output([nvcc, "--version"], stderr=subprocess.STDOUT).decode()
+    except (subprocess.CalledProcessError, OSError) as e:
+        fail("%s --version failed: %s" % (nvcc, e), "reinstall the CUDA %s toolkit" % args.cuda)
+        return
+    release = out.split("release ")[1].split(",")[0] if "release " in out else "?"
+    if release != args.cuda:
+        fail("%s is CUDA %s, the stack is built for CUDA %s" % (nvcc, release, args.cuda),
+             "point /usr/local/cuda at the CUDA %s install (sudo update-alternatives --config cuda)"
+             % args.cuda)
+    else:
+        ok("nvcc --version: CUDA %s (%s)" % (release, os.path.realpath(nvcc)))
+
+
 def check_driver(args, cuda):
     drv = driver_version()
     if drv:
@@ -174,6 +193,7 @@ def check_driver(args, cuda):
              % args.cuda)
     else:
         ok("CUDA runtime %s (%s)" % (rtv, cuda.path))
+    check_nvcc(args)
     n = ctypes.c_int()
     status = cuda.lib.cudaGetDeviceCount(ctypes.byref(n))
     if cuda.lib is None or status != 0 or n.value == 0:

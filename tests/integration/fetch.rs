@@ -527,7 +527,7 @@ fn recipe_errors_name_file_line_and_field() {
     let (code, err) = fails(&mut lab.cmd("lock"));
     assert_eq!(code, 2);
     assert!(
-        err.contains("libnccl2.toml:6: unknown field `flavour`"),
+        err.contains("libnccl2.toml:7: unknown field `flavour`"),
         "{err}"
     );
     fs::write(&f, text.replace("nvidia-ml", "nvidia")).unwrap();

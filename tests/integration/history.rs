@@ -22,14 +22,18 @@ fn builds_record_generations_that_history_lists_and_diff_compares() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("generation 1 still in force"), "{err}");
 
-    // A newer cuDNN: generation 2, an upgrade.
-    let recipe = lab.recipes.join("packages/libcudnn7.toml");
-    let text = fs::read_to_string(&recipe).unwrap();
-    fs::write(
-        &recipe,
-        text.replace("7.5.0.56-1+cuda10.1", "7.6.5.32-1+cuda10.1"),
-    )
-    .unwrap();
+    // A newer cuDNN: generation 2, an upgrade (the runtime, and the -dev and
+    // -doc packages that name its version exactly: a build that moved only
+    // the runtime would not install, and is refused).
+    for p in ["libcudnn7", "libcudnn7-dev", "libcudnn7-doc"] {
+        let recipe = lab.recipes.join(format!("packages/{p}.toml"));
+        let text = fs::read_to_string(&recipe).unwrap();
+        fs::write(
+            &recipe,
+            text.replace("7.5.0.56-1+cuda10.1", "7.6.5.32-1+cuda10.1"),
+        )
+        .unwrap();
+    }
     let (code, _, err) = run(lab
         .cmd("build")
         .arg("--out")
@@ -103,7 +107,7 @@ fn builds_record_generations_that_history_lists_and_diff_compares() {
             && lines[0].ends_with("7 packages (first generation)"),
         "{history}"
     );
-    assert!(lines[1].ends_with("7 packages, 1 upgraded"), "{history}");
+    assert!(lines[1].ends_with("7 packages, 3 upgraded"), "{history}");
     assert!(lines[2].ends_with("8 packages, 1 added"), "{history}");
     assert!(
         lines[3].ends_with("8 packages, 1 CHANGED AT THE SAME VERSION"),
@@ -123,7 +127,9 @@ fn builds_record_generations_that_history_lists_and_diff_compares() {
     assert_eq!(code, 1, "{stdout}");
     assert_eq!(
         stdout,
-        "generation 1 -> 3:\n↑ libcudnn7 7.5.0.56-1+cuda10.1 -> 7.6.5.32-1+cuda10.1 (amd64)\n+ local 1.0 (all)\npins changed\n"
+        // `local` is kept as its file is and nothing needs it exactly: not
+        // pinned, so the pins did not change.
+        "generation 1 -> 3:\n↑ libcudnn7 7.5.0.56-1+cuda10.1 -> 7.6.5.32-1+cuda10.1 (amd64)\n↑ libcudnn7-dev 7.5.0.56-1+cuda10.1 -> 7.6.5.32-1+cuda10.1 (amd64)\n↑ libcudnn7-doc 7.5.0.56-1+cuda10.1 -> 7.6.5.32-1+cuda10.1 (amd64)\n+ local 1.0 (all)\n"
     );
     let (code, stdout, _) = run(debforge().args(["diff", "2", "2", "--out"]).arg(&out));
     assert_eq!(code, 0, "{stdout}");

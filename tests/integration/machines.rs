@@ -243,7 +243,11 @@ fn the_cuda13_example_carries_the_dev_package_and_moves_held_builds_on_ubuntu_24
     // -dev: the same data member, the relation retargeted, nothing else.
     let dev = pooled("libcudnn9-dev-cuda-13_9.14.0.64-1+debforge1_amd64.deb");
     let dev_up = upstream("libcudnn9-dev-cuda-13_9.14.0.64-1_amd64.deb");
-    let data = |deb: &Path| ok(Command::new("sh").arg("-c").arg(format!("ar p {} data.tar.xz | sha256sum", deb.display())));
+    let data = |deb: &Path| {
+        ok(Command::new("sh")
+            .arg("-c")
+            .arg(format!("ar p {} data.tar.xz | sha256sum", deb.display())))
+    };
     assert_eq!(data(&dev), data(&dev_up));
     let field = |deb: &Path, f: &str| ok(Command::new("dpkg-deb").arg("-f").arg(deb).arg(f));
     assert_eq!(
@@ -273,28 +277,38 @@ fn the_cuda13_example_carries_the_dev_package_and_moves_held_builds_on_ubuntu_24
     let cfg = out.join("pool/main/g/gpu-lab-repo-cu130/gpu-lab-repo-cu130_1.0-1_all.deb");
     let said = c.ok(&format!("dpkg -i {} 2>&1", c.put(&cfg)));
     let command = "sudo apt-mark unhold libcudnn9-cuda-13 libnccl-dev libnccl2 && sudo apt-get update && sudo apt-get install gpu-stack-cu130";
-    assert!(said.contains(&format!("to move them: {command}\n")), "{said}");
+    assert!(
+        said.contains(&format!("to move them: {command}\n")),
+        "{said}"
+    );
     assert!(!said.contains("is built for"), "{said}");
-    let run_it = command
-        .replace("sudo ", "")
-        .replace(
-            "apt-get update",
-            "apt-get update -o Dir::Etc::sourcelist=/dev/null -o APT::List-Cleanup=false",
-        );
-    let plan = c.ok(&format!("{} 2>&1", run_it.replace("apt-get install", "apt-get -s install")));
+    let run_it = command.replace("sudo ", "").replace(
+        "apt-get update",
+        "apt-get update -o Dir::Etc::sourcelist=/dev/null -o APT::List-Cleanup=false",
+    );
+    let plan = c.ok(&format!(
+        "{} 2>&1",
+        run_it.replace("apt-get install", "apt-get -s install")
+    ));
     assert!(!plan.lines().any(|l| l.starts_with("Remv")), "{plan}");
     assert!(
         plan.contains("Inst libcudnn9-dev-cuda-13 [9.14.0.64-1] (9.14.0.64-1+debforge1 "),
         "{plan}"
     );
-    c.ok(&format!("{} 2>&1", run_it.replace("apt-get install", "apt-get install -y")));
+    c.ok(&format!(
+        "{} 2>&1",
+        run_it.replace("apt-get install", "apt-get install -y")
+    ));
     assert_eq!(
         c.ok("dpkg-query -W -f='${Package} ${Version}\\n' libcudnn9-cuda-13 libcudnn9-dev-cuda-13 libcudnn9-headers-cuda-13 libnccl2 libnccl-dev"),
         "libcudnn9-cuda-13 9.14.0.64-1+debforge1\nlibcudnn9-dev-cuda-13 9.14.0.64-1+debforge1\nlibcudnn9-headers-cuda-13 9.14.0.64-1\nlibnccl-dev 2.28.3-1+cuda13.0+debforge1\nlibnccl2 2.28.3-1+cuda13.0+debforge1\n"
     );
     let after = c.ok("dpkg-query -W -f='${Package} ${Status}\\n'");
     for p in before.lines() {
-        assert!(after.contains(&format!("{p} install ok installed")), "{p} removed:\n{after}");
+        assert!(
+            after.contains(&format!("{p} install ok installed")),
+            "{p} removed:\n{after}"
+        );
     }
     let report = c.ok("gpu-stack-check --files");
     for line in [

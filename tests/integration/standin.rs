@@ -203,7 +203,9 @@ pub struct FakeDeb {
 pub fn shared_lib_with(soname: &str, code: &str) -> Vec<u8> {
     use std::collections::HashMap;
     use std::sync::Mutex;
-    static LIBS: OnceLock<Mutex<HashMap<(String, String), Vec<u8>>>> = OnceLock::new();
+    /// Built libraries by (soname, code).
+    type Built = HashMap<(String, String), Vec<u8>>;
+    static LIBS: OnceLock<Mutex<Built>> = OnceLock::new();
     let libs = LIBS.get_or_init(Default::default);
     let key = (soname.to_string(), code.to_string());
     if let Some(b) = libs.lock().unwrap().get(&key) {
@@ -665,7 +667,12 @@ pub fn project(dir: &Path, server: &Server, key: &TestKey, archive: bool) -> Pat
     ] {
         fs::write(
             recipes.join(format!("packages/{name}.toml")),
-            format!("name = \"{name}\"\nversion = \"{version}\"\narchitecture = \"amd64\"\nfrom = {{ source = \"{source}\" }}\naction = \"keep\"\n"),
+            // NVIDIA's builds kept as they are: pinned by the recipe, as
+            // nothing here (no repack, no metapackage) makes them exact.
+            format!(
+                "name = \"{name}\"\nversion = \"{version}\"\narchitecture = \"amd64\"\nfrom = {{ source = \"{source}\" }}\naction = \"keep\"\n{}",
+                if source == "nvidia-ml" { "pin = true\n" } else { "" }
+            ),
         )
         .unwrap();
     }
