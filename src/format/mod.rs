@@ -6,6 +6,7 @@ pub mod clearsign;
 pub mod control;
 pub mod date;
 pub mod deb822;
+pub mod field;
 pub mod packages;
 pub mod path;
 pub mod preferences;

@@ -77,7 +77,16 @@ impl Session<'_> {
             }
         }
         results.sort_by_key(|(i, _)| *i);
-        results.into_iter().map(|(_, r)| r).collect()
+        let fetched: Vec<Fetched> = results
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect::<Result<_, _>>()?;
+        // Its hash is what vouched for it; its identity is what it says.
+        for f in &fetched {
+            let control = self.control_of(&f.file, &f.resolved.locked.sha256)?;
+            super::check_identity(&f.resolved.locked, &f.resolved.recipe, &f.file, &control)?;
+        }
+        Ok(fetched)
     }
 
     /// Where the verified file of `r` lives in the cache.

@@ -113,6 +113,19 @@ pub enum PipelineError {
     Script { path: PathBuf, message: String },
     #[error("{package}: {message}")]
     Scratch { package: String, message: String },
+    #[error(
+        "{package}: {} is not the package {vouched} vouched for: its control says {field} {found:?}, {vouched} says {expected:?}",
+        file.display()
+    )]
+    NotWhatWasVouchedFor {
+        package: String,
+        file: PathBuf,
+        /// "source NAME's signed index", or "the recipe".
+        vouched: String,
+        field: &'static str,
+        expected: String,
+        found: String,
+    },
     #[error("{package}: {source}")]
     Repack {
         package: String,
@@ -206,6 +219,42 @@ impl Session<'_> {
         self.records.put_control(sha256, &p.to_string());
         Ok(p)
     }
+}
+
+/// A package's identity comes from the file itself, checked against what
+/// vouched for it: the signed index stanza (the lock entry made from it) for
+/// an upstream file, the recipe for a direct one. Package, Version and
+/// Architecture must be what both say.
+fn check_identity(
+    locked: &LockedPackage,
+    recipe: &PackageRecipe,
+    file: &Path,
+    control: &ControlParagraph,
+) -> Result<(), PipelineError> {
+    let vouched = match locked.origin.as_str() {
+        "url" | "path" => "the recipe".to_string(),
+        source => format!("source {source}'s signed index"),
+    };
+    for (field, expected) in [
+        ("Package", &locked.name),
+        ("Version", &locked.version),
+        ("Architecture", &locked.architecture),
+        ("Package", &recipe.name),
+        ("Version", &recipe.version),
+    ] {
+        let found = control.get(field).unwrap_or_default();
+        if found != expected.as_str() {
+            return Err(PipelineError::NotWhatWasVouchedFor {
+                package: recipe.name.clone(),
+                file: file.to_path_buf(),
+                vouched: vouched.clone(),
+                field,
+                expected: expected.clone(),
+                found: found.to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The newest date among the artifacts' data members (the time dpkg-deb or

@@ -554,13 +554,22 @@ pub fn parse_package(
         (Action::Repack, Some(r)) => {
             let span = r.span();
             let r = r.into_inner();
-            for (k, v) in r.set.iter().chain(r.vars.iter()) {
-                if v.contains('\n') {
-                    return Err(at(
+            for (k, v) in &r.set {
+                crate::format::field::one_line(v).map_err(|e| {
+                    at(
                         span.clone(),
-                        format!("value of {k:?} has a newline; use one line"),
-                    ));
-                }
+                        format!("repack.set: value of {k:?} {v:?} {e}"),
+                    )
+                })?;
+            }
+            // vars fill `@NAME@` inside the scripts' double quotes.
+            for (k, v) in &r.vars {
+                crate::format::field::shell_quoted(v).map_err(|e| {
+                    at(
+                        span.clone(),
+                        format!("repack.vars: value of {k:?} {v:?} {e}"),
+                    )
+                })?;
             }
             for k in r.set.keys() {
                 if k.is_empty()
@@ -608,13 +617,13 @@ pub fn parse_package(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawRepository {
-    origin: Option<String>,
-    label: Option<String>,
+    origin: Option<Spanned<String>>,
+    label: Option<Spanned<String>>,
     suite: Option<String>,
     codename: Option<String>,
     component: Option<String>,
     architectures: Option<Vec<String>>,
-    description: Option<String>,
+    description: Option<Spanned<String>>,
     valid_for_days: Option<u32>,
     mirror: Option<String>,
 }
@@ -656,14 +665,35 @@ pub fn parse_repository(
             *slot = v;
         }
     }
-    if let Some(v) = raw.origin {
-        c.origin = v;
-    }
-    if let Some(v) = raw.label {
-        c.label = v;
-    }
-    if let Some(v) = raw.description {
-        c.description = v;
+    // Origin and Label end up in the Release and in the pins' `Pin: release
+    // o=…,l=…`; Description in the Release.
+    use crate::format::field;
+    for (field, value, slot, check) in [
+        (
+            "origin",
+            raw.origin,
+            &mut c.origin,
+            field::pin_value as fn(&str) -> Result<(), String>,
+        ),
+        ("label", raw.label, &mut c.label, field::pin_value),
+        (
+            "description",
+            raw.description,
+            &mut c.description,
+            field::one_line,
+        ),
+    ] {
+        if let Some(v) = value {
+            check(v.get_ref()).map_err(|e| {
+                error_at(
+                    file,
+                    text,
+                    Some(v.span()),
+                    format!("repository.{field} {:?} {e}", v.get_ref()),
+                )
+            })?;
+            *slot = v.into_inner();
+        }
     }
     if let Some(a) = raw.architectures {
         if a.is_empty() || !a.iter().all(|x| word(x) && x != "all") {
@@ -783,15 +813,28 @@ fn parse_build(file: &Path, text: &str, b: Spanned<RawBuild>) -> Result<BuildRec
     if b.summary.contains('\n') || b.summary.trim().is_empty() {
         return Err(at("build.summary is one non-empty line".into()));
     }
+    // What lands in the built package's control file, field by field.
+    use crate::format::field;
+    for (key, value) in [
+        ("maintainer", Some(&b.maintainer)),
+        ("summary", Some(&b.summary)),
+        ("section", b.section.as_ref()),
+        ("priority", b.priority.as_ref()),
+        ("homepage", b.homepage.as_ref()),
+    ]
+    .into_iter()
+    .chain(b.depends.iter().map(|d| ("depends", Some(d))))
+    {
+        if let Some(v) = value {
+            field::one_line(v).map_err(|e| at(format!("build.{key} {v:?} {e}")))?;
+        }
+    }
+    field::extended_description(&b.description)
+        .map_err(|e| at(format!("build.description: {e}")))?;
     let mut files = Vec::new();
     for f in b.files {
-        if !f.path.starts_with('/') || f.path.split('/').any(|c| c == "..") || f.path.ends_with('/')
-        {
-            return Err(at(format!(
-                "build.files: path {:?} must be an absolute file path",
-                f.path
-            )));
-        }
+        field::install_path(&f.path)
+            .map_err(|e| at(format!("build.files: path {:?} {e}", f.path)))?;
         let mode = u32::from_str_radix(&f.mode, 8)
             .ok()
             .filter(|m| *m <= 0o7777)

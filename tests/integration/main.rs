@@ -20,6 +20,7 @@ mod first_run;
 mod gpu_check;
 mod history;
 mod hostile;
+mod injection;
 mod machines;
 mod mutants;
 mod publish;

@@ -818,10 +818,11 @@ fn tree_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     files
 }
 
-/// `build` never writes what `verify` rejects: each broken shape (an exact
-/// dependency no package satisfies; a pin with no candidate) is exit 2 with
-/// the package, the relation and the fix, before the swap: the previous
-/// output stays byte for byte, no staging directory is left.
+/// `build` never writes what `verify` rejects: an exact dependency no
+/// package satisfies is exit 2 with the package, the relation and the fix,
+/// before the swap; a package whose file is another package (which would
+/// leave its pin no candidate) is refused before anything is built. The
+/// previous output stays byte for byte, no staging directory is left.
 #[test]
 fn build_refuses_a_repository_apt_could_not_install_from_and_keeps_the_previous_one() {
     let lab = Lab::new();
@@ -866,8 +867,8 @@ fn build_refuses_a_repository_apt_could_not_install_from_and_keeps_the_previous_
     untouched();
     fs::write(&meta, text).unwrap();
 
-    // 2. A pin with no candidate: a local file recipe named lab-tool, pinned,
-    //    whose file is another package.
+    // 2. A package whose file is another package: refused before anything
+    //    is built, as its identity comes from the file (issue 22).
     let tree = lab.dir.path().join("other-tool");
     fs::create_dir_all(tree.join("DEBIAN")).unwrap();
     fs::write(
@@ -888,10 +889,93 @@ fn build_refuses_a_repository_apt_could_not_install_from_and_keeps_the_previous_
     let (code, stdout, err) = build();
     assert_eq!(code, 2, "{stdout}{err}");
     assert!(
-        err.contains("debforge: error: the repository would not install: debforge.pref: pins lab-tool to this repository (priority 1001), which lists no lab-tool; apt would find no candidate\n"),
+        err.contains("debforge: error: lab-tool: ") && err.contains(" is not the package the recipe vouched for: its control says Package \"other-tool\", the recipe says \"lab-tool\"\n  hint: check the recipe's name, version and architecture against the file (dpkg-deb -f FILE Package Version Architecture)\n"),
         "{err}"
     );
     untouched();
+}
+
+/// The output transaction itself refuses pins that leave a package no
+/// candidate (here a pin on a package the repository lacks), before the
+/// swap: the shape `build` cannot be led into from recipes any more, checked
+/// where the guarantee lives (`repo::write`).
+#[test]
+fn the_output_transaction_refuses_a_pin_with_no_candidate() {
+    use debforge::openpgp::sign::KeyAlgo;
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    debforge::keys::keygen(&keys, "test", KeyAlgo::Ed25519, None, None, false).unwrap();
+    let signing: Vec<_> = debforge::keys::load_signing_keys(&keys, None)
+        .unwrap()
+        .into_iter()
+        .map(|k| k.key)
+        .collect();
+    let tree = dir.path().join("tree");
+    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    fs::write(
+        tree.join("DEBIAN/control"),
+        "Package: tool\nVersion: 1.0\nArchitecture: all\nMaintainer: x <x@example.org>\nDescription: x\n",
+    )
+    .unwrap();
+    let deb = dir.path().join("tool_1.0_all.deb");
+    ok(crate::common::debforge()
+        .args(["deb", "build"])
+        .arg(&tree)
+        .arg("-o")
+        .arg(&deb));
+    let control = debforge::deb::DebFile::open(&deb)
+        .unwrap()
+        .control_files()
+        .unwrap()
+        .control;
+    let sha256 = debforge::digest::strong_digest_reader(fs::File::open(&deb).unwrap())
+        .unwrap()
+        .sha256;
+    let records = debforge::repo::pool::DigestStore::new(None);
+    let params = debforge::repo::RepoParams {
+        config: debforge::repo::RepoConfig::default(),
+        keys: &signing,
+        date: 1_556_000_000,
+        records: &records,
+        pause_in_swap: None,
+        retain: vec![],
+        retain_from: None,
+    };
+    let input = [debforge::repo::PoolInput {
+        file: &deb,
+        control: &control,
+        sha256: &sha256,
+    }];
+    let out = dir.path().join("repo-out");
+    let pins = debforge::format::preferences::release_pins("debforge", "debforge", ["tool"]);
+    debforge::repo::write(
+        &out,
+        &input,
+        &params,
+        &pins,
+        &|_: debforge::progress::Event| {},
+    )
+    .unwrap();
+    let before = tree_bytes(&out);
+    let pins =
+        debforge::format::preferences::release_pins("debforge", "debforge", ["gone", "tool"]);
+    let err = debforge::repo::write(
+        &out,
+        &input,
+        &params,
+        &pins,
+        &|_: debforge::progress::Event| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "the repository would not install: debforge.pref: pins gone to this repository (priority 1001), which lists no gone; apt would find no candidate\n  nothing was written; {} is as it was",
+            out.display()
+        )
+    );
+    assert!(tree_bytes(&out) == before, "the previous output changed");
 }
 
 /// `verify` checks that apt could install from the repository, not only

@@ -23,15 +23,6 @@ pub(crate) fn run_build(
     debforge::repo::check_output(out, force)
         .map_err(|e| Failure::from(PipelineError::Repo(Box::new(e))))?;
     let mut config = debforge::recipe::load_repository(&project.recipes).map_err(Failure::new)?;
-    if config.origin.contains(',') || config.label.contains(',') {
-        return Err(Failure::new(format!(
-            "{}: origin {:?} or label {:?} holds a comma, which apt's `Pin: release o=…,l=…` cannot say",
-            project.recipes.join("repository.toml").display(),
-            config.origin,
-            config.label
-        ))
-        .hint(Some("choose an origin and label without commas")));
-    }
     if let Some(m) = mirror {
         config.mirror = Some(debforge::recipe::check_mirror(m).map_err(|e| {
             Failure::new(format!("--mirror {m:?}: {e}"))
