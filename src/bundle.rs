@@ -28,6 +28,34 @@ fn io_err(path: &Path) -> impl Fn(io::Error) -> BundleError + '_ {
 
 const TOP: &str = "debforge-bundle";
 
+/// A line of SHA256SUMS, as both `install.sh` (this pattern, with `grep
+/// -E`) and `bundle verify` ([`sums_line`]) accept it: one list of rules.
+/// A path starts with a letter, digit or `_` (never `-`, which a shell
+/// command would read as an option) and holds only `A-Za-z0-9._+~/-`; no
+/// carriage return.
+const SUMS_LINE_ERE: &str = "^[0-9a-f]{64}  [A-Za-z0-9_][A-Za-z0-9._+~/-]*$";
+
+/// The (digest, path) of a SHA256SUMS line that [`SUMS_LINE_ERE`] matches
+/// and whose path has no empty, `.` or `..` component (install.sh's second
+/// check).
+fn sums_line(line: &str) -> Option<(&str, &str)> {
+    let (h, rest) = (line.get(..64)?, line.get(64..)?);
+    let f = rest.strip_prefix("  ")?;
+    let hex = h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    let first = f
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_');
+    let chars = f
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"._+~/-".contains(&b));
+    let parts = f.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
+    (hex && first && chars && parts).then_some((h, f))
+}
+
+/// At most this many problems are listed; the rest are counted.
+const MAX_PROBLEMS: usize = 100;
+
 fn install_script(suite: &str, component: &str) -> String {
     format!(
         r#"#!/bin/sh
@@ -47,7 +75,7 @@ odd=$(find . ! -type f ! -type d | head -n 5)
 linked=$(find . -type f -links +1 | head -n 5)
 [ -z "$linked" ] || fail "the bundle holds hard-linked files: $linked"
 # Exactly the files SHA256SUMS lists, each listed once, none outside.
-if grep -v -E '^[0-9a-f]{{64}}  [A-Za-z0-9_][A-Za-z0-9._+~/%-]*$' SHA256SUMS | grep -q .; then
+if grep -v -E '{sums_line}' SHA256SUMS | grep -q .; then
     fail "SHA256SUMS has a line that is not '<sha256>  <path>'"
 fi
 if cut -c67- SHA256SUMS | grep -q -E '(^|/)\.\.?(/|$)|//'; then
@@ -82,7 +110,8 @@ Signed-By: /usr/share/keyrings/debforge-bundle-archive-keyring.gpg
 EOF
 install -m 644 repo/debforge.pref /etc/apt/preferences.d/debforge-bundle.pref
 echo "install.sh: apt source set up from $dest; now run: apt-get update && apt-get install gpu-stack-cu101"
-"#
+"#,
+        sums_line = SUMS_LINE_ERE
     )
 }
 
@@ -221,8 +250,15 @@ pub fn write_bundle(
 /// Checks a bundle in one pass: every file against `SHA256SUMS`, nothing
 /// missing, nothing extra. Returns the problems (empty: the bundle is good).
 pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
-    let file = File::open(path).map_err(io_err(path))?;
-    let mut archive = tar::Archive::new(BufReader::with_capacity(1 << 20, file));
+    let file = crate::input::open_regular(path).map_err(io_err(path))?;
+    // The guard refuses a GNU long name or PAX header over 1 MiB at its
+    // header, before the tar crate would read it into memory whole.
+    let guarded = crate::deb::targuard::TarGuard::new(
+        BufReader::with_capacity(1 << 20, file),
+        u64::MAX,
+        "the bundle",
+    );
+    let mut archive = tar::Archive::new(guarded);
     let mut expected: Option<BTreeMap<String, String>> = None;
     let mut problems = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
@@ -271,6 +307,15 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
             problems.push(format!("{rel}: appears twice in the archive"));
             continue;
         }
+        if rel == "SHA256SUMS"
+            && entry.header().size().unwrap_or(u64::MAX) > crate::input::limit::SUMS
+        {
+            problems.push(format!(
+                "SHA256SUMS: larger than {} bytes: not a debforge bundle",
+                crate::input::limit::SUMS
+            ));
+            break;
+        }
         let mut data_hash = Sha256::new();
         let mut buf = vec![0u8; 1 << 20];
         let mut sums_text = Vec::new();
@@ -293,11 +338,9 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
         if rel == "SHA256SUMS" {
             let text = String::from_utf8_lossy(&sums_text);
             let mut sums = BTreeMap::new();
-            for line in text.lines() {
-                let Some((h, f)) = line.split_once("  ").filter(|(h, f)| {
-                    crate::format::path::is_hex_digest(h, 64)
-                        && crate::format::path::check_relative(f).is_ok()
-                }) else {
+            // Lines end at '\n' alone, as for grep: a '\r' is refused.
+            for line in text.strip_suffix('\n').unwrap_or(&text).split('\n') {
+                let Some((h, f)) = sums_line(line) else {
                     problems.push(format!("SHA256SUMS: {line:?} is not '<sha256>  <path>'"));
                     continue;
                 };
@@ -328,6 +371,11 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
                 .map(|f| format!("{f}: listed in SHA256SUMS but missing")),
         ),
         None => {}
+    }
+    if problems.len() > MAX_PROBLEMS {
+        let more = problems.len() - MAX_PROBLEMS;
+        problems.truncate(MAX_PROBLEMS);
+        problems.push(format!("… and {more} more problems"));
     }
     Ok(problems)
 }

@@ -72,7 +72,7 @@ pub fn load_signing_keys(
         if mode & 0o077 != 0 {
             return Err(KeyError::Permissions { path, mode });
         }
-        let bytes = fs::read(&path).map_err(|source| KeyError::Io {
+        let bytes = crate::input::read(&path, crate::input::limit::KEY).map_err(|source| KeyError::Io {
             path: path.clone(),
             source,
         })?;

@@ -19,6 +19,7 @@ pub mod deb;
 pub mod digest;
 pub mod fetch;
 pub mod format;
+pub mod input;
 pub mod keys;
 pub mod openpgp;
 pub mod pipeline;

@@ -213,7 +213,8 @@ pub fn build_package(
             .file(&f.source)
             .map_err(|e| fail(format!("build.files: {e}")))?;
         let bytes =
-            fs::read(&src).map_err(|e| fail(format!("build.files: {}: {e}", src.display())))?;
+            crate::input::read(&src, crate::input::limit::PAYLOAD)
+                .map_err(|e| fail(format!("build.files: {}: {e}", src.display())))?;
         let bytes = match String::from_utf8(bytes) {
             Ok(text) => fill_versions(&text, versions, &src)?
                 .replace("@PACKAGE@", name)
@@ -278,7 +279,7 @@ pub fn build_package(
     let copyright_src = recipes
         .file(&build.copyright)
         .map_err(|e| fail(format!("build.copyright: {e}")))?;
-    let copyright = fs::read(&copyright_src)
+    let copyright = crate::input::read(&copyright_src, crate::input::limit::PAYLOAD)
         .map_err(|e| fail(format!("build.copyright: {}: {e}", copyright_src.display())))?;
     write(
         &root,

@@ -29,7 +29,7 @@ pub const EXIT_ERROR: u8 = 2;
 
 pub(crate) fn passphrase(file: Option<&std::path::Path>) -> Result<Option<String>, Failure> {
     if let Some(f) = file {
-        let text = std::fs::read_to_string(f).map_err(|e| {
+        let text = debforge::input::read_to_string(f, debforge::input::limit::PASSPHRASE).map_err(|e| {
             Failure::new(format!(
                 "{}: cannot read the passphrase file: {e}",
                 f.display()
@@ -239,8 +239,12 @@ impl From<PipelineError> for Failure {
                     "the upstream is not signed as source '{}' in recipes/sources.toml pins it: check its key file and fingerprint (never turn the check off)",
                     u.source_name
                 ),
-                U::KeyFile { .. } => format!(
+                U::KeyFile { source, .. } if source.kind() == std::io::ErrorKind::NotFound => format!(
                     "the key file of source '{}' is missing: keys/README.md says where each shipped key comes from and how to check it",
+                    u.source_name
+                ),
+                U::KeyFile { .. } => format!(
+                    "the key of source '{}' must be a key file (armored or binary) that recipes/sources.toml names: keys/README.md says where each shipped key comes from",
                     u.source_name
                 ),
                 U::NotYetValid { .. } | U::Expired { .. } => {

@@ -434,7 +434,7 @@ impl<'a> Session<'a> {
 
     /// The lock file on disk, if there is one.
     pub fn read_lock(&self) -> Result<Option<Lock>, PipelineError> {
-        match fs::read_to_string(&self.lock_path) {
+        match crate::input::read_to_string(&self.lock_path, crate::input::limit::LOCK) {
             Ok(text) => Lock::parse(&text)
                 .map(Some)
                 .map_err(|source| PipelineError::Lock {

@@ -880,7 +880,7 @@ fn parse_build(file: &Path, text: &str, b: Spanned<RawBuild>) -> Result<BuildRec
 /// Reads `dir/repository.toml` when present, else the defaults.
 pub fn load_repository(dir: &Path) -> Result<crate::format::release::RepoConfig, RecipeError> {
     let file = dir.join("repository.toml");
-    match std::fs::read_to_string(&file) {
+    match crate::input::read_to_string(&file, crate::input::limit::RECIPE) {
         Ok(text) => parse_repository(&file, &text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Ok(crate::format::release::RepoConfig::default())
@@ -896,7 +896,7 @@ pub fn load_repository(dir: &Path) -> Result<crate::format::release::RepoConfig,
 /// Reads `dir/sources.toml` and every `dir/packages/*.toml` (sorted by name).
 pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
     let read = |path: &Path| {
-        std::fs::read_to_string(path).map_err(|e| RecipeError {
+        crate::input::read_to_string(path, crate::input::limit::RECIPE).map_err(|e| RecipeError {
             file: path.to_path_buf(),
             line: None,
             message: format!("cannot read: {e}"),

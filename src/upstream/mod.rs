@@ -122,7 +122,7 @@ pub fn load_keyring(source: &Source, root: &Path) -> Result<PinnedKeyring, Upstr
         kind,
     };
     let path = root.join(&source.key);
-    let bytes = std::fs::read(&path).map_err(|e| {
+    let bytes = crate::input::read(&path, crate::input::limit::KEY).map_err(|e| {
         fail(UpstreamErrorKind::KeyFile {
             path: path.clone(),
             source: e,

@@ -68,23 +68,17 @@ impl Transport for DirTransport {
             url: path.display().to_string(),
             kind,
         };
-        match fs::metadata(&path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(fail(FetchErrorKind::Io {
-                    path: path.clone(),
-                    source: e,
-                }));
+        match crate::input::read(&path, limit) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::FileTooLarge => {
+                Err(fail(FetchErrorKind::TooLarge(limit)))
             }
-            Ok(m) if m.len() > limit => return Err(fail(FetchErrorKind::TooLarge(limit))),
-            Ok(_) => {}
-        }
-        fs::read(&path).map(Some).map_err(|e| {
-            fail(FetchErrorKind::Io {
+            Err(e) => Err(fail(FetchErrorKind::Io {
                 path: path.clone(),
                 source: e,
-            })
-        })
+            })),
+        }
     }
 
     fn fetch(
@@ -124,7 +118,7 @@ pub fn copy_verified(
             source: e,
         })
     };
-    let mut input = File::open(src).map_err(|e| io_fail(src, e))?;
+    let mut input = crate::input::open_regular(src).map_err(|e| io_fail(src, e))?;
     if let Some(dir) = dest.parent() {
         fs::create_dir_all(dir).map_err(|e| io_fail(dir, e))?;
     }

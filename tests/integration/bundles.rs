@@ -184,6 +184,22 @@ fn hostile_bundles_are_refused_by_verify_and_by_install_sh() {
             }),
             "lists",
         ),
+        (
+            "a top-level file named -rf",
+            Box::new(move |e: &mut Entries| {
+                listing(e, &format!("{}  -rf", sha(b"x")));
+                e.push(("debforge-bundle/-rf".into(), regular, None, b"x".to_vec()));
+            }),
+            "  -rf\" is not '<sha256>  <path>'",
+        ),
+        (
+            "SHA256SUMS with CRLF line ends",
+            Box::new(|e: &mut Entries| {
+                let text = String::from_utf8(e[0].3.clone()).unwrap();
+                e[0].3 = text.replace('\n', "\r\n").into_bytes();
+            }),
+            "\\r\" is not '<sha256>  <path>'",
+        ),
     ];
     let c = Chroot::new();
     c.ok("rm -f /etc/apt/sources.list.d/*");

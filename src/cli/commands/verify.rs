@@ -24,7 +24,7 @@ pub(crate) fn run_verify(
         )));
     }
     let keyring = keyring.unwrap_or_else(|| dir.join(format!("{}.gpg", pipeline::KEYRING_NAME)));
-    let bytes = std::fs::read(&keyring).map_err(|e| {
+    let bytes = debforge::input::read(&keyring, debforge::input::limit::KEY).map_err(|e| {
         Failure::new(format!(
             "{}: cannot read the keyring: {e}",
             keyring.display()

@@ -1,0 +1,125 @@
+//! EFFECT: reading the project's input files — recipes, the lock, keys, a
+//! passphrase, a snapshot's Release, a bundle's SHA256SUMS — by type and
+//! with a bound. Only a regular file is read (a FIFO would hang a run for
+//! ever, a link to `/dev/zero` would grow it until memory runs out); the
+//! type is checked before opening (following links, so a link to a device
+//! is a device) and again on what was opened (the path may change in
+//! between), which is opened non-blocking. Errors are `io::Error`s whose
+//! text says what was wrong, for the caller to wrap with the path.
+
+use std::fs::{self, File, Metadata, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+/// How large each kind of input may be. Generous for what a project really
+/// holds (the shipped recipes are under 2 KiB each, a 20,000-package lock
+/// about 20 MiB, Ubuntu's InRelease about 300 KiB), small against memory.
+pub mod limit {
+    /// A recipe, `sources.toml`, `repository.toml`, a maintainer script.
+    pub const RECIPE: u64 = 1 << 20;
+    /// The lock file.
+    pub const LOCK: u64 = 32 << 20;
+    /// A key or keyring.
+    pub const KEY: u64 = 4 << 20;
+    /// A passphrase file.
+    pub const PASSPHRASE: u64 = 4 << 10;
+    /// A Release or InRelease.
+    pub const RELEASE: u64 = 32 << 20;
+    /// A bundle's SHA256SUMS (about 130 bytes a file: 120,000 files).
+    pub const SUMS: u64 = 16 << 20;
+    /// A file a built package installs, or its copyright file.
+    pub const PAYLOAD: u64 = 1 << 30;
+}
+
+/// What kind of file `meta` describes, when it is not a regular file.
+fn not_regular(meta: &Metadata) -> Option<&'static str> {
+    let t = meta.file_type();
+    match () {
+        _ if t.is_file() => None,
+        _ if t.is_dir() => Some("a directory"),
+        _ if t.is_fifo() => Some("a FIFO (named pipe)"),
+        _ if t.is_char_device() => Some("a character device"),
+        _ if t.is_block_device() => Some("a block device"),
+        _ if t.is_socket() => Some("a socket"),
+        _ => Some("not a regular file"),
+    }
+}
+
+fn check(meta: &Metadata) -> io::Result<()> {
+    match not_regular(meta) {
+        None => Ok(()),
+        Some(what) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("is {what}, not a regular file; debforge reads only regular files here"),
+        )),
+    }
+}
+
+/// Opens `path` for reading if it is a regular file (without blocking on a
+/// FIFO put there in between).
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    check(&fs::metadata(path)?)?;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    check(&file.metadata()?)?;
+    Ok(file)
+}
+
+/// The whole of `path`, a regular file of at most `limit` bytes.
+pub fn read(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let file = open_regular(path)?;
+    // Refused before a byte is read when it says so itself.
+    if file.metadata()?.len() > limit {
+        return Err(too_large(limit));
+    }
+    let mut buf = Vec::new();
+    file.take(limit + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(too_large(limit));
+    }
+    Ok(buf)
+}
+
+fn too_large(limit: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::FileTooLarge,
+        format!("is larger than {limit} bytes, the most debforge reads for this kind of file"),
+    )
+}
+
+/// [`read`], as UTF-8 text.
+pub fn read_to_string(path: &Path, limit: u64) -> io::Result<String> {
+    String::from_utf8(read(path, limit)?).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "is not UTF-8 text".to_string(),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_regular_files_within_their_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        fs::write(&f, b"12345").unwrap();
+        assert_eq!(read(&f, 5).unwrap(), b"12345");
+        let e = read(&f, 4).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::FileTooLarge);
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(read(&fifo, 10).unwrap_err().to_string().contains("is a FIFO (named pipe)"));
+        let zero = dir.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        assert!(read(&zero, 10).unwrap_err().to_string().contains("is a character device"));
+        assert!(read(dir.path(), 10).unwrap_err().to_string().contains("is a directory"));
+        assert_eq!(read(&dir.path().join("none"), 10).unwrap_err().kind(), io::ErrorKind::NotFound);
+    }
+}
