@@ -41,7 +41,9 @@ const SUMS_LINE_ERE: &str = "^[0-9a-f]{64}  [A-Za-z0-9_][A-Za-z0-9._+~/-]*$";
 fn sums_line(line: &str) -> Option<(&str, &str)> {
     let (h, rest) = (line.get(..64)?, line.get(64..)?);
     let f = rest.strip_prefix("  ")?;
-    let hex = h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    let hex = h
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     let first = f
         .bytes()
         .next()
@@ -55,6 +57,35 @@ fn sums_line(line: &str) -> Option<(&str, &str)> {
 
 /// At most this many problems are listed; the rest are counted.
 const MAX_PROBLEMS: usize = 100;
+
+/// The problems `verify_bundle` found: the first [`MAX_PROBLEMS`], and how
+/// many more (a hostile SHA256SUMS may hold a million bad lines).
+#[derive(Default)]
+struct Problems {
+    list: Vec<String>,
+    more: usize,
+}
+
+impl Problems {
+    fn push(&mut self, problem: String) {
+        if self.list.len() < MAX_PROBLEMS {
+            self.list.push(problem);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    fn into_list(mut self) -> Vec<String> {
+        if self.more > 0 {
+            self.list.push(format!("… and {} more problems", self.more));
+        }
+        self.list
+    }
+}
 
 fn install_script(suite: &str, component: &str) -> String {
     format!(
@@ -260,7 +291,7 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
     );
     let mut archive = tar::Archive::new(guarded);
     let mut expected: Option<BTreeMap<String, String>> = None;
-    let mut problems = Vec::new();
+    let mut problems = Problems::default();
     let mut seen = std::collections::BTreeSet::new();
     let entries = archive.entries().map_err(io_err(path))?;
     for entry in entries {
@@ -366,16 +397,12 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
     }
     match expected {
         None if problems.is_empty() => problems.push("no SHA256SUMS: not a debforge bundle".into()),
-        Some(rest) => problems.extend(
-            rest.into_keys()
-                .map(|f| format!("{f}: listed in SHA256SUMS but missing")),
-        ),
+        Some(rest) => {
+            for f in rest.into_keys() {
+                problems.push(format!("{f}: listed in SHA256SUMS but missing"));
+            }
+        }
         None => {}
     }
-    if problems.len() > MAX_PROBLEMS {
-        let more = problems.len() - MAX_PROBLEMS;
-        problems.truncate(MAX_PROBLEMS);
-        problems.push(format!("… and {more} more problems"));
-    }
-    Ok(problems)
+    Ok(problems.into_list())
 }

@@ -92,12 +92,8 @@ fn too_large(limit: u64) -> io::Error {
 
 /// [`read`], as UTF-8 text.
 pub fn read_to_string(path: &Path, limit: u64) -> io::Result<String> {
-    String::from_utf8(read(path, limit)?).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            "is not UTF-8 text".to_string(),
-        )
-    })
+    String::from_utf8(read(path, limit)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "is not UTF-8 text".to_string()))
 }
 
 #[cfg(test)]
@@ -115,11 +111,29 @@ mod tests {
         let fifo = dir.path().join("fifo");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        assert!(read(&fifo, 10).unwrap_err().to_string().contains("is a FIFO (named pipe)"));
+        assert!(
+            read(&fifo, 10)
+                .unwrap_err()
+                .to_string()
+                .contains("is a FIFO (named pipe)")
+        );
         let zero = dir.path().join("zero");
         std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
-        assert!(read(&zero, 10).unwrap_err().to_string().contains("is a character device"));
-        assert!(read(dir.path(), 10).unwrap_err().to_string().contains("is a directory"));
-        assert_eq!(read(&dir.path().join("none"), 10).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert!(
+            read(&zero, 10)
+                .unwrap_err()
+                .to_string()
+                .contains("is a character device")
+        );
+        assert!(
+            read(dir.path(), 10)
+                .unwrap_err()
+                .to_string()
+                .contains("is a directory")
+        );
+        assert_eq!(
+            read(&dir.path().join("none"), 10).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
     }
 }

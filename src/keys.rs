@@ -72,10 +72,11 @@ pub fn load_signing_keys(
         if mode & 0o077 != 0 {
             return Err(KeyError::Permissions { path, mode });
         }
-        let bytes = crate::input::read(&path, crate::input::limit::KEY).map_err(|source| KeyError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let bytes =
+            crate::input::read(&path, crate::input::limit::KEY).map_err(|source| KeyError::Io {
+                path: path.clone(),
+                source,
+            })?;
         let key = SigningKey::from_bytes(&bytes, passphrase).map_err(|source| KeyError::Key {
             path: path.clone(),
             source,

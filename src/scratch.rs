@@ -212,9 +212,8 @@ pub fn build_package(
         let src = recipes
             .file(&f.source)
             .map_err(|e| fail(format!("build.files: {e}")))?;
-        let bytes =
-            crate::input::read(&src, crate::input::limit::PAYLOAD)
-                .map_err(|e| fail(format!("build.files: {}: {e}", src.display())))?;
+        let bytes = crate::input::read(&src, crate::input::limit::PAYLOAD)
+            .map_err(|e| fail(format!("build.files: {}: {e}", src.display())))?;
         let bytes = match String::from_utf8(bytes) {
             Ok(text) => fill_versions(&text, versions, &src)?
                 .replace("@PACKAGE@", name)

@@ -29,12 +29,14 @@ pub const EXIT_ERROR: u8 = 2;
 
 pub(crate) fn passphrase(file: Option<&std::path::Path>) -> Result<Option<String>, Failure> {
     if let Some(f) = file {
-        let text = debforge::input::read_to_string(f, debforge::input::limit::PASSPHRASE).map_err(|e| {
-            Failure::new(format!(
-                "{}: cannot read the passphrase file: {e}",
-                f.display()
-            ))
-        })?;
+        let text = debforge::input::read_to_string(f, debforge::input::limit::PASSPHRASE).map_err(
+            |e| {
+                Failure::new(format!(
+                    "{}: cannot read the passphrase file: {e}",
+                    f.display()
+                ))
+            },
+        )?;
         return Ok(Some(text.trim_end_matches(['\n', '\r']).to_string()));
     }
     Ok(std::env::var("DEBFORGE_KEY_PASSPHRASE")

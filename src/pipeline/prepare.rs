@@ -198,9 +198,8 @@ fn load_script(
         path: path.to_path_buf(),
         message,
     };
-    let bytes =
-        crate::input::read(path, crate::input::limit::RECIPE)
-            .map_err(|e| fail(format!("cannot read the maintainer script: {e}")))?;
+    let bytes = crate::input::read(path, crate::input::limit::RECIPE)
+        .map_err(|e| fail(format!("cannot read the maintainer script: {e}")))?;
     let mut text =
         String::from_utf8(bytes).map_err(|_| fail("is not a text file (not UTF-8)".into()))?;
     if text.contains('\0') {

@@ -171,3 +171,267 @@ fn a_signed_index_of_blank_lines_or_one_endless_line_stays_small() {
         eprintln!("index with {what}: exit {code}, peak RSS {rss} KB");
     }
 }
+
+/// A FIFO at `path` (a read would wait for a writer for ever).
+fn fifo(path: &Path) {
+    let _ = fs::remove_file(path);
+    ok(Command::new("mkfifo").arg(path));
+}
+
+/// A link to /dev/zero at `path` (a read would never end).
+fn zero(path: &Path) {
+    let _ = fs::remove_file(path);
+    std::os::unix::fs::symlink("/dev/zero", path).unwrap();
+}
+
+/// `debforge ARGS` under a 10 s timeout and GNU time: must exit 2 within it,
+/// print `needle`, and stay under [`MAX_RSS_KB`].
+fn refused_in_bounds(lab: &Lab, args: &[&str], needle: &str) {
+    let debforge = debforge().get_program().to_owned();
+    let mut cmd = Command::new("timeout");
+    cmd.arg("10").arg(debforge).args(args);
+    let work = tempfile::tempdir().unwrap();
+    let (code, err, rss) = measured(&mut cmd, work.path());
+    assert_eq!(code, 2, "{args:?} (124: timed out): {err}");
+    assert!(err.contains(needle), "{args:?}: {needle:?} not in {err}");
+    assert!(rss < MAX_RSS_KB, "{args:?}: {rss} KB");
+    let _ = lab;
+}
+
+/// Every input is read by type and with a bound: a FIFO, a link to
+/// /dev/zero or an oversized file in place of a recipe, sources.toml,
+/// repository.toml, an upstream key, the signing key, the passphrase file,
+/// the lock or a snapshot's Release is refused at once, naming the path.
+#[test]
+fn inputs_that_are_fifos_devices_or_huge_are_refused_at_once() {
+    let lab = Lab::new();
+    let r = |rel: &str| lab.recipes.join(rel);
+    let s = |p: &Path| p.display().to_string();
+    let recipes = s(&lab.recipes);
+    let cache = s(&lab.cache);
+    let project = lab.recipes.parent().unwrap().to_path_buf();
+    let keys = s(&project.join("keys"));
+    let base = ["--recipes", &recipes, "--cache", &cache];
+    let lock = |extra: &[&str]| -> Vec<String> {
+        ["lock"]
+            .iter()
+            .chain(base.iter())
+            .chain(extra)
+            .map(|x| x.to_string())
+            .collect()
+    };
+    let build = |extra: &[&str]| -> Vec<String> {
+        [
+            "build",
+            "--keys",
+            &keys,
+            "--out",
+            &s(&project.join("repo-out")),
+        ]
+        .iter()
+        .chain(base.iter())
+        .chain(extra)
+        .map(|x| x.to_string())
+        .collect()
+    };
+    let call = |args: Vec<String>, needle: &str| {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        refused_in_bounds(&lab, &a, needle);
+    };
+
+    // A recipe, sources.toml, repository.toml.
+    let recipe = r("packages/evil.toml");
+    fifo(&recipe);
+    call(
+        lock(&[]),
+        "evil.toml: cannot read: is a FIFO (named pipe), not a regular file",
+    );
+    zero(&recipe);
+    call(
+        lock(&[]),
+        "evil.toml: cannot read: is a character device, not a regular file",
+    );
+    fs::remove_file(&recipe).unwrap();
+    fs::write(&recipe, vec![b'#'; 60 << 20]).unwrap();
+    call(
+        lock(&[]),
+        "evil.toml: cannot read: is larger than 1048576 bytes",
+    );
+    fs::remove_file(&recipe).unwrap();
+    let sources = r("sources.toml");
+    let sources_text = fs::read(&sources).unwrap();
+    fifo(&sources);
+    call(lock(&[]), "sources.toml: cannot read: is a FIFO");
+    fs::remove_file(&sources).unwrap();
+    fs::write(&sources, &sources_text).unwrap();
+    zero(&r("repository.toml"));
+    call(
+        build(&[]),
+        "repository.toml: cannot read: is a character device",
+    );
+    fs::remove_file(r("repository.toml")).unwrap();
+
+    // The upstream key: refused as what it is, not "missing".
+    let key = project.join("keys/upstream.asc");
+    let key_bytes = fs::read(&key).unwrap();
+    zero(&key);
+    call(lock(&[]), "is a character device, not a regular file");
+    let (_, _, err) = crate::common::run(&mut debforge().args(lock(&[])));
+    assert!(!err.contains("is missing"), "{err}");
+    fs::remove_file(&key).unwrap();
+    fs::write(&key, &key_bytes).unwrap();
+
+    // The signing key, the passphrase file.
+    let signing = project.join("keys/signing");
+    let real: Vec<PathBuf> = fs::read_dir(&signing)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "key"))
+        .collect();
+    let aside = project.join("aside.key");
+    fs::rename(&real[0], &aside).unwrap();
+    fifo(&real[0]);
+    ok(Command::new("chmod").arg("600").arg(&real[0]));
+    call(build(&[]), "is a FIFO (named pipe), not a regular file");
+    fs::remove_file(&real[0]).unwrap();
+    fs::rename(&aside, &real[0]).unwrap();
+    let pass = project.join("pass");
+    fifo(&pass);
+    call(
+        build(&["--passphrase-file", &s(&pass)]),
+        "cannot read the passphrase file: is a FIFO",
+    );
+
+    // The lock.
+    ok(debforge().args(lock(&[])));
+    let lock_file = r("debforge.lock");
+    let lock_text = fs::read(&lock_file).unwrap();
+    zero(&lock_file);
+    call(build(&["--locked"]), "debforge.lock: is a character device");
+    fs::remove_file(&lock_file).unwrap();
+    fs::write(&lock_file, vec![b'#'; 80 << 20]).unwrap();
+    call(build(&["--locked"]), "debforge.lock: is larger than");
+    fs::write(&lock_file, &lock_text).unwrap();
+
+    // A snapshot whose Release is a FIFO.
+    let snap = project.join("snap");
+    ok(debforge().args([
+        "fetch",
+        "--recipes",
+        &recipes,
+        "--cache",
+        &cache,
+        "--to",
+        &s(&snap),
+    ]));
+    fifo(&snap.join("nvidia-ml/Release"));
+    call(
+        build(&["--locked", "--source-dir", &s(&snap)]),
+        "Release: is a FIFO (named pipe), not a regular file",
+    );
+}
+
+/// Hostile bundles that used to cost gigabytes or flood the terminal: a
+/// SHA256SUMS that claims 4 GiB (a sparse tar), a PAX header that claims
+/// 3 GiB, and a SHA256SUMS of a million bad lines (the problems are capped).
+#[test]
+fn bundle_verify_stays_small_on_huge_claims_and_caps_its_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let lab = Lab::new();
+    let header = |name: &str, kind: tar::EntryType, size: u64| {
+        let mut h = tar::Header::new_ustar();
+        h.set_path(name).unwrap();
+        h.set_entry_type(kind);
+        h.set_mode(0o644);
+        h.set_size(size);
+        h.set_cksum();
+        h.as_bytes().to_vec()
+    };
+    let sparse = |name: &str, bytes: Vec<u8>, claimed: u64| {
+        let p = dir.path().join(name);
+        let f = fs::File::create(&p).unwrap();
+        std::io::Write::write_all(&mut &f, &bytes).unwrap();
+        f.set_len(bytes.len() as u64 + claimed + 1024).unwrap();
+        p.display().to_string()
+    };
+    let sums = sparse(
+        "sums.tar",
+        header(
+            "debforge-bundle/SHA256SUMS",
+            tar::EntryType::Regular,
+            4 << 30,
+        ),
+        4 << 30,
+    );
+    refused_in_bounds_exit(
+        &lab,
+        &["bundle", "verify", &sums],
+        1,
+        "SHA256SUMS: larger than 16777216 bytes",
+    );
+    let pax = sparse(
+        "pax.tar",
+        header("pax", tar::EntryType::XHeader, 3 << 30),
+        3 << 30,
+    );
+    refused_in_bounds_exit(
+        &lab,
+        &["bundle", "verify", &pax],
+        1,
+        "the tar archive is damaged",
+    );
+
+    let mut b = tar::Builder::new(fs::File::create(dir.path().join("lines.tar")).unwrap());
+    let text = "not a line\n".repeat(1_000_000);
+    let mut h = tar::Header::new_ustar();
+    h.set_size(text.len() as u64);
+    h.set_mode(0o644);
+    b.append_data(&mut h, "debforge-bundle/SHA256SUMS", text.as_bytes())
+        .unwrap();
+    b.finish().unwrap();
+    let lines = dir.path().join("lines.tar").display().to_string();
+    let debforge = debforge().get_program().to_owned();
+    let work = tempfile::tempdir().unwrap();
+    let out = Command::new("timeout")
+        .arg("10")
+        .arg(&debforge)
+        .args(["bundle", "verify", &lines])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.lines().count() < 110,
+        "{} lines",
+        stdout.lines().count()
+    );
+    assert!(stdout.contains("… and 999900 more problems"), "{stdout}");
+    let (_, _, rss) = measured(
+        Command::new(&debforge).args(["bundle", "verify", &lines]),
+        work.path(),
+    );
+    assert!(rss < MAX_RSS_KB, "{rss} KB");
+}
+
+/// [`refused_in_bounds`] for a command whose refusal is exit `code`, with
+/// `needle` on stdout or stderr.
+fn refused_in_bounds_exit(lab: &Lab, args: &[&str], code: i32, needle: &str) {
+    let debforge = debforge().get_program().to_owned();
+    let out = Command::new("timeout")
+        .arg("10")
+        .arg(&debforge)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {text}");
+    assert!(text.contains(needle), "{args:?}: {needle:?} not in {text}");
+    let work = tempfile::tempdir().unwrap();
+    let (_, _, rss) = measured(Command::new(&debforge).args(args), work.path());
+    assert!(rss < MAX_RSS_KB, "{args:?}: {rss} KB");
+    let _ = lab;
+}
