@@ -119,9 +119,12 @@ impl Session<'_> {
                 });
             }
             let mut open = OpenSource::open(source, keyring, transport, self.settings.now)?;
-            let names: Vec<&str> = recipes.iter().map(|p| p.name.as_str()).collect();
+            let wanted: Vec<(&str, &str)> = recipes
+                .iter()
+                .map(|p| (p.name.as_str(), p.version.as_str()))
+                .collect();
             for p in &recipes {
-                open.load_index(&p.architecture, &names, &self.settings.cache)?;
+                open.load_index(&p.architecture, &wanted, &self.settings.cache)?;
                 let f = open.find(&p.name, &p.version, &p.architecture)?;
                 let url = format!("{}{}", source.url, f.path);
                 out.push(Resolved {
@@ -359,9 +362,12 @@ impl Session<'_> {
             };
             let keyring = upstream::load_keyring(source, &root)?;
             let mut open = OpenSource::open(source, &keyring, transport, self.settings.now)?;
-            let names: Vec<&str> = recipes.iter().map(|p| p.name.as_str()).collect();
+            let wanted: Vec<(&str, &str)> = recipes
+                .iter()
+                .map(|p| (p.name.as_str(), p.version.as_str()))
+                .collect();
             for p in recipes {
-                open.load_index(&p.architecture, &names, &self.settings.cache)?;
+                open.load_index(&p.architecture, &wanted, &self.settings.cache)?;
                 let Some(locked) = lock.get(&p.name, &p.architecture) else {
                     continue;
                 };

@@ -112,7 +112,33 @@ pub struct OpenSource<'t> {
     /// Verified index files (relative path → local file) for snapshots.
     pub index_files: BTreeMap<String, PathBuf>,
     /// Stanzas by architecture, for the package names asked for.
-    stanzas: BTreeMap<String, (String, String, Vec<Paragraph>)>,
+    stanzas: BTreeMap<String, LoadedIndex>,
+}
+
+/// What is kept of a verified index while it streams by: the stanzas of
+/// the versions the recipes ask for (the first of each name, version and
+/// architecture), and, for the names they ask for, each version offered
+/// (at most [`MAX_OFFERS`] a name): memory stays flat in the index's size,
+/// however many stanzas a hostile index repeats.
+struct LoadedIndex {
+    path: String,
+    sha256: String,
+    stanzas: Vec<Paragraph>,
+    /// name → (version, architecture, SHA256), first seen first.
+    offers: BTreeMap<String, Vec<(String, String, String)>>,
+}
+
+/// The most versions of one package kept from an index (Ubuntu's largest
+/// list a few dozen).
+const MAX_OFFERS: usize = 10_000;
+
+/// Whether two version strings name the same version (dpkg's equality:
+/// `1.0` and `0:1.0` are one), or, where one does not parse, the same text.
+fn same_version(a: &str, b: &str) -> bool {
+    match (Version::parse_lenient(a), Version::parse_lenient(b)) {
+        (Ok((a, _)), Ok((b, _))) => a == b,
+        _ => a == b,
+    }
 }
 
 /// Reads the pinned key of `source` (its path relative to `root`).
@@ -250,12 +276,13 @@ impl<'t> OpenSource<'t> {
     }
 
     /// Loads (once per architecture) the index listing `arch` packages,
-    /// verified against the Release, keeping the stanzas of `names`.
+    /// verified against the Release, keeping the stanzas of the `wanted`
+    /// (name, version) pairs and the versions offered for their names.
     /// Verified index files are cached under `cache`.
     pub fn load_index(
         &mut self,
         arch: &str,
-        names: &[&str],
+        wanted: &[(&str, &str)],
         cache: &Path,
     ) -> Result<(), UpstreamError> {
         if self.stanzas.contains_key(arch) {
@@ -340,16 +367,38 @@ impl<'t> OpenSource<'t> {
         let reader = compression
             .decoder(BufReader::new(file))
             .map_err(|e| bad(e.to_string()))?;
-        let mut kept = Vec::new();
+        let mut loaded = LoadedIndex {
+            path: index_path.clone(),
+            sha256: index_sha256,
+            stanzas: Vec::new(),
+            offers: BTreeMap::new(),
+        };
+        let mut seen = std::collections::BTreeSet::new();
         for p in ParagraphReader::new(BufReader::new(reader)) {
             let p = p.map_err(|e| bad(e.to_string()))?;
-            if p.get("Package").is_some_and(|n| names.contains(&n)) {
-                kept.push(p);
+            let field = |f: &str| p.get(f).unwrap_or_default().to_string();
+            let name = field("Package");
+            if !wanted.iter().any(|(n, _)| *n == name) {
+                continue;
+            }
+            let (version, architecture) = (field("Version"), field("Architecture"));
+            let offers = loaded.offers.entry(name.clone()).or_default();
+            if offers.len() < MAX_OFFERS
+                && !offers
+                    .iter()
+                    .any(|(v, a, _)| *v == version && *a == architecture)
+            {
+                offers.push((version.clone(), architecture.clone(), field("SHA256")));
+            }
+            let asked = wanted
+                .iter()
+                .any(|(n, v)| *n == name && same_version(v, &version));
+            if asked && seen.insert((name, version, architecture)) {
+                loaded.stanzas.push(p);
             }
         }
-        self.index_files.insert(index_path.clone(), local);
-        self.stanzas
-            .insert(arch.to_string(), (index_path, index_sha256, kept));
+        self.index_files.insert(index_path, local);
+        self.stanzas.insert(arch.to_string(), loaded);
         Ok(())
     }
 
@@ -357,22 +406,16 @@ impl<'t> OpenSource<'t> {
     /// `arch` or `all`), with its SHA256: what `diff --upstream` compares
     /// the lock with.
     pub fn offered(&self, name: &str, arch: &str) -> Vec<(String, String)> {
-        let Some((_, _, stanzas)) = self.stanzas.get(arch) else {
+        let Some(loaded) = self.stanzas.get(arch) else {
             return Vec::new();
         };
-        stanzas
-            .iter()
-            .filter(|p| {
-                p.get("Package") == Some(name)
-                    && p.get("Architecture")
-                        .is_some_and(|a| a == arch || a == "all")
-            })
-            .map(|p| {
-                (
-                    p.get("Version").unwrap_or_default().to_string(),
-                    p.get("SHA256").unwrap_or_default().to_string(),
-                )
-            })
+        loaded
+            .offers
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter(|(_, a, _)| a == arch || a == "all")
+            .map(|(v, _, sha)| (v.clone(), sha.clone()))
             .collect()
     }
 
@@ -383,30 +426,22 @@ impl<'t> OpenSource<'t> {
         version: &str,
         arch: &str,
     ) -> Result<IndexedFile, UpstreamError> {
-        let (index, index_sha256, stanzas) = self.stanzas.get(arch).expect("load_index() first");
+        let loaded = self.stanzas.get(arch).expect("load_index() first");
+        let (index, index_sha256) = (&loaded.path, &loaded.sha256);
         let what = self.transport.describe(index);
-        let want = Version::parse_lenient(version).map(|(v, _)| v).ok();
-        let same_version = |v: &str| match (&want, Version::parse_lenient(v)) {
-            (Some(w), Ok((v, _))) => *w == v,
-            _ => v == version,
-        };
-        let stanza = stanzas.iter().find(|p| {
+        let stanza = loaded.stanzas.iter().find(|p| {
             p.get("Package") == Some(name)
-                && p.get("Version").is_some_and(same_version)
+                && p.get("Version").is_some_and(|v| same_version(version, v))
                 && p.get("Architecture")
                     .is_some_and(|a| a == arch || a == "all")
         });
         let Some(p) = stanza else {
-            let mut versions: Vec<String> = stanzas
-                .iter()
-                .filter(|p| p.get("Package") == Some(name))
-                .map(|p| {
-                    format!(
-                        "{} ({})",
-                        p.get("Version").unwrap_or("?"),
-                        p.get("Architecture").unwrap_or("?")
-                    )
-                })
+            let mut versions: Vec<String> = loaded
+                .offers
+                .get(name)
+                .into_iter()
+                .flatten()
+                .map(|(v, a, _)| format!("{v} ({a})"))
                 .collect();
             versions.sort();
             let available = if versions.is_empty() {
