@@ -100,13 +100,19 @@ impl<R: Read + Seek> ArReader<R> {
         if name.is_empty() {
             return bad("empty member name".into());
         }
+        // As dpkg's ar reader (lib/dpkg/ar.c) reads a number: leading
+        // spaces, then digits only (no '+'), then spaces; and, stricter than
+        // it, not empty (a member of no bytes is refused later by dpkg-deb).
         let number = |field: &[u8], radix: u32, what: &str| -> Result<u64, String> {
             let text = std::str::from_utf8(field).unwrap_or("?");
-            let text = text.trim_end_matches(' ');
-            if text.is_empty() {
-                return Ok(0);
+            let digits = text.trim_matches(' ');
+            if digits.is_empty() {
+                return Err(format!("{what} field is empty"));
             }
-            u64::from_str_radix(text, radix)
+            if !digits.chars().all(|c| c.is_digit(radix)) {
+                return Err(format!("{what} field {text:?} is not a number"));
+            }
+            u64::from_str_radix(digits, radix)
                 .map_err(|_| format!("{what} field {text:?} is not a number"))
         };
         let size = match number(&h[48..58], 10, "size") {

@@ -285,6 +285,13 @@ impl DebFile {
         })
     }
 
+    /// Reads the data member to its end as dpkg-deb does (decompressed, every
+    /// tar header and entry, the end of the stream): a member cut short or
+    /// of random bytes is refused, not copied on.
+    pub fn check_data(&self) -> Result<(), DebError> {
+        self.visit_data(|_| Ok(()))
+    }
+
     /// Streams the data member's entries to `visit`, in archive order, without
     /// reading file contents into memory.
     pub fn visit_data(

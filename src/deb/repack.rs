@@ -98,6 +98,9 @@ pub fn repack(
 ) -> Result<RepackReport, RepackError> {
     let deb = DebFile::open(input)?;
     let control = deb.control_files()?;
+    // The data member is copied byte for byte: read it to its end first, so
+    // that a package dpkg-deb would refuse is never written again.
+    deb.check_data()?;
     let mut paragraph = control.control.clone();
     for (k, v) in &opts.set {
         if k.is_empty() || k.contains(char::is_whitespace) || k.contains(':') || k.starts_with('-')

@@ -27,10 +27,66 @@ pub enum ClearsignError {
     BadArmorHeader(usize),
     #[error("no '-----BEGIN PGP SIGNATURE-----' after the signed text")]
     NoSignature,
+    #[error(
+        "line {0}: text before the signed message; apt and gpgv refuse unsigned text outside the signature"
+    )]
+    TextBefore(usize),
+    #[error(
+        "line {0}: text after the signature; apt and gpgv refuse unsigned text outside the signature"
+    )]
+    TextAfter(usize),
+    #[error("line {0}: a second signed message; an InRelease holds exactly one")]
+    SecondMessage(usize),
+    #[error("no '-----END PGP SIGNATURE-----' closes the signature")]
+    NoSignatureEnd,
 }
 
 const BEGIN: &str = "-----BEGIN PGP SIGNED MESSAGE-----";
 const SIG_BEGIN: &str = "-----BEGIN PGP SIGNATURE-----";
+
+const SIG_END: &str = "-----END PGP SIGNATURE-----";
+
+/// Checks that `text` is one cleartext-signed message and nothing else:
+/// blank lines may surround it, no other text, and no second message (a
+/// verifier that takes the signed part would use it and ignore the rest;
+/// apt and gpgv refuse the file).
+pub fn check_shape(text: &str) -> Result<(), ClearsignError> {
+    enum State {
+        Before,
+        Signed,
+        Signature,
+        After,
+    }
+    let mut state = State::Before;
+    for (i, line) in text.split('\n').enumerate() {
+        let line = line.trim_end_matches('\r');
+        let n = i + 1;
+        let blank = line.trim().is_empty();
+        state = match state {
+            State::Before if blank => State::Before,
+            State::Before if line.trim_end() == BEGIN => State::Signed,
+            State::Before => return Err(ClearsignError::TextBefore(n)),
+            State::Signed if line.trim_end() == BEGIN => {
+                return Err(ClearsignError::SecondMessage(n));
+            }
+            State::Signed if line.trim_end() == SIG_BEGIN => State::Signature,
+            State::Signed => State::Signed,
+            State::Signature if line.trim_end() == SIG_END => State::After,
+            State::Signature => State::Signature,
+            State::After if blank => State::After,
+            State::After if line.trim_end() == BEGIN || line.trim_end() == SIG_BEGIN => {
+                return Err(ClearsignError::SecondMessage(n));
+            }
+            State::After => return Err(ClearsignError::TextAfter(n)),
+        };
+    }
+    match state {
+        State::Before => Err(ClearsignError::NoHeader),
+        State::Signed => Err(ClearsignError::NoSignature),
+        State::Signature => Err(ClearsignError::NoSignatureEnd),
+        State::After => Ok(()),
+    }
+}
 
 pub fn split(text: &str) -> Result<Cleartext, ClearsignError> {
     let mut lines = text.split_inclusive('\n').enumerate();
@@ -70,6 +126,37 @@ pub fn split(text: &str) -> Result<Cleartext, ClearsignError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_one_signed_message_and_nothing_else() {
+        let one = "-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA512\n\nOrigin: x\n-----BEGIN PGP SIGNATURE-----\n\nabc\n-----END PGP SIGNATURE-----\n";
+        check_shape(one).unwrap();
+        check_shape(&format!("\n{one}\n\n")).unwrap();
+        assert_eq!(
+            check_shape(&format!("Origin: evil\n{one}")),
+            Err(ClearsignError::TextBefore(1))
+        );
+        assert_eq!(
+            check_shape(&format!("{one}Origin: evil\n")),
+            Err(ClearsignError::TextAfter(9))
+        );
+        assert_eq!(
+            check_shape(&format!("{one}{one}")),
+            Err(ClearsignError::SecondMessage(9))
+        );
+        let nested = one.replace(
+            "Origin: x\n",
+            "Origin: x\n-----BEGIN PGP SIGNED MESSAGE-----\n",
+        );
+        assert_eq!(check_shape(&nested), Err(ClearsignError::SecondMessage(5)));
+        assert_eq!(
+            check_shape(
+                one.trim_end()
+                    .trim_end_matches("-----END PGP SIGNATURE-----")
+            ),
+            Err(ClearsignError::NoSignatureEnd)
+        );
+    }
 
     #[test]
     fn splits_and_undoes_dash_escaping() {

@@ -87,6 +87,8 @@ pub enum VerifyError {
     Malformed(String),
     #[error("no valid signature by the pinned key {pinned}: {reasons}")]
     NotSigned { pinned: String, reasons: String },
+    #[error("not one cleartext-signed message: {0}")]
+    Shape(#[from] crate::format::clearsign::ClearsignError),
 }
 
 /// The certificates of a keyring file whose primary fingerprint is pinned.
@@ -179,6 +181,8 @@ impl PinnedKeyring {
     /// Checks a cleartext-signed message (`InRelease`); returns the signed
     /// text (the Release) and the signer's fingerprint.
     pub fn verify_cleartext(&self, message: &[u8]) -> Result<(Vec<u8>, Fingerprint), VerifyError> {
+        // Only the signed part would be read; the rest must not be there.
+        crate::format::clearsign::check_shape(&String::from_utf8_lossy(message))?;
         let policy = AptPolicy::new();
         let helper = Helper::new(&self.certs);
         let mut verifier = VerifierBuilder::from_bytes(message)

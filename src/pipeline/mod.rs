@@ -235,6 +235,16 @@ fn check_identity(
         "url" | "path" => "the recipe".to_string(),
         source => format!("source {source}'s signed index"),
     };
+    // A file only the recipe's hash vouches for is read to its end as
+    // dpkg-deb would (a signed index's files are, when repacked).
+    if matches!(locked.origin.as_str(), "url" | "path") {
+        DebFile::open(file)
+            .and_then(|d| d.check_data())
+            .map_err(|source| PipelineError::Deb {
+                path: file.to_path_buf(),
+                source,
+            })?;
+    }
     for (field, expected) in [
         ("Package", &locked.name),
         ("Version", &locked.version),

@@ -138,6 +138,7 @@ impl IndexCache {
 pub fn read_deb(file: &Path, filename: &str) -> Result<IndexedDeb, IndexError> {
     let deb = DebFile::open(file)?;
     let control = deb.control_files()?.control;
+    deb.check_data()?;
     let digests = digest_reader(deb.raw_whole()).map_err(|source| IndexError::Io {
         path: file.to_path_buf(),
         source,

@@ -64,39 +64,16 @@ fn a_build_killed_inside_the_swap_loses_nothing() {
         .arg(&out));
     assert_eq!(history.lines().count(), 1, "{history}");
 
-    // The next build fails in its output step (two recipes with the same
-    // name, version and architecture and other bytes) and still puts the
-    // previous repository back, whole.
-    let packages = lab.recipes.join("packages");
-    let first = fs::read_dir(&packages)
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .path();
-    let text = fs::read_to_string(&first).unwrap();
-    let dup = packages.join("zz-duplicate.toml");
-    let deb = lab.dir.path().join("dup.deb");
-    let name = text
-        .lines()
-        .find_map(|l| l.strip_prefix("name = "))
-        .unwrap()
-        .trim_matches('"');
-    let version = text
-        .lines()
-        .find_map(|l| l.strip_prefix("version = "))
-        .unwrap()
-        .trim_matches('"');
-    let arch = text
-        .lines()
-        .find_map(|l| l.strip_prefix("architecture = "))
-        .unwrap()
-        .trim_matches('"');
-    let tree = lab.dir.path().join("dup-tree");
+    // The next build fails in its output step (a package that needs a
+    // version of libnccl2 the repository does not have: refused before the
+    // swap) and still puts the previous repository back, whole.
+    let dup = lab.recipes.join("packages/zz-broken.toml");
+    let deb = lab.dir.path().join("zz-broken_1.0_all.deb");
+    let tree = lab.dir.path().join("broken-tree");
     fs::create_dir_all(tree.join("DEBIAN")).unwrap();
     fs::write(
         tree.join("DEBIAN/control"),
-        format!("Package: {name}\nVersion: {version}\nArchitecture: {arch}\nMaintainer: x <x@example.org>\nDescription: other bytes\n same name and version.\n"),
+        "Package: zz-broken\nVersion: 1.0\nArchitecture: all\nMaintainer: x <x@example.org>\nDepends: libnccl2 (= 9.9)\nDescription: needs what is not there\n x.\n",
     )
     .unwrap();
     ok(crate::common::debforge()
@@ -106,12 +83,12 @@ fn a_build_killed_inside_the_swap_loses_nothing() {
         .arg(&deb));
     fs::write(
         &dup,
-        format!("name = \"{name}-dup\"\nversion = \"{version}\"\narchitecture = \"{arch}\"\nfrom = {{ path = \"{}\" }}\n", deb.display()),
+        format!("name = \"zz-broken\"\nversion = \"1.0\"\narchitecture = \"all\"\nfrom = {{ path = \"{}\" }}\n", deb.display()),
     )
     .unwrap();
     let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("has other bytes"), "{err}");
+    assert!(err.contains("the repository would not install"), "{err}");
     assert!(
         err.contains("warning: restored the previous repository"),
         "{err}"

@@ -548,9 +548,14 @@ fn direct_url_and_local_path_recipes() {
     let url = lab.server.url(&format!("nvidia/{CUDNN}"));
     let recipe = |sha: &str| {
         format!(
-            "name = \"direct-cudnn\"\nversion = \"7.5.0.56-1+cuda10.1\"\narchitecture = \"amd64\"\nfrom = {{ url = \"{url}\", sha256 = \"{sha}\", size = {size} }}\n"
+            "name = \"libcudnn7\"\nversion = \"7.5.0.56-1+cuda10.1\"\narchitecture = \"amd64\"\nfrom = {{ url = \"{url}\", sha256 = \"{sha}\", size = {size} }}\n"
         )
     };
+    // The recipes of those packages say where they come from now (a
+    // package is what its file says: the recipe is named after it).
+    for p in ["libcudnn7", "libnccl-dev"] {
+        fs::remove_file(lab.recipes.join(format!("packages/{p}.toml"))).unwrap();
+    }
     fs::write(lab.recipes.join("packages/direct.toml"), recipe(&sha)).unwrap();
     fs::create_dir_all(lab.recipes.join("local")).unwrap();
     fs::copy(
@@ -561,7 +566,7 @@ fn direct_url_and_local_path_recipes() {
     .unwrap();
     fs::write(
         lab.recipes.join("packages/local.toml"),
-        "name = \"local-nccl\"\nversion = \"2.4.2-1+cuda10.1\"\narchitecture = \"amd64\"\nfrom = { path = \"local/x.deb\" }\n",
+        "name = \"libnccl-dev\"\nversion = \"2.4.2-1+cuda10.1\"\narchitecture = \"amd64\"\nfrom = { path = \"local/x.deb\" }\n",
     )
     .unwrap();
     let out = lab.dir.path().join("out");

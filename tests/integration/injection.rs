@@ -209,3 +209,36 @@ fn a_file_that_is_another_package_than_its_signed_index_says_is_refused() {
     assert!(err.ends_with(tail), "{err}");
     assert!(!out.exists());
 }
+
+/// An InRelease with unsigned text after its signature, or a second signed
+/// message, is refused naming the shape, as apt and gpgv refuse it (only
+/// the signed part would have been used).
+#[test]
+fn an_inrelease_with_text_outside_its_signature_is_refused() {
+    for (what, edit, needle) in [
+        (
+            "text after",
+            Box::new(|t: String| format!("{t}Origin: evil\n")) as Box<dyn Fn(String) -> String>,
+            "text after the signature; apt and gpgv refuse unsigned text outside the signature",
+        ),
+        (
+            "text before",
+            Box::new(|t: String| format!("Origin: evil\n\n{t}")),
+            "line 1: text before the signed message",
+        ),
+        (
+            "two messages",
+            Box::new(|t: String| format!("{t}{t}")),
+            "a second signed message; an InRelease holds exactly one",
+        ),
+    ] {
+        let lab = Lab::with(move |www, _| {
+            let p = www.join("ubuntu/dists/bionic-updates/InRelease");
+            let text = fs::read_to_string(&p).unwrap();
+            fs::write(&p, edit(text)).unwrap();
+        });
+        let (code, _, err) = run(&mut lab.cmd("lock"));
+        assert_eq!(code, 2, "{what}: {err}");
+        assert!(err.contains(needle), "{what}: {needle:?} not in {err}");
+    }
+}

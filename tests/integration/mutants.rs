@@ -1,6 +1,8 @@
 //! Mutated packages (tests/fixtures/make-mutants.py, made at test time from
 //! packages built here with no compression, gzip and xz): debforge never
-//! panics or aborts on them, and never accepts one that dpkg-deb refuses.
+//! panics or aborts on them, and never accepts one that dpkg-deb refuses —
+//! neither to show it (`deb info`, `deb contents`), nor to repack it (whose
+//! output dpkg-deb must accept too), nor to index it.
 
 use std::path::Path;
 use std::process::Command;
@@ -38,6 +40,67 @@ fn mutated_packages_never_crash_and_never_pass_where_dpkg_deb_refuses() {
             .collect();
         files.sort();
         for m in files {
+            let dpkg = |file: &Path| {
+                ["--info", "--contents"].iter().all(|o| {
+                    Command::new("dpkg-deb")
+                        .arg(o)
+                        .arg(file)
+                        .output()
+                        .unwrap()
+                        .status
+                        .success()
+                })
+            };
+            // Repack: accepted only what dpkg-deb accepts, written only what
+            // it accepts.
+            let out = dir.path().join("repacked.deb");
+            let _ = std::fs::remove_file(&out);
+            let (code, _, err) = run(debforge()
+                .args(["deb", "repack"])
+                .arg(&m)
+                .arg("-o")
+                .arg(&out)
+                .args(["--version-suffix", "+x"]));
+            assert!(
+                code == 0 || code == 2,
+                "{} repack: exit {code}: {err}",
+                m.display()
+            );
+            if code == 0 {
+                assert!(
+                    dpkg(&m),
+                    "{} repack: accepted, but dpkg-deb refuses it",
+                    m.display()
+                );
+                assert!(
+                    dpkg(&out),
+                    "{} repack: wrote what dpkg-deb refuses",
+                    m.display()
+                );
+            } else {
+                refused += 1;
+            }
+            // Index: a pool of that one file.
+            let pool = dir.path().join("pool");
+            let _ = std::fs::remove_dir_all(&pool);
+            std::fs::create_dir_all(&pool).unwrap();
+            std::fs::copy(&m, pool.join("m.deb")).unwrap();
+            let (code, _, err) = run(debforge().arg("index").arg(&pool).arg("--no-cache"));
+            assert!(
+                code == 0 || code == 2,
+                "{} index: exit {code}: {err}",
+                m.display()
+            );
+            if code == 0 {
+                assert!(
+                    dpkg(&m),
+                    "{} index: accepted, but dpkg-deb refuses it",
+                    m.display()
+                );
+            } else {
+                refused += 1;
+            }
+            checked += 2;
             for (ours, theirs) in [
                 (["deb", "info"], "--info"),
                 (["deb", "contents"], "--contents"),
