@@ -213,9 +213,14 @@ impl DebFile {
         for entry in archive.entries().map_err(tar_err)? {
             let mut entry = entry.map_err(tar_err)?;
             let raw_path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+            // A hostile name may be megabytes long: the message shows its start.
+            let shown = match raw_path.char_indices().nth(80) {
+                Some((cut, _)) => format!("{}…", &raw_path[..cut]),
+                None => raw_path.clone(),
+            };
             let unsafe_entry = |reason| {
                 err(DebErrorKind::UnsafeControlEntry {
-                    entry: raw_path.clone(),
+                    entry: shown.clone(),
                     reason,
                 })
             };
@@ -244,6 +249,11 @@ impl DebFile {
             if name.contains('/') {
                 return Err(unsafe_entry(
                     "is inside a subdirectory; control files are flat",
+                ));
+            }
+            if name.len() > 255 {
+                return Err(unsafe_entry(
+                    "has a name longer than 255 bytes (NAME_MAX), which dpkg-deb cannot extract",
                 ));
             }
             let size = entry.header().size().map_err(tar_err)?;

@@ -31,6 +31,10 @@ const EXPECTED: &[(&str, &str)] = &[
     ("control-dotdot.deb", "contains '..'"),
     ("control-symlink.deb", "\"./postinst\" is a link"),
     ("control-device.deb", "is a device or special file"),
+    (
+        "control-long-name.deb",
+        "has a name longer than 255 bytes (NAME_MAX), which dpkg-deb cannot extract",
+    ),
     ("control-bad-field.deb", "line 6: expected 'Name: value'"),
     ("control-empty-package.deb", "field 'Package' is empty"),
     ("control-missing-control-file.deb", "has no 'control' file"),
