@@ -220,7 +220,7 @@ fn fetch_hint(kind: &debforge::fetch::FetchErrorKind, source: Option<&str>) -> S
             "the upstream has no such file (HTTP 404): check source '{name}' in recipes/sources.toml, or the upstream removed it (`debforge lock` resolves again)"
         ),
         K::Status(_) => "the server refused the request; run the command again later".into(),
-        K::Sha256 { .. } | K::Sha512 { .. } | K::TooLong { .. } => {
+        K::Sha256 { .. } | K::Sha512 { .. } | K::TooLong { .. } | K::EndsShort { .. } => {
             "nothing unverified was kept: the upstream's file is not the one its signed index (or the lock) vouches for; do not use it, try another mirror (--source NAME=URL)".into()
         }
         _ => "nothing unverified was kept; run the command again to retry".into(),

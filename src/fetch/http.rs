@@ -368,6 +368,17 @@ impl Http {
                 true
             }
             s if s.is_success() => false,
+            // Asked for what follows the bytes we have, the server says
+            // there is nothing: its file is shorter than vouched for.
+            StatusCode::RANGE_NOT_SATISFIABLE if have > 0 => {
+                return Err(err(
+                    url,
+                    FetchErrorKind::EndsShort {
+                        expected: expected.size,
+                        have,
+                    },
+                ));
+            }
             s => return Err(err(url, FetchErrorKind::Status(s.as_u16()))),
         };
         let start = if resumed { have } else { 0 };

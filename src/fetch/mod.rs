@@ -41,6 +41,10 @@ pub enum FetchErrorKind {
     #[error("the server sent {found} bytes, the index announces {expected}")]
     TooShort { expected: u64, found: u64 },
     #[error(
+        "the server's file ends before the {expected} bytes the index announces: it refused the bytes after the {have} already fetched (HTTP 416)"
+    )]
+    EndsShort { expected: u64, have: u64 },
+    #[error(
         "SHA256 mismatch: expected {expected}, found {found}; nothing was written to the cache"
     )]
     Sha256 { expected: String, found: String },

@@ -790,6 +790,22 @@ fn parse_from(
                 format!("from.url {url:?} must start with http:// or https://"),
             ));
         }
+        // Its last segment names the file in the cache and the pool.
+        let last = url.rsplit('/').next().unwrap_or_default();
+        if last.is_empty()
+            || last == "."
+            || last == ".."
+            || !last
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._+~-".contains(&b))
+        {
+            return Err(at(
+                from_span,
+                format!(
+                    "from.url {url:?} must end in a file name such as x_1.0_all.deb (letters, digits and ._+~-), not {last:?}"
+                ),
+            ));
+        }
         Origin::Url { url, sha256, size }
     } else {
         Origin::Path {

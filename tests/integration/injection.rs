@@ -242,3 +242,56 @@ fn an_inrelease_with_text_outside_its_signature_is_refused() {
         assert!(err.contains(needle), "{what}: {needle:?} not in {err}");
     }
 }
+
+/// A direct download whose URL ends in `..` (or nothing) is refused where
+/// the recipe is read: its last segment would name the file in the cache.
+#[test]
+fn a_url_that_names_no_file_is_refused_before_any_download() {
+    for tail in ["..", "", "x.deb?a=b"] {
+        let lab = Lab::new();
+        let url = lab.server.url(&format!("nvidia/{tail}"));
+        std::fs::write(
+            lab.recipes.join("packages/direct.toml"),
+            format!("name = \"direct\"\nversion = \"1.0\"\narchitecture = \"all\"\nfrom = {{ url = \"{url}\", sha256 = \"{}\", size = 1 }}\n", "0".repeat(64)),
+        )
+        .unwrap();
+        let (code, _, err) = run(&mut lab.cmd("fetch"));
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains(&format!("direct.toml:4: from.url {url:?} must end in a file name such as x_1.0_all.deb (letters, digits and ._+~-), not {tail:?}")),
+            "{err}"
+        );
+        assert!(!lab.cache.join("debs").exists(), "nothing fetched");
+    }
+}
+
+/// A server whose file is shorter than what vouched for it: the first
+/// transfer ends short, the resumed one is refused with HTTP 416, and the
+/// error says the file is short (not "run the command again later").
+#[test]
+fn a_file_shorter_than_vouched_for_is_named_as_such() {
+    let lab = Lab::new();
+    let out = lab.dir.path().join("repo-out");
+    crate::common::ok(lab.cmd("build").arg("--out").arg(&out));
+    let port = crate::publish_remote::free_port();
+    let _server = crate::stack::Serve::start(&out, port);
+    let rel = "pool/main/libn/libnccl2/libnccl2_2.4.2-1+cuda10.1_amd64.deb";
+    let size = std::fs::metadata(out.join(rel)).unwrap().len();
+    let url = format!("http://127.0.0.1:{port}/{rel}");
+    for p in std::fs::read_dir(lab.recipes.join("packages")).unwrap() {
+        std::fs::remove_file(p.unwrap().path()).unwrap();
+    }
+    std::fs::write(
+        lab.recipes.join("packages/libnccl2.toml"),
+        format!("name = \"libnccl2\"\nversion = \"2.4.2-1+cuda10.1\"\narchitecture = \"amd64\"\nfrom = {{ url = \"{url}\", sha256 = \"{}\", size = {} }}\n", "0".repeat(64), size + 100),
+    )
+    .unwrap();
+    let (code, _, err) = run(&mut lab.cmd("fetch"));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("{url}: the server's file ends before the {} bytes the index announces: it refused the bytes after the {size} already fetched (HTTP 416)\n", size + 100))
+            && err.contains("hint: nothing unverified was kept: the upstream's file is not the one its signed index (or the lock) vouches for"),
+        "{err}"
+    );
+    assert!(lab.unverified_in_cache().is_empty());
+}
