@@ -26,14 +26,20 @@ fn mutated_packages_never_crash_and_never_pass_where_dpkg_deb_refuses() {
     let dir = tempfile::tempdir().unwrap();
     let mut checked = 0;
     let mut refused = 0;
-    for compression in ["none", "gzip", "xz"] {
-        let deb = base(dir.path(), compression);
+    // Built here with each compression, and Debian's own hello (xz, real
+    // maintainer scripts and md5sums).
+    for compression in ["none", "gzip", "xz", "real"] {
+        let deb = if compression == "real" {
+            crate::common::fixture("real/hello_2.10-3_amd64.deb")
+        } else {
+            base(dir.path(), compression)
+        };
         let mutants = dir.path().join(format!("mutants-{compression}"));
         ok(Command::new("python3")
             .arg(fixture("make-mutants.py"))
             .arg(&deb)
             .arg(&mutants)
-            .arg("120"));
+            .arg(if compression == "real" { "60" } else { "120" }));
         let mut files: Vec<_> = std::fs::read_dir(&mutants)
             .unwrap()
             .map(|e| e.unwrap().path())
