@@ -104,15 +104,16 @@ fn the_index_cache_rereads_changed_files_only() {
     let (warm, err) = index();
     assert!(err.contains("(0 read, 10 from the cache)"), "{err}");
     assert_eq!(cold, warm);
-    // Change one byte in place, keep the size and put the old mtime back:
-    // the change time still moves, so the file is re-read.
+    // Change one byte in place (a digit of the first ar member's date: the
+    // package stays one dpkg-deb accepts), keep the size and put the old
+    // mtime back: the change time still moves, so the file is re-read.
     let deb = tmp
         .path()
         .join("pool/main/libn/libnccl2/libnccl2_2.4.2-1+cuda10.1_amd64.deb");
     let mtime = fs::metadata(&deb).unwrap().modified().unwrap();
     let mut bytes = fs::read(&deb).unwrap();
-    let last = bytes.len() - 1;
-    bytes[last] ^= 0x01;
+    let date = 8 + 16;
+    bytes[date] = if bytes[date] == b'1' { b'2' } else { b'1' };
     fs::write(&deb, &bytes).unwrap();
     fs::File::options()
         .write(true)
