@@ -257,7 +257,7 @@ impl From<PipelineError> for Failure {
                     u.source_name
                 ),
             }),
-            PipelineError::NotWhatWasVouchedFor { vouched, .. } => Some(if vouched == "the recipe" {
+            PipelineError::NotWhatWasVouchedFor(m) => Some(if m.vouched == "the recipe" {
                 "check the recipe's name, version and architecture against the file (dpkg-deb -f FILE Package Version Architecture)".into()
             } else {
                 "do not use this file: the upstream's signed index lists it under another name or version (a broken or tampered upstream); nothing of it went into the pool".into()

@@ -113,19 +113,8 @@ pub enum PipelineError {
     Script { path: PathBuf, message: String },
     #[error("{package}: {message}")]
     Scratch { package: String, message: String },
-    #[error(
-        "{package}: {} is not the package {vouched} vouched for: its control says {field} {found:?}, {vouched} says {expected:?}",
-        file.display()
-    )]
-    NotWhatWasVouchedFor {
-        package: String,
-        file: PathBuf,
-        /// "source NAME's signed index", or "the recipe".
-        vouched: String,
-        field: &'static str,
-        expected: String,
-        found: String,
-    },
+    #[error("{0}")]
+    NotWhatWasVouchedFor(Box<IdentityMismatch>),
     #[error("{package}: {source}")]
     Repack {
         package: String,
@@ -137,6 +126,23 @@ impl From<UpstreamError> for PipelineError {
     fn from(e: UpstreamError) -> Self {
         PipelineError::Upstream(Box::new(e))
     }
+}
+
+/// A file whose control names another package, version or architecture
+/// than what vouched for it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{package}: {} is not the package {vouched} vouched for: its control says {field} {found:?}, {vouched} says {expected:?}",
+    file.display()
+)]
+pub struct IdentityMismatch {
+    pub package: String,
+    pub file: PathBuf,
+    /// "source NAME's signed index", or "the recipe".
+    pub vouched: String,
+    pub field: &'static str,
+    pub expected: String,
+    pub found: String,
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> PipelineError + '_ {
@@ -254,14 +260,16 @@ fn check_identity(
     ] {
         let found = control.get(field).unwrap_or_default();
         if found != expected.as_str() {
-            return Err(PipelineError::NotWhatWasVouchedFor {
-                package: recipe.name.clone(),
-                file: file.to_path_buf(),
-                vouched: vouched.clone(),
-                field,
-                expected: expected.clone(),
-                found: found.to_string(),
-            });
+            return Err(PipelineError::NotWhatWasVouchedFor(Box::new(
+                IdentityMismatch {
+                    package: recipe.name.clone(),
+                    file: file.to_path_buf(),
+                    vouched: vouched.clone(),
+                    field,
+                    expected: expected.clone(),
+                    found: found.to_string(),
+                },
+            )));
         }
     }
     Ok(())

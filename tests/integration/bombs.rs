@@ -276,7 +276,7 @@ fn inputs_that_are_fifos_devices_or_huge_are_refused_at_once() {
     let key_bytes = fs::read(&key).unwrap();
     zero(&key);
     call(lock(&[]), "is a character device, not a regular file");
-    let (_, _, err) = crate::common::run(&mut debforge().args(lock(&[])));
+    let (_, _, err) = crate::common::run(debforge().args(lock(&[])));
     assert!(!err.contains("is missing"), "{err}");
     fs::remove_file(&key).unwrap();
     fs::write(&key, &key_bytes).unwrap();
