@@ -242,8 +242,9 @@ fn check_identity(
         source => format!("source {source}'s signed index"),
     };
     // A file only the recipe's hash vouches for is read to its end as
-    // dpkg-deb would (a signed index's files are, when repacked).
-    if matches!(locked.origin.as_str(), "url" | "path") {
+    // dpkg-deb would (a repack does that itself, so not twice; a signed
+    // index's files are checked when repacked).
+    if matches!(locked.origin.as_str(), "url" | "path") && recipe.repack.is_none() {
         DebFile::open(file)
             .and_then(|d| d.check_data())
             .map_err(|source| PipelineError::Deb {
