@@ -451,16 +451,21 @@ pub fn cuda13_debs(cudnn: &'static str, nccl: &'static str) -> Vec<FakeDeb> {
 /// `root/cuda13/`: the current versions and an older cuDNN 9 (which must
 /// not be picked), `Release` + `Release.gpg`.
 pub fn cuda13_repo(root: &Path, work: &Path, key: &TestKey) {
-    let repo = root.join("cuda13");
-    for deb in cuda13_debs("9.14.0.64-1", "2.28.3-1+cuda13.0")
-        .iter()
-        .chain(cuda13_debs("9.10.2.21-1", "2.27.7-1+cuda13.0").iter())
-    {
-        build_deb(deb, "amd64", &repo, work);
+    let debs = cuda13_debs("9.14.0.64-1", "2.28.3-1+cuda13.0")
+        .into_iter()
+        .chain(cuda13_debs("9.10.2.21-1", "2.27.7-1+cuda13.0"));
+    nvidia_flat(&root.join("cuda13"), debs, work, key);
+}
+
+/// A flat repository signed as NVIDIA's are: the debs, `Packages` (also
+/// .xz and .gz), `Release` with NVIDIA's Origin and Label, `Release.gpg`.
+fn nvidia_flat(repo: &Path, debs: impl Iterator<Item = FakeDeb>, work: &Path, key: &TestKey) {
+    for deb in debs {
+        build_deb(&deb, "amd64", repo, work);
     }
-    write_packages(&repo, ".", &repo.join("Packages"), true);
+    write_packages(repo, ".", &repo.join("Packages"), true);
     let release = write_release(
-        &repo,
+        repo,
         &[
             ("Origin", "NVIDIA"),
             ("Label", "NVIDIA CUDA"),
@@ -554,23 +559,10 @@ pub fn edit_release(release: &Path, edit: impl FnOnce(&mut debforge::format::Par
 /// The flat NVIDIA stand-in under `root/nvidia/`: the lab's versions plus a
 /// newer cuDNN (which must not be picked), `Release` + `Release.gpg`.
 pub fn flat_repo(root: &Path, work: &Path, key: &TestKey) {
-    let repo = root.join("nvidia");
-    for deb in nvidia_debs("7.5.0.56-1+cuda10.1", "2.4.2-1+cuda10.1")
-        .iter()
-        .chain(nvidia_debs("7.6.5.32-1+cuda10.1", "2.4.8-1+cuda10.1").iter())
-    {
-        build_deb(deb, "amd64", &repo, work);
-    }
-    write_packages(&repo, ".", &repo.join("Packages"), true);
-    let release = write_release(
-        &repo,
-        &[
-            ("Origin", "NVIDIA"),
-            ("Label", "NVIDIA CUDA"),
-            ("Architecture", "x86_64"),
-        ],
-    );
-    key.sign_detached(&release);
+    let debs = nvidia_debs("7.5.0.56-1+cuda10.1", "2.4.2-1+cuda10.1")
+        .into_iter()
+        .chain(nvidia_debs("7.6.5.32-1+cuda10.1", "2.4.8-1+cuda10.1"));
+    nvidia_flat(&root.join("nvidia"), debs, work, key);
 }
 
 /// The Ubuntu-style stand-in under `root/ubuntu/`: `dists/bionic-updates`
