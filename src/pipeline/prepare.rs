@@ -68,36 +68,73 @@ impl Session<'_> {
                 }
             })
             .collect();
-        let total = repacks.iter().flatten().count() as u64;
+        let mut repacked = self.repack_all(fetched, &repacks, &retargets, source_date_epoch)?;
         let mut out = Vec::with_capacity(fetched.len());
-        let mut done = 0;
-        for ((f, control), repack) in fetched.iter().zip(upstream).zip(repacks) {
-            let locked = &f.resolved.locked;
-            let Some(r) = repack else {
-                out.push(Artifact {
-                    recipe: f.resolved.recipe.clone(),
-                    locked: Some(locked.clone()),
-                    control,
-                    file: f.file.clone(),
-                    size: locked.size,
-                    sha256: locked.sha256.clone(),
-                });
+        for (i, (f, control)) in fetched.iter().zip(upstream).enumerate() {
+            if let Some(a) = repacked.remove(&i) {
+                out.push(a);
                 continue;
-            };
-            self.observer.event(Event::Work {
-                task: Task::Repack,
-                done,
-                total,
-                item: locked.name.clone(),
+            }
+            let locked = &f.resolved.locked;
+            out.push(Artifact {
+                recipe: f.resolved.recipe.clone(),
+                locked: Some(locked.clone()),
+                control,
+                file: f.file.clone(),
+                size: locked.size,
+                sha256: locked.sha256.clone(),
             });
-            out.push(self.repack_one(f, &r, &retargets, source_date_epoch)?);
-            done += 1;
-            self.observer.event(Event::Work {
-                task: Task::Repack,
-                done,
-                total,
-                item: locked.name.clone(),
-            });
+        }
+        Ok(out)
+    }
+
+    /// The repacks, a few at a time: each reads its data member to its end
+    /// (xz on one core), so packages are repacked side by side. By index in
+    /// `fetched`; the first failure in that order is the one reported.
+    fn repack_all(
+        &self,
+        fetched: &[Fetched],
+        repacks: &[Option<RepackRecipe>],
+        retargets: &BTreeMap<(String, String), String>,
+        source_date_epoch: Option<u64>,
+    ) -> Result<BTreeMap<usize, Artifact>, PipelineError> {
+        use std::sync::Mutex;
+        use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+        let jobs: Vec<usize> = (0..fetched.len())
+            .filter(|&i| repacks[i].is_some())
+            .collect();
+        let total = jobs.len() as u64;
+        let next = AtomicUsize::new(0);
+        let done = AtomicU64::new(0);
+        let results = Mutex::new(BTreeMap::new());
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4)
+            .min(jobs.len().max(1));
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| {
+                    while let Some(&i) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let (f, r) = (&fetched[i], repacks[i].as_ref().expect("a job"));
+                        let item = f.resolved.locked.name.clone();
+                        let work = |done| Event::Work {
+                            task: Task::Repack,
+                            done,
+                            total,
+                            item: item.clone(),
+                        };
+                        self.observer.event(work(done.load(Ordering::Relaxed)));
+                        let result = self.repack_one(f, r, retargets, source_date_epoch);
+                        results.lock().expect("results").insert(i, result);
+                        self.observer
+                            .event(work(done.fetch_add(1, Ordering::Relaxed) + 1));
+                    }
+                });
+            }
+        });
+        let mut out = BTreeMap::new();
+        for (i, r) in results.into_inner().expect("results") {
+            out.insert(i, r?);
         }
         Ok(out)
     }
