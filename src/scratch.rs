@@ -48,6 +48,11 @@ pub struct RepoConfigInput<'a> {
 /// cuDNN and NCCL), with the one command that moves them to the lab's
 /// builds — and says when the machine is not the release the repository
 /// is built for.
+/// `text` as one single-quoted shell word (`'` written as `'\''`).
+fn sh_single_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
 fn repo_config_postinst(name: &str, input: &RepoConfigInput) -> String {
     let pinned: Vec<&str> = input
         .pinned
@@ -61,27 +66,29 @@ fn repo_config_postinst(name: &str, input: &RepoConfigInput) -> String {
 # stop `apt-get install {install}` on this machine.
 set -e
 [ "$1" = configure ] || exit 0
+# The repository's Label, quoted for the shell (it may hold any printable text).
+label={label}
 release=""
 if [ -r /etc/os-release ]; then
     release=$(. /etc/os-release; echo "${{VERSION_CODENAME:-}}|${{PRETTY_NAME:-}}")
 fi
 codename=${{release%%|*}}
 if [ -n "$codename" ] && [ "$codename" != "{codename}" ]; then
-    echo "{name}: warning: the {label} repository is built for {codename}; this machine runs $codename (${{release#*|}}). Its packages are not meant for this release; only they are pinned, nothing of the distribution's." >&2
+    echo "{name}: warning: the $label repository is built for {codename}; this machine runs $codename (${{release#*|}}). Its packages are not meant for this release; only they are pinned, nothing of the distribution's." >&2
 fi
 held=$(dpkg-query -W -f='${{Status}} ${{Package}}
 ' {pinned} 2>/dev/null | sed -n 's/^hold [^ ]* [^ ]* //p' | tr '
 ' ' ')
 held=${{held% }}
 if [ -n "$held" ]; then
-    echo "{name}: $held: held (apt-mark hold), so apt will not move them to the {label} repository's builds and \`apt-get install {install}\` fails with \"held broken packages\"." >&2
+    echo "{name}: $held: held (apt-mark hold), so apt will not move them to the $label repository's builds and \`apt-get install {install}\` fails with \"held broken packages\"." >&2
     echo "{name}: the pins now keep every other build away; to move them: sudo apt-mark unhold $held && sudo apt-get update && sudo apt-get install {install}" >&2
 fi
 exit 0
 "#,
         install = input.install.join(" "),
         codename = input.config.codename,
-        label = input.config.label,
+        label = sh_single_quoted(&input.config.label),
         pinned = pinned.join(" "),
     )
 }
@@ -347,4 +354,24 @@ fn set_dir_modes(dir: &Path) -> Result<(), ScratchError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sh_single_quoted;
+
+    #[test]
+    fn a_label_reaches_the_postinst_as_text_never_as_shell() {
+        for label in ["gpu-lab", "x$(touch /tmp/pwned)`id`\"y", "it's \\ here"] {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "label={}; printf %s \"$label\"",
+                    sh_single_quoted(label)
+                ))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), label);
+        }
+    }
 }

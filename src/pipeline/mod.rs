@@ -260,7 +260,18 @@ fn check_identity(
         ("Version", &recipe.version),
     ] {
         let found = control.get(field).unwrap_or_default();
-        if found != expected.as_str() {
+        // Versions are equal as dpkg compares them (`0:1.0` is `1.0`).
+        let same = match field {
+            "Version" => match (
+                crate::format::version::Version::parse_lenient(found),
+                crate::format::version::Version::parse_lenient(expected),
+            ) {
+                (Ok((a, _)), Ok((b, _))) => a == b,
+                _ => found == expected.as_str(),
+            },
+            _ => found == expected.as_str(),
+        };
+        if !same {
             return Err(PipelineError::NotWhatWasVouchedFor(Box::new(
                 IdentityMismatch {
                     package: recipe.name.clone(),
