@@ -1,89 +1,431 @@
-//! `debforge serve`: a small read-only HTTP/1.1 server for a quick LAN
-//! mirror. GET and HEAD, single byte ranges, Last-Modified and
-//! If-Modified-Since, ETag and If-None-Match, a Content-Type by extension,
-//! keep-alive, one thread per connection. Paths never leave the root: `..`
-//! (plain or percent-encoded) is refused, and the resolved file must lie
-//! under the canonical root, so a symlink pointing out is refused too.
-//! The server reports each request to a callback; the binary prints it.
+//! `debforge serve`: a read-only HTTP/1.1 server for a quick LAN mirror.
 //!
-//! Hardened for a LAN it does not control: the request line and headers are
-//! bounded (8 KiB a line, 100 headers, 32 KiB in all) and must arrive within
-//! [`HEADER_DEADLINE`] (slowloris); an idle keep-alive connection closes
-//! after [`IDLE`]; a request with a body (GET and HEAD take none) is refused
-//! and the connection closed, so a body is never read as a request;
-//! connections are capped, and at the file-descriptor limit the accept loop
-//! backs off instead of spinning; logged paths are escaped; a Range header
-//! that is not valid `bytes=` syntax is ignored (RFC 9110: a full 200).
+//! The protocol is hyper's: strict HTTP/1.1 parsing (no space before a
+//! header's colon, no obs-fold, no bare CR, the version exactly `HTTP/1.x`),
+//! keep-alive, limits on header count and size, and a deadline for a
+//! request's head that also closes idle keep-alive connections (slowloris).
+//! Ours are the decisions RFC 9110 leaves to the server, each a pure, tested
+//! function: which file a path names ([`resolve`]), what a conditional
+//! request gets ([`Validators::precondition`]: `If-None-Match`, weak and
+//! lists; `If-Modified-Since`; `If-Range`, as apt sends it when it resumes),
+//! and a `Range` ([`parse_range`]).
+//!
+//! Connections are tasks on a small tokio runtime, not threads: at most
+//! [`MAX_CONNECTIONS`] (fewer if the descriptor limit says so) are served at
+//! once; past that a connection gets a 503 and is closed, and the process
+//! never aborts for want of memory or threads.
 
+use std::convert::Infallible;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Longest request line or header line.
-const MAX_LINE: usize = 8 * 1024;
-/// Most header lines, and most header bytes, in one request.
-const MAX_HEADERS: usize = 100;
-const MAX_HEADER_BYTES: usize = 32 * 1024;
-/// From a request's first byte to its blank line.
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Version, header};
+use hyper::body::{Body, Frame, SizeHint};
+use tokio::io::AsyncWriteExt;
+
+/// From the moment the server waits for a request's head (on a new or a
+/// kept-alive connection) to its blank line.
 pub const HEADER_DEADLINE: Duration = Duration::from_secs(10);
-/// A keep-alive connection with no new request closes after this.
-pub const IDLE: Duration = Duration::from_secs(15);
 /// Connections served at once; more get a 503 and are closed.
 pub const MAX_CONNECTIONS: usize = 4096;
+/// Most header lines, and most bytes of a request's head.
+const MAX_HEADERS: usize = 100;
+const MAX_HEAD_BYTES: usize = 32 * 1024;
+/// A file body goes out in reads of this size; after [`TURN`] of them the
+/// connection yields to the others, so one fast reader does not hold a
+/// worker while the rest wait (that unfairness was the tail latency).
+const CHUNK: usize = 64 * 1024;
+const TURN: u32 = 4;
 
-use crate::format::date::{format_rfc2822, parse_rfc2822};
-
-/// One served request, for the log.
+/// One answered request, for the log.
 #[derive(Debug, Clone)]
 pub struct RequestLog {
     pub peer: SocketAddr,
+    /// Method and path as sent, escaped for a terminal ([`escape_for_log`]).
     pub method: String,
     pub path: String,
     pub status: u16,
+    /// The body's length as answered.
     pub bytes: u64,
 }
 
-pub type Logger = Arc<dyn Fn(RequestLog) + Send + Sync>;
+/// What the server reports; the binary's printer shows it.
+pub trait ServeReporter: Send + Sync {
+    fn request(&self, log: RequestLog);
+    /// A connection closed without an answer of ours: a malformed request
+    /// (hyper answered 400/431 itself), a timeout, or too many connections.
+    fn refused(&self, peer: SocketAddr, reason: String);
+}
 
 /// Serves `root` on `listener` until the process ends.
-pub fn serve(listener: TcpListener, root: &Path, log: Logger) -> io::Result<()> {
-    let root = Arc::new(root.canonicalize()?);
-    let open = Arc::new(AtomicUsize::new(0));
+pub fn serve(
+    listener: std::net::TcpListener,
+    root: &Path,
+    reporter: Arc<dyn ServeReporter>,
+) -> io::Result<()> {
+    let root: Arc<Path> = root.canonicalize()?.into();
     let cap = MAX_CONNECTIONS.min(raise_fd_limit().saturating_sub(64).max(16));
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .max_blocking_threads(2)
+        .enable_io()
+        .enable_time()
+        .build()?;
+    listener.set_nonblocking(true)?;
+    runtime.block_on(accept_loop(listener, root, reporter, cap))
+}
+
+async fn accept_loop(
+    listener: std::net::TcpListener,
+    root: Arc<Path>,
+    reporter: Arc<dyn ServeReporter>,
+    cap: usize,
+) -> io::Result<()> {
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(cap));
     loop {
-        let conn = match listener.accept() {
-            Ok((conn, _)) => conn,
+        let (stream, peer) = match listener.accept().await {
+            Ok(c) => c,
             Err(e) => {
                 // Out of descriptors (EMFILE/ENFILE) or a transient error:
                 // wait for connections to close instead of spinning.
-                if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
-                    std::thread::sleep(Duration::from_millis(50));
+                if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 continue;
             }
         };
-        if open.load(Ordering::SeqCst) >= cap {
-            let mut conn = conn;
-            let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
-            let _ = conn.write_all(
-                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n",
-            );
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            reporter.refused(peer, "too many connections: answered 503".into());
+            tokio::spawn(busy(stream));
             continue;
+        };
+        let (root, reporter) = (root.clone(), reporter.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            connection(stream, peer, root, reporter).await;
+        });
+    }
+}
+
+/// The answer past the connection cap: 503, then close.
+async fn busy(mut stream: tokio::net::TcpStream) {
+    let answer = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n";
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(answer)).await;
+}
+
+async fn connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    root: Arc<Path>,
+    reporter: Arc<dyn ServeReporter>,
+) {
+    // Without NODELAY, Nagle plus delayed ACKs stall keep-alive answers ~40 ms.
+    let _ = stream.set_nodelay(true);
+    let log = reporter.clone();
+    let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+        let (response, entry) = answer(&root, peer, &req);
+        log.request(entry);
+        async move { Ok::<_, Infallible>(response) }
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        // `Content-Length:` as every server writes it (clients must not care;
+        // people reading a trace do).
+        .title_case_headers(true)
+        .header_read_timeout(HEADER_DEADLINE)
+        .max_headers(MAX_HEADERS)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+        .await;
+    if let Err(e) = served {
+        // A client that goes away mid-answer is not news.
+        if e.is_parse() || e.is_parse_too_large() || e.is_timeout() {
+            reporter.refused(peer, e.to_string());
         }
-        open.fetch_add(1, Ordering::SeqCst);
-        let (root, log, open) = (root.clone(), log.clone(), open.clone());
-        let spawned = std::thread::Builder::new()
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                let _ = handle(conn, &root, &*log);
-                open.fetch_sub(1, Ordering::SeqCst);
-            });
-        if spawned.is_err() {
-            std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The answer to one request, and its log line.
+fn answer<B>(root: &Path, peer: SocketAddr, req: &Request<B>) -> (Response<ServeBody>, RequestLog) {
+    let response = respond(root, req);
+    let entry = RequestLog {
+        peer,
+        method: escape_for_log(req.method().as_str()),
+        path: escape_for_log(
+            req.uri()
+                .path_and_query()
+                .map_or_else(|| req.uri().to_string(), |p| p.to_string())
+                .as_str(),
+        ),
+        status: response.status().as_u16(),
+        bytes: match req.method() {
+            &Method::HEAD => 0,
+            _ => response.body().size_hint().exact().unwrap_or(0),
+        },
+    };
+    (response, entry)
+}
+
+fn respond<B>(root: &Path, req: &Request<B>) -> Response<ServeBody> {
+    let headers = req.headers();
+    // GET and HEAD carry no body: one announced is refused and the
+    // connection closed, so a body is never read as a request.
+    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0");
+    // RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host.
+    let host_missing =
+        req.version() == Version::HTTP_11 && headers.get_all(header::HOST).iter().count() != 1;
+    if has_body || host_missing {
+        return close(status_only(StatusCode::BAD_REQUEST));
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = status_only(StatusCode::METHOD_NOT_ALLOWED);
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let file = match resolve(root, req.uri().path()) {
+        Ok(f) => f,
+        Err(code) => return status_only(code),
+    };
+    match serve_file(&file, req.method() == Method::HEAD, headers) {
+        Ok(r) => r,
+        Err(_) => status_only(StatusCode::NOT_FOUND),
+    }
+}
+
+fn serve_file(path: &Path, head: bool, headers: &HeaderMap) -> io::Result<Response<ServeBody>> {
+    let mut file = File::open(path)?;
+    let meta = file.metadata()?;
+    let len = meta.len();
+    let validators = Validators::of(len, meta.modified().unwrap_or(UNIX_EPOCH));
+    let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+    let mut builder = Response::builder()
+        .header(header::LAST_MODIFIED, validators.last_modified())
+        .header(header::ETAG, &validators.etag)
+        .header(header::ACCEPT_RANGES, "bytes");
+    let precondition = validators.precondition(
+        text(header::IF_NONE_MATCH),
+        text(header::IF_MODIFIED_SINCE),
+        text(header::IF_RANGE),
+    );
+    let range = match precondition {
+        Precondition::NotModified => {
+            return Ok(builder
+                .status(StatusCode::NOT_MODIFIED)
+                .body(ServeBody::empty())
+                .expect("valid response"));
+        }
+        Precondition::Full => None,
+        Precondition::RangeAllowed => text(header::RANGE).and_then(|r| parse_range(r, len)),
+    };
+    builder = builder.header(header::CONTENT_TYPE, content_type(path));
+    let (status, start, count) = match range {
+        Some(Span::Unsatisfiable) => {
+            return Ok(builder
+                .status(StatusCode::RANGE_NOT_SATISFIABLE)
+                .header(header::CONTENT_RANGE, format!("bytes */{len}"))
+                .body(ServeBody::empty())
+                .expect("valid response"));
+        }
+        Some(Span::Bytes(a, b)) => {
+            builder = builder.header(header::CONTENT_RANGE, format!("bytes {a}-{b}/{len}"));
+            (StatusCode::PARTIAL_CONTENT, a, b - a + 1)
+        }
+        None => (StatusCode::OK, 0, len),
+    };
+    file.seek(SeekFrom::Start(start))?;
+    let body = if head {
+        ServeBody::head(count)
+    } else {
+        ServeBody::file(file, count)
+    };
+    Ok(builder
+        .status(status)
+        .header(header::CONTENT_LENGTH, count)
+        .body(body)
+        .expect("valid response"))
+}
+
+fn status_only(code: StatusCode) -> Response<ServeBody> {
+    let text = format!(
+        "{} {}\n",
+        code.as_u16(),
+        code.canonical_reason().unwrap_or("")
+    );
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(ServeBody::text(text))
+        .expect("valid response")
+}
+
+fn close(mut r: Response<ServeBody>) -> Response<ServeBody> {
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+/// A file's validators (RFC 9110 §8.8): a strong ETag from its length and
+/// modification time, and that time as `Last-Modified`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Validators {
+    pub etag: String,
+    pub modified: SystemTime,
+}
+
+/// What the preconditions of a request allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precondition {
+    /// 304.
+    NotModified,
+    /// The whole file, whatever `Range` says (`If-Range` did not match).
+    Full,
+    /// Answer `Range` if there is one.
+    RangeAllowed,
+}
+
+impl Validators {
+    pub fn of(len: u64, modified: SystemTime) -> Validators {
+        // Whole seconds: that is all Last-Modified can say.
+        let secs = modified
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Validators {
+            etag: format!("\"{len:x}-{secs:x}\""),
+            modified: UNIX_EPOCH + Duration::from_secs(secs),
+        }
+    }
+
+    pub fn last_modified(&self) -> String {
+        httpdate::fmt_http_date(self.modified)
+    }
+
+    /// RFC 9110 §13.2.2's order: `If-None-Match` (weak comparison, a list or
+    /// `*`) and only without it `If-Modified-Since`; then `If-Range` (strong
+    /// comparison: our ETag exactly, or our Last-Modified date exactly).
+    pub fn precondition(
+        &self,
+        if_none_match: Option<&str>,
+        if_modified_since: Option<&str>,
+        if_range: Option<&str>,
+    ) -> Precondition {
+        let not_modified = match (if_none_match, if_modified_since) {
+            (Some(list), _) => list.split(',').map(str::trim).any(|tag| {
+                tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == self.etag
+            }),
+            (None, Some(date)) => {
+                httpdate::parse_http_date(date).is_ok_and(|since| self.modified <= since)
+            }
+            (None, None) => false,
+        };
+        if not_modified {
+            return Precondition::NotModified;
+        }
+        match if_range.map(str::trim) {
+            None => Precondition::RangeAllowed,
+            Some(tag) if tag.starts_with('"') || tag.starts_with("W/") => {
+                if tag == self.etag {
+                    Precondition::RangeAllowed
+                } else {
+                    Precondition::Full
+                }
+            }
+            Some(date) => match httpdate::parse_http_date(date) {
+                Ok(t) if t == self.modified => Precondition::RangeAllowed,
+                _ => Precondition::Full,
+            },
+        }
+    }
+}
+
+/// A response body: nothing, a short text, the length of a HEAD answer, or
+/// a part of a file read in [`CHUNK`]s. Reads are plain blocking reads on
+/// the worker: a mirror's files are on a local disk and mostly in the page
+/// cache, where a hop to a blocking pool costs more than the read.
+pub struct ServeBody(BodyKind);
+
+enum BodyKind {
+    Text(Option<Bytes>),
+    Head(u64),
+    File { file: File, left: u64, turn: u32 },
+}
+
+impl ServeBody {
+    fn empty() -> ServeBody {
+        ServeBody(BodyKind::Text(None))
+    }
+    fn text(s: String) -> ServeBody {
+        ServeBody(BodyKind::Text(Some(Bytes::from(s))))
+    }
+    fn head(len: u64) -> ServeBody {
+        ServeBody(BodyKind::Head(len))
+    }
+    fn file(file: File, len: u64) -> ServeBody {
+        ServeBody(BodyKind::File {
+            file,
+            left: len,
+            turn: 0,
+        })
+    }
+}
+
+impl Body for ServeBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        match &mut self.get_mut().0 {
+            BodyKind::Text(t) => Poll::Ready(t.take().map(|b| Ok(Frame::data(b)))),
+            BodyKind::Head(_) => Poll::Ready(None),
+            BodyKind::File { file, left, turn } => {
+                if *left == 0 {
+                    return Poll::Ready(None);
+                }
+                *turn += 1;
+                if *turn > TURN {
+                    *turn = 0;
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                let want = (*left).min(CHUNK as u64) as usize;
+                let mut buf = vec![0u8; want];
+                let result = file.read_exact(&mut buf).map(|()| {
+                    *left -= want as u64;
+                    Frame::data(Bytes::from(buf))
+                });
+                Poll::Ready(Some(result))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.0 {
+            BodyKind::Text(t) => t.is_none(),
+            BodyKind::Head(_) => true,
+            BodyKind::File { left, .. } => *left == 0,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.0 {
+            BodyKind::Text(t) => SizeHint::with_exact(t.as_ref().map_or(0, |b| b.len() as u64)),
+            // A HEAD answer announces the length of what GET would send.
+            BodyKind::Head(n) | BodyKind::File { left: n, .. } => SizeHint::with_exact(*n),
         }
     }
 }
@@ -128,172 +470,44 @@ pub fn escape_for_log(s: &str) -> String {
     out
 }
 
-/// Why reading a request stopped.
-enum ReadError {
-    /// The connection closed, timed out idle, or failed: just close it.
-    Gone,
-    /// Answer with this status, then close.
-    Refuse(u16, &'static str),
-}
-
-/// One line (up to `\n`) of at most [`MAX_LINE`] bytes, before `deadline`.
-fn read_line(
-    reader: &mut BufReader<TcpStream>,
-    deadline: Instant,
-    line: &mut Vec<u8>,
-) -> Result<(), ReadError> {
-    line.clear();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(ReadError::Refuse(408, "Request Timeout"));
-        }
-        let _ = reader.get_ref().set_read_timeout(Some(left));
-        let buf = match reader.fill_buf() {
-            Ok([]) => return Err(ReadError::Gone),
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) && !line.is_empty() =>
-            {
-                return Err(ReadError::Refuse(408, "Request Timeout"));
-            }
-            Err(_) => return Err(ReadError::Gone),
-        };
-        let (take, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (buf.len(), false),
-        };
-        if line.len() + take > MAX_LINE {
-            return Err(ReadError::Refuse(431, "Request Header Fields Too Large"));
-        }
-        line.extend_from_slice(&buf[..take]);
-        reader.consume(take);
-        if done {
-            return Ok(());
-        }
+/// The file a request path names under `root` (canonical), or the status
+/// to answer instead. `..` (plain or percent-encoded), a backslash or a NUL
+/// is refused; the resolved file must lie under the root, so a symlink
+/// pointing out is refused too.
+pub fn resolve(root: &Path, path: &str) -> Result<PathBuf, StatusCode> {
+    let decoded = percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .map_err(|_| StatusCode::BAD_REQUEST)?;
+    if decoded.contains('\0') || !valid_escapes(path) {
+        return Err(StatusCode::BAD_REQUEST);
     }
-}
-
-/// A request's line and the headers that matter here.
-struct Request {
-    method: String,
-    target: String,
-    range: Option<String>,
-    since: Option<String>,
-    none_match: Option<String>,
-    close: bool,
-}
-
-fn read_request(reader: &mut BufReader<TcpStream>) -> Result<Request, ReadError> {
-    let mut line = Vec::new();
-    // Waiting for the next request on a kept-alive connection: IDLE; once
-    // it starts, all of it within HEADER_DEADLINE.
-    read_line(reader, Instant::now() + IDLE, &mut line).map_err(|e| match e {
-        ReadError::Refuse(408, _) => ReadError::Gone,
-        e => e,
-    })?;
-    let deadline = Instant::now() + HEADER_DEADLINE;
-    let text = String::from_utf8_lossy(&line).into_owned();
-    let mut parts = text.split_whitespace();
-    let (method, target, version) = (
-        parts.next().unwrap_or("").to_string(),
-        parts.next().unwrap_or("").to_string(),
-        parts.next().unwrap_or(""),
-    );
-    if !version.starts_with("HTTP/1.") || parts.next().is_some() {
-        return Err(ReadError::Refuse(400, "Bad Request"));
-    }
-    let mut req = Request {
-        method,
-        target,
-        range: None,
-        since: None,
-        none_match: None,
-        close: version == "HTTP/1.0",
-    };
-    let (mut count, mut bytes) = (0, 0);
-    let mut lengths = 0;
-    loop {
-        read_line(reader, deadline, &mut line)?;
-        count += 1;
-        bytes += line.len();
-        if count > MAX_HEADERS || bytes > MAX_HEADER_BYTES {
-            return Err(ReadError::Refuse(431, "Request Header Fields Too Large"));
-        }
-        let h = String::from_utf8_lossy(&line);
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        let Some((k, v)) = h.split_once(':') else {
-            return Err(ReadError::Refuse(400, "Bad Request"));
-        };
-        let v = v.trim().to_string();
-        match k.to_ascii_lowercase().as_str() {
-            "range" => req.range = Some(v),
-            "if-modified-since" => req.since = Some(v),
-            "if-none-match" => req.none_match = Some(v),
-            "connection" => req.close = v.eq_ignore_ascii_case("close"),
-            // GET and HEAD carry no body: one announced is refused (it would
-            // otherwise be read as the next request).
-            "transfer-encoding" => return Err(ReadError::Refuse(400, "Bad Request")),
-            "content-length" => {
-                lengths += 1;
-                if lengths > 1 || v != "0" {
-                    return Err(ReadError::Refuse(400, "Bad Request"));
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(req)
-}
-
-/// `%xx` decoding; `None` for malformed escapes or a NUL.
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    if out.contains(&0) {
-        return None;
-    }
-    String::from_utf8(out).ok()
-}
-
-/// The file for a request path, or the status to answer instead.
-fn resolve(root: &Path, target: &str) -> Result<PathBuf, u16> {
-    let path = target.split(['?', '#']).next().unwrap_or("/");
-    let decoded = percent_decode(path).ok_or(400u16)?;
     if !decoded.starts_with('/') || decoded.split('/').any(|c| c == "..") || decoded.contains('\\')
     {
-        return Err(403);
+        return Err(StatusCode::FORBIDDEN);
     }
     let mut full = root.join(decoded.trim_start_matches('/'));
     if full.is_dir() {
         full = full.join("index.html");
     }
-    let real = full.canonicalize().map_err(|_| 404u16)?;
+    let real = full.canonicalize().map_err(|_| StatusCode::NOT_FOUND)?;
     if !real.starts_with(root) {
-        return Err(403); // a symlink pointing out of the root
+        return Err(StatusCode::FORBIDDEN); // a symlink pointing out of the root
     }
     if !real.is_file() {
-        return Err(404);
+        return Err(StatusCode::NOT_FOUND);
     }
     Ok(real)
+}
+
+/// Every `%` starts a two-digit hex escape (percent-encoding passes a bad
+/// one through as text; a request with one is malformed).
+fn valid_escapes(path: &str) -> bool {
+    let b = path.as_bytes();
+    b.iter().enumerate().all(|(i, &c)| {
+        c != b'%'
+            || (b.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+    })
 }
 
 fn content_type(path: &Path) -> &'static str {
@@ -319,158 +533,15 @@ fn content_type(path: &Path) -> &'static str {
     }
 }
 
-fn handle(conn: TcpStream, root: &Path, log: &dyn Fn(RequestLog)) -> io::Result<()> {
-    let peer = conn.peer_addr()?;
-    conn.set_write_timeout(Some(Duration::from_secs(60)))?;
-    // Headers and body go out in one buffered write; without NODELAY,
-    // Nagle plus delayed ACKs stall every keep-alive response by ~40 ms.
-    conn.set_nodelay(true)?;
-    let mut reader = BufReader::with_capacity(MAX_LINE, conn.try_clone()?);
-    let mut out = io::BufWriter::with_capacity(64 * 1024, conn);
-    loop {
-        let req = match read_request(&mut reader) {
-            Ok(r) => r,
-            Err(ReadError::Gone) => return Ok(()),
-            Err(ReadError::Refuse(code, reason)) => {
-                let body = format!("{code} {reason}\n");
-                let _ = write!(
-                    out,
-                    "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = out.flush();
-                log(RequestLog {
-                    peer,
-                    method: String::new(),
-                    path: String::new(),
-                    status: code,
-                    bytes: 0,
-                });
-                return Ok(());
-            }
-        };
-        let close = req.close;
-        let (status, bytes) = respond(
-            &mut out,
-            root,
-            &req.method,
-            &req.target,
-            req.range,
-            req.since,
-            req.none_match,
-            close,
-        )?;
-        // Every response leaves now, whatever its kind.
-        out.flush()?;
-        log(RequestLog {
-            peer,
-            method: escape_for_log(&req.method),
-            path: escape_for_log(&req.target),
-            status,
-            bytes,
-        });
-        if close {
-            return Ok(());
-        }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn respond(
-    out: &mut io::BufWriter<TcpStream>,
-    root: &Path,
-    method: &str,
-    target: &str,
-    range: Option<String>,
-    since: Option<String>,
-    none_match: Option<String>,
-    close: bool,
-) -> io::Result<(u16, u64)> {
-    let conn = if close { "close" } else { "keep-alive" };
-    let simple = |out: &mut io::BufWriter<TcpStream>,
-                  code: u16,
-                  reason: &str|
-     -> io::Result<(u16, u64)> {
-        let body = format!("{code} {reason}\n");
-        write!(
-            out,
-            "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: {conn}\r\n\r\n{body}",
-            body.len()
-        )?;
-        Ok((code, 0))
-    };
-    if method != "GET" && method != "HEAD" {
-        return simple(out, 405, "Method Not Allowed");
-    }
-    let file = match resolve(root, target) {
-        Ok(f) => f,
-        Err(400) => return simple(out, 400, "Bad Request"),
-        Err(403) => return simple(out, 403, "Forbidden"),
-        Err(_) => return simple(out, 404, "Not Found"),
-    };
-    let mut f = File::open(&file)?;
-    let meta = f.metadata()?;
-    let len = meta.len();
-    let mtime = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs() as i64);
-    let etag = format!("\"{len:x}-{mtime:x}\"");
-    let last_modified = format_rfc2822(mtime).replace(" UTC", " GMT");
-    let not_modified = match (&none_match, &since) {
-        (Some(tag), _) => tag == &etag || tag == "*",
-        (None, Some(s)) => parse_rfc2822(s).is_some_and(|t| mtime <= t),
-        _ => false,
-    };
-    let headers = |status: &str, extra: &str, length: u64| {
-        format!(
-            "HTTP/1.1 {status}\r\nContent-Type: {}\r\nContent-Length: {length}\r\nLast-Modified: {last_modified}\r\nETag: {etag}\r\nAccept-Ranges: bytes\r\nConnection: {conn}\r\n{extra}\r\n",
-            content_type(&file)
-        )
-    };
-    if not_modified {
-        write!(
-            out,
-            "HTTP/1.1 304 Not Modified\r\nLast-Modified: {last_modified}\r\nETag: {etag}\r\nConnection: {conn}\r\n\r\n"
-        )?;
-        return Ok((304, 0));
-    }
-    let span = range.as_deref().and_then(|r| parse_range(r, len));
-    let (status, start, count, extra) = match span {
-        Some(Span::Unsatisfiable) => {
-            write!(
-                out,
-                "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */{len}\r\nContent-Length: 0\r\nConnection: {conn}\r\n\r\n"
-            )?;
-            return Ok((416, 0));
-        }
-        Some(Span::Bytes(a, b)) => (
-            "206 Partial Content",
-            a,
-            b - a + 1,
-            format!("Content-Range: bytes {a}-{b}/{len}\r\n"),
-        ),
-        None => ("200 OK", 0, len, String::new()),
-    };
-    out.write_all(headers(status, &extra, count).as_bytes())?;
-    if method == "HEAD" {
-        return Ok((status[..3].parse().unwrap_or(200), 0));
-    }
-    f.seek(SeekFrom::Start(start))?;
-    let sent = io::copy(&mut f.take(count), out)?;
-    out.flush()?;
-    Ok((status[..3].parse().unwrap_or(200), sent))
-}
-
 /// A Range header's meaning for a file of `len` bytes (RFC 9110 §14.1.2):
 /// `None` when it is not one valid `bytes=` range (ignored: a full 200).
-enum Span {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Span {
     Bytes(u64, u64),
     Unsatisfiable,
 }
 
-fn parse_range(header: &str, len: u64) -> Option<Span> {
+pub fn parse_range(header: &str, len: u64) -> Option<Span> {
     let spec = header.trim().strip_prefix("bytes=")?.trim();
     if spec.contains(',') {
         // Several ranges: allowed to answer with the whole file.
@@ -511,13 +582,17 @@ mod tests {
 
     #[test]
     fn decoding_and_traversal() {
-        assert_eq!(percent_decode("/a%2e%2e/b").as_deref(), Some("/a../b"));
-        assert_eq!(percent_decode("/%2"), None);
-        assert_eq!(percent_decode("/a%00"), None);
         let root = std::env::temp_dir().canonicalize().unwrap();
-        assert_eq!(resolve(&root, "/%2e%2e/etc/passwd"), Err(403));
-        assert_eq!(resolve(&root, "/../etc/passwd"), Err(403));
-        assert_eq!(resolve(&root, "/no-such-file-debforge"), Err(404));
+        assert_eq!(resolve(&root, "/%2e%2e/etc/passwd"), Err(StatusCode::FORBIDDEN));
+        assert_eq!(resolve(&root, "/../etc/passwd"), Err(StatusCode::FORBIDDEN));
+        assert_eq!(resolve(&root, "/a%5c..%5cb"), Err(StatusCode::FORBIDDEN));
+        assert_eq!(resolve(&root, "/%2"), Err(StatusCode::BAD_REQUEST));
+        assert_eq!(resolve(&root, "/a%00"), Err(StatusCode::BAD_REQUEST));
+        assert_eq!(resolve(&root, "/%ff"), Err(StatusCode::BAD_REQUEST));
+        assert_eq!(
+            resolve(&root, "/no-such-file-debforge"),
+            Err(StatusCode::NOT_FOUND)
+        );
     }
 
     #[test]
@@ -549,5 +624,34 @@ mod tests {
             escape_for_log("/a\x1b[2J\\b é"),
             "/a\\x1b[2J\\x5cb\\x20\\xc3\\xa9"
         );
+    }
+
+    #[test]
+    fn preconditions_as_rfc_9110_orders_them() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_553_321_600); // Sat, 23 Mar 2019 06:13:20 GMT
+        let v = Validators::of(100, t + Duration::from_millis(700));
+        assert_eq!(v.etag, "\"64-5c95cd00\"");
+        assert_eq!(v.last_modified(), "Sat, 23 Mar 2019 06:13:20 GMT");
+        use Precondition::*;
+        let p = |inm, ims, ir| v.precondition(inm, ims, ir);
+        // If-None-Match: weak comparison, lists, `*`.
+        assert_eq!(p(Some("\"64-5c95cd00\""), None, None), NotModified);
+        assert_eq!(p(Some("W/\"64-5c95cd00\""), None, None), NotModified);
+        assert_eq!(p(Some("\"x\", W/\"64-5c95cd00\""), None, None), NotModified);
+        assert_eq!(p(Some("*"), None, None), NotModified);
+        assert_eq!(p(Some("\"x\""), None, None), RangeAllowed);
+        // If-Modified-Since only without If-None-Match.
+        let date = "Sat, 23 Mar 2019 06:13:20 GMT";
+        assert_eq!(p(None, Some(date), None), NotModified);
+        assert_eq!(p(None, Some("Sat, 23 Mar 2019 06:13:19 GMT"), None), RangeAllowed);
+        assert_eq!(p(Some("\"x\""), Some(date), None), RangeAllowed);
+        assert_eq!(p(None, Some("yesterday"), None), RangeAllowed);
+        // If-Range: strong ETag or the exact date; anything else, the whole file.
+        assert_eq!(p(None, None, Some("\"64-5c95cd00\"")), RangeAllowed);
+        assert_eq!(p(None, None, Some("W/\"64-5c95cd00\"")), Full);
+        assert_eq!(p(None, None, Some("\"65-5c95cd00\"")), Full);
+        assert_eq!(p(None, None, Some(date)), RangeAllowed);
+        assert_eq!(p(None, None, Some("Sat, 23 Mar 2019 06:13:21 GMT")), Full);
+        assert_eq!(p(None, None, Some("not a date")), Full);
     }
 }

@@ -50,6 +50,17 @@ fn curl(args: &[&str]) -> (u16, String) {
     (status, out)
 }
 
+/// A header's value in a `curl -i` answer (names compare case-blind).
+fn header(answer: &str, name: &str) -> String {
+    answer
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
 #[test]
 fn apt_updates_from_serve_and_http_is_right() {
     let lab = Lab::new();
@@ -77,8 +88,8 @@ fn apt_updates_from_serve_and_http_is_right() {
     assert_eq!(code, 200, "{head}");
     assert!(
         head.contains("Content-Type: text/plain")
-            && head.contains("ETag: \"")
-            && head.contains("Last-Modified: "),
+            && header(&head, "etag").starts_with('"')
+            && !header(&head, "last-modified").is_empty(),
         "{head}"
     );
     let len = std::fs::metadata(out.join("dists/bionic/Release"))
@@ -91,26 +102,36 @@ fn apt_updates_from_serve_and_http_is_right() {
         part.ends_with("Origin") && part.contains(&format!("Content-Range: bytes 0-5/{len}")),
         "{part}"
     );
-    let last_modified = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Last-Modified: "))
-        .unwrap()
-        .trim()
-        .to_string();
+    let last_modified = header(&head, "last-modified");
     let (code, _) = curl(&[
         "-H",
         &format!("If-Modified-Since: {last_modified}"),
         &release,
     ]);
     assert_eq!(code, 304);
-    let etag = head
-        .lines()
-        .find_map(|l| l.strip_prefix("ETag: "))
-        .unwrap()
-        .trim()
-        .to_string();
+    let etag = header(&head, "etag");
     let (code, _) = curl(&["-H", &format!("If-None-Match: {etag}"), &release]);
     assert_eq!(code, 304);
+    // Weak comparison and lists (RFC 9110 §13.1.2).
+    for tags in [format!("W/{etag}"), format!("\"other\", {etag}"), "*".into()] {
+        let (code, _) = curl(&["-H", &format!("If-None-Match: {tags}"), &release]);
+        assert_eq!(code, 304, "If-None-Match: {tags}");
+    }
+    // If-Range, as apt sends it when it resumes: the range only while the
+    // file is the one it started (strong ETag or the exact date); else all.
+    for (if_range, want) in [
+        (etag.clone(), 206),
+        (last_modified.clone(), 206),
+        ("\"0-0\"".to_string(), 200),
+        (format!("W/{etag}"), 200),
+        ("Sat, 01 Jan 2000 00:00:00 GMT".to_string(), 200),
+    ] {
+        let (code, answer) = curl(&["-r", "0-5", "-H", &format!("If-Range: {if_range}"), &release]);
+        assert_eq!(code, want, "If-Range: {if_range}: {answer}");
+        if want == 200 {
+            assert!(answer.contains(&format!("Content-Length: {len}")), "{answer}");
+        }
+    }
     let (code, deb) = curl(&[
         "-I",
         &format!(
@@ -135,7 +156,9 @@ fn apt_updates_from_serve_and_http_is_right() {
         assert!(!body.contains("root:"), "{evil} leaked a file");
     }
     assert_eq!(curl(&[&format!("{}nothing-here", s.url)]).0, 404);
-    assert_eq!(curl(&["-X", "POST", &release]).0, 405);
+    let (code, answer) = curl(&["-X", "POST", &release]);
+    assert_eq!(code, 405);
+    assert!(answer.contains("Allow: GET, HEAD"), "{answer}");
 
     // One log line per request.
     let _ = s.child.kill();
@@ -202,7 +225,7 @@ fn serve_holds_up_against_hostile_clients() {
             let addr = addr.clone();
             std::thread::spawn(move || {
                 let mut c = std::net::TcpStream::connect(&addr).unwrap();
-                c.write_all(b"GET / HTTP/1.1\r\nX-Bomb: ").unwrap();
+                c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-Bomb: ").unwrap();
                 let chunk = vec![b'a'; 1 << 20];
                 let mut sent = 0usize;
                 while sent < 300 << 20 {
@@ -224,8 +247,16 @@ fn serve_holds_up_against_hostile_clients() {
     // A body behind a GET is refused, never read as a second request.
     for smuggle in [
         "GET /dists/bionic/Release HTTP/1.1\r\nHost: x\r\nContent-Length: 41\r\n\r\nGET /dists/bionic/InRelease HTTP/1.1\r\n\r\n",
-        "GET /dists/bionic/Release HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 41\r\n\r\nGET /dists/bionic/InRelease HTTP/1.1\r\n\r\n",
-        "GET /dists/bionic/Release HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n29\r\nGET /dists/bionic/InRelease HTTP/1.1\r\n\r\n\r\n0\r\n\r\n",
+        "GET /dists/bionic/Release HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 41\r\n\r\nGET /dists/bionic/InRelease HTTP/1.1\r\n\r\n",
+        "GET /dists/bionic/Release HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n29\r\nGET /dists/bionic/InRelease HTTP/1.1\r\n\r\n\r\n0\r\n\r\n",
+        // Not HTTP/1.1 as RFC 9112 writes it: a space before the colon, a
+        // folded header, a bare CR, no Host, a version with a tail.
+        "GET /dists/bionic/Release HTTP/1.1\r\nHost: x\r\nContent-Length : 41\r\n\r\nGET /dists/bionic/InRelease HTTP/1.1\r\n\r\n",
+        "GET /dists/bionic/Release HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n Content-Length: 41\r\n\r\nGET /dists/bionic/InRelease HTTP/1.1\r\n\r\n",
+        "GET /dists/bionic/Release HTTP/1.1\r\nHost: x\rX-A: 1\r\n\r\nGET /dists/bionic/InRelease HTTP/1.1\r\n\r\n",
+        "GET /dists/bionic/Release HTTP/1.1\r\nConnection: close\r\n\r\n",
+        "GET /dists/bionic/Release HTTP/1.1\r\nHost: x\r\nHost: y\r\nConnection: close\r\n\r\n",
+        "GET /dists/bionic/Release HTTP/1.1x\r\nHost: x\r\nConnection: close\r\n\r\n",
     ] {
         let answer = raw(&addr, smuggle.as_bytes());
         assert_eq!(answer.matches("HTTP/1.1 ").count(), 1, "{answer}");
@@ -235,7 +266,7 @@ fn serve_holds_up_against_hostile_clients() {
     // Range syntax that is not `bytes=N-M`: ignored, the whole file.
     let answer = raw(
         &addr,
-        b"GET /dists/bionic/Release HTTP/1.1\r\nRange: bytes=abc\r\nConnection: close\r\n\r\n",
+        b"GET /dists/bionic/Release HTTP/1.1\r\nHost: x\r\nRange: bytes=abc\r\nConnection: close\r\n\r\n",
     );
     assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
     assert!(
@@ -243,11 +274,16 @@ fn serve_holds_up_against_hostile_clients() {
         "{answer}"
     );
 
-    // An escape sequence in the path reaches the log escaped.
-    raw(
+    // An escape sequence in the path: refused as a malformed request, and
+    // nothing of it reaches the log raw.
+    let answer = raw(
         &addr,
-        b"GET /\x1b[2J\x1b]0;owned\x07 HTTP/1.1\r\nConnection: close\r\n\r\n",
+        b"GET /\x1b[2J\x1b]0;owned\x07 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     );
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    // An HTTP/1.0 request needs no Host.
+    let answer = raw(&addr, b"HEAD /dists/bionic/Release HTTP/1.0\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.0 200 OK"), "{answer}");
 
     // 1,000 idle connections and 100 that send headers a byte a second.
     let idle: Vec<_> = (0..1000)
@@ -277,7 +313,7 @@ fn serve_holds_up_against_hostile_clients() {
         let t = std::time::Instant::now();
         let answer = raw(
             &addr,
-            b"GET /dists/bionic/Release HTTP/1.1\r\nConnection: close\r\n\r\n",
+            b"GET /dists/bionic/Release HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         );
         times.push(t.elapsed());
         assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
@@ -304,5 +340,88 @@ fn serve_holds_up_against_hostile_clients() {
         .read_to_string(&mut log)
         .unwrap();
     assert!(!log.contains('\x1b'), "a raw escape reached the log");
-    assert!(log.contains("/\\x1b[2J\\x1b]0;owned\\x07"), "{log}");
+    assert!(log.contains(" - - refused: "), "{log}");
+}
+
+/// More connections than the cap, under a 1.5 GB address-space limit: the
+/// ones past the cap get a 503, the process lives on, and once clients go
+/// away a normal request is answered again.
+#[test]
+fn serve_degrades_with_503_and_never_aborts() {
+    let lab = Lab::new();
+    let out = lab.dir.path().join("repo-out");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    // Room for 5,000 sockets in this test process.
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write only the struct given.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = lim.rlim_max.min(65536);
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
+    if lim.rlim_cur < 6000 {
+        eprintln!("skipped: the open-files limit is {}", lim.rlim_cur);
+        return;
+    }
+    let mut child = Command::new("prlimit")
+        .arg("--as=1610612736")
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_debforge"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--out"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let s = Served {
+        url: line.trim().rsplit(' ').next().unwrap().to_string(),
+        child,
+    };
+    let addr = s
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let conns: Vec<_> = (0..5000)
+        .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
+        .collect();
+    assert!(conns.len() > 4500, "only {} connections", conns.len());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Past the cap: an immediate 503.
+    let mut busy = 0;
+    for mut c in conns.iter().rev().take(200) {
+        c.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        if let Ok(n) = c.read(&mut buf) {
+            busy += usize::from(buf[..n].starts_with(b"HTTP/1.1 503 "));
+        }
+    }
+    assert!(busy > 0, "no connection past the cap got a 503");
+    let pid_alive = || std::path::Path::new(&format!("/proc/{}", s.child.id())).exists();
+    assert!(pid_alive(), "serve died under 5,000 connections");
+    drop(conns);
+    let started = std::time::Instant::now();
+    loop {
+        let answer = raw(
+            &addr,
+            b"GET /dists/bionic/Release HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        if answer.starts_with("HTTP/1.1 200 OK") {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "no answer after the clients left: {answer}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(pid_alive());
 }

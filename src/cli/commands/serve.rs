@@ -16,13 +16,23 @@ pub(crate) fn run_serve(listen: &str, out: &std::path::Path) -> Result<u8, Failu
     })?;
     let addr = listener.local_addr().map_err(Failure::new)?;
     output::plain(&format!("serving {} on http://{addr}/\n", out.display()));
-    let log: debforge::serve::Logger = std::sync::Arc::new(|r: debforge::serve::RequestLog| {
+    debforge::serve::serve(listener, out, std::sync::Arc::new(RequestPrinter))
+        .map_err(|e| Failure::new(format!("{}: {e}", out.display())))?;
+    Ok(EXIT_OK)
+}
+
+/// A line on stderr per request, and per connection refused.
+struct RequestPrinter;
+
+impl debforge::serve::ServeReporter for RequestPrinter {
+    fn request(&self, r: debforge::serve::RequestLog) {
         output::request(&format!(
             "{} {} {} {} {}",
             r.peer, r.method, r.path, r.status, r.bytes
         ));
-    });
-    debforge::serve::serve(listener, out, log)
-        .map_err(|e| Failure::new(format!("{}: {e}", out.display())))?;
-    Ok(EXIT_OK)
+    }
+
+    fn refused(&self, peer: std::net::SocketAddr, reason: String) {
+        output::request(&format!("{peer} - - refused: {reason}"));
+    }
 }
