@@ -4,6 +4,7 @@
 //! the pins. `SHA256SUMS` is the tar's first entry, so `verify` checks a
 //! bundle in one streaming pass.
 
+use crate::error::FileError;
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -13,17 +14,10 @@ use sha2::{Digest, Sha256};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     #[error("{}: not a built repository (no dists/<suite>/Release); run `debforge build` first", path.display())]
     NotARepository { path: PathBuf },
-}
-
-fn io_err(path: &Path) -> impl Fn(io::Error) -> BundleError + '_ {
-    move |source| BundleError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 const TOP: &str = "debforge-bundle";
@@ -147,7 +141,7 @@ echo "install.sh: apt source set up from $dest; now run: apt-get update && apt-g
 }
 
 fn files(root: &Path) -> Result<Vec<String>, BundleError> {
-    crate::publish::tree_files(root).map_err(io_err(root))
+    Ok(crate::publish::tree_files(root).map_err(FileError::at(root))?)
 }
 
 fn header(size: u64, mode: u32, mtime: u64) -> tar::Header {
@@ -164,11 +158,11 @@ fn header(size: u64, mode: u32, mtime: u64) -> tar::Header {
 }
 
 fn sha256_file(path: &Path) -> Result<String, BundleError> {
-    let mut f = BufReader::with_capacity(1 << 20, File::open(path).map_err(io_err(path))?);
+    let mut f = BufReader::with_capacity(1 << 20, File::open(path).map_err(FileError::at(path))?);
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = f.read(&mut buf).map_err(io_err(path))?;
+        let n = f.read(&mut buf).map_err(FileError::at(path))?;
         if n == 0 {
             break;
         }
@@ -200,8 +194,8 @@ pub fn write_bundle(
             path: out.to_path_buf(),
         });
     };
-    let release =
-        fs::read_to_string(out.join("dists").join(suite).join("Release")).map_err(io_err(out))?;
+    let release = fs::read_to_string(out.join("dists").join(suite).join("Release"))
+        .map_err(FileError::at(out))?;
     let mtime = mtime.unwrap_or_else(|| {
         crate::format::release::Release::parse(&release)
             .ok()
@@ -232,7 +226,7 @@ pub fn write_bundle(
     let mut tmp = tempfile::Builder::new()
         .prefix(".debforge-bundle-")
         .tempfile_in(dir)
-        .map_err(io_err(dir))?;
+        .map_err(FileError::at(dir))?;
     {
         let mut tar = tar::Builder::new(BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
         let mut add = |path: &str, data: &mut dyn Read, size: u64, mode: u32| -> io::Result<()> {
@@ -240,14 +234,14 @@ pub fn write_bundle(
             tar.append_data(&mut h, format!("{TOP}/{path}"), data)
         };
         add("SHA256SUMS", &mut sums.as_bytes(), sums.len() as u64, 0o644)
-            .map_err(io_err(output))?;
+            .map_err(FileError::at(output))?;
         add(
             "install.sh",
             &mut script.as_bytes(),
             script.len() as u64,
             0o755,
         )
-        .map_err(io_err(output))?;
+        .map_err(FileError::at(output))?;
         let total = repo_files.len() as u64;
         for (i, f) in repo_files.iter().enumerate() {
             observer.event(Event::Work {
@@ -257,9 +251,9 @@ pub fn write_bundle(
                 item: f.clone(),
             });
             let p = out.join(f);
-            let size = fs::metadata(&p).map_err(io_err(&p))?.len();
-            let mut file = File::open(&p).map_err(io_err(&p))?;
-            add(&format!("repo/{f}"), &mut file, size, 0o644).map_err(io_err(&p))?;
+            let size = fs::metadata(&p).map_err(FileError::at(&p))?.len();
+            let mut file = File::open(&p).map_err(FileError::at(&p))?;
+            add(&format!("repo/{f}"), &mut file, size, 0o644).map_err(FileError::at(&p))?;
         }
         observer.event(Event::Work {
             task: Task::Bundle,
@@ -267,13 +261,15 @@ pub fn write_bundle(
             total,
             item: String::new(),
         });
-        let mut w = tar.into_inner().map_err(io_err(output))?;
-        w.flush().map_err(io_err(output))?;
+        let mut w = tar.into_inner().map_err(FileError::at(output))?;
+        w.flush().map_err(FileError::at(output))?;
     }
-    tmp.as_file().sync_all().map_err(io_err(output))?;
-    tmp.persist(output).map_err(|e| BundleError::Io {
-        path: output.to_path_buf(),
-        source: e.error,
+    tmp.as_file().sync_all().map_err(FileError::at(output))?;
+    tmp.persist(output).map_err(|e| {
+        BundleError::Io(crate::error::FileError {
+            path: output.to_path_buf(),
+            source: e.error,
+        })
     })?;
     Ok(repo_files.len() + 2)
 }
@@ -281,7 +277,7 @@ pub fn write_bundle(
 /// Checks a bundle in one pass: every file against `SHA256SUMS`, nothing
 /// missing, nothing extra. Returns the problems (empty: the bundle is good).
 pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
-    let file = crate::input::open_regular(path).map_err(io_err(path))?;
+    let file = crate::input::open_regular(path).map_err(FileError::at(path))?;
     // The guard refuses a GNU long name or PAX header over 1 MiB at its
     // header, before the tar crate would read it into memory whole.
     let guarded = crate::deb::targuard::TarGuard::new(
@@ -293,7 +289,7 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
     let mut expected: Option<BTreeMap<String, String>> = None;
     let mut problems = Problems::default();
     let mut seen = std::collections::BTreeSet::new();
-    let entries = archive.entries().map_err(io_err(path))?;
+    let entries = archive.entries().map_err(FileError::at(path))?;
     for entry in entries {
         let mut entry = match entry {
             Ok(e) => e,
@@ -405,4 +401,13 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
         None => {}
     }
     Ok(problems.into_list())
+}
+
+impl crate::error::Hint for BundleError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            BundleError::Io(e) => crate::error::Hint::hint(e),
+            _ => None,
+        }
+    }
 }

@@ -13,11 +13,8 @@ use crate::openpgp::sign::{self, KeyAlgo, SignError, SigningKey};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     #[error("{}: secret key file is readable by group or others (mode {mode:04o}); run `chmod 600 {}`", path.display(), path.display())]
     Permissions { path: PathBuf, mode: u32 },
     #[error("{}: {source}", path.display())]
@@ -55,7 +52,7 @@ pub fn load_signing_keys(
             .filter(|p| p.extension().is_some_and(|x| x == "key"))
             .collect(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(source) => return Err(KeyError::Io { path: dir, source }),
+        Err(source) => return Err(KeyError::Io(crate::error::FileError { path: dir, source })),
     };
     files.sort();
     if files.is_empty() {
@@ -64,19 +61,22 @@ pub fn load_signing_keys(
     let soon = SystemTime::now() + Duration::from_secs(30 * 86_400);
     let mut out = Vec::new();
     for path in files {
-        let meta = fs::metadata(&path).map_err(|source| KeyError::Io {
-            path: path.clone(),
-            source,
+        let meta = fs::metadata(&path).map_err(|source| {
+            KeyError::Io(crate::error::FileError {
+                path: path.clone(),
+                source,
+            })
         })?;
         let mode = meta.permissions().mode() & 0o7777;
         if mode & 0o077 != 0 {
             return Err(KeyError::Permissions { path, mode });
         }
-        let bytes =
-            crate::input::read(&path, crate::input::limit::KEY).map_err(|source| KeyError::Io {
+        let bytes = crate::input::read(&path, crate::input::limit::KEY).map_err(|source| {
+            KeyError::Io(crate::error::FileError {
                 path: path.clone(),
                 source,
-            })?;
+            })
+        })?;
         let key = SigningKey::from_bytes(&bytes, passphrase).map_err(|source| KeyError::Key {
             path: path.clone(),
             source,
@@ -122,23 +122,27 @@ pub fn keygen(
     let key = SigningKey::from_bytes(&secret, passphrase).map_err(KeyError::Generate)?;
     let fpr = key.fingerprint();
     let dir = signing_dir(keys);
-    fs::create_dir_all(&dir).map_err(|source| KeyError::Io {
-        path: dir.clone(),
-        source,
-    })?;
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(|source| {
-        KeyError::Io {
+    fs::create_dir_all(&dir).map_err(|source| {
+        KeyError::Io(crate::error::FileError {
             path: dir.clone(),
             source,
-        }
+        })
+    })?;
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(|source| {
+        KeyError::Io(crate::error::FileError {
+            path: dir.clone(),
+            source,
+        })
     })?;
     // Ignored by git from the first key on, whatever the project's own
     // .gitignore says.
     let ignore = dir.join(".gitignore");
     if !ignore.exists() {
-        fs::write(&ignore, SIGNING_GITIGNORE).map_err(|source| KeyError::Io {
-            path: ignore.clone(),
-            source,
+        fs::write(&ignore, SIGNING_GITIGNORE).map_err(|source| {
+            KeyError::Io(crate::error::FileError {
+                path: ignore.clone(),
+                source,
+            })
         })?;
     }
     let slug: String = uid
@@ -164,17 +168,33 @@ pub fn keygen(
         .create_new(true)
         .mode(0o600)
         .open(&path)
-        .map_err(|source| KeyError::Io {
+        .map_err(|source| {
+            KeyError::Io(crate::error::FileError {
+                path: path.clone(),
+                source,
+            })
+        })?;
+    f.write_all(&secret).map_err(|source| {
+        KeyError::Io(crate::error::FileError {
             path: path.clone(),
             source,
-        })?;
-    f.write_all(&secret).map_err(|source| KeyError::Io {
-        path: path.clone(),
-        source,
+        })
     })?;
-    f.sync_all().map_err(|source| KeyError::Io {
-        path: path.clone(),
-        source,
+    f.sync_all().map_err(|source| {
+        KeyError::Io(crate::error::FileError {
+            path: path.clone(),
+            source,
+        })
     })?;
     Ok((path, fpr))
+}
+
+impl crate::error::Hint for KeyError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            KeyError::NoKeys { .. } => Some("`debforge build` makes one on its first run; `debforge keygen` makes one now".into()),
+            KeyError::Io(e) => crate::error::Hint::hint(e),
+            _ => None,
+        }
+    }
 }

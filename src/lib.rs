@@ -17,6 +17,7 @@
 pub mod bundle;
 pub mod deb;
 pub mod digest;
+pub mod error;
 pub mod fetch;
 pub mod format;
 pub mod input;

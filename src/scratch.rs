@@ -19,11 +19,8 @@ use crate::repo::RepoConfig;
 pub enum ScratchError {
     #[error("{}: {message}", file.display())]
     Recipe { file: PathBuf, message: String },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     #[error("{0}")]
     Build(#[from] crate::deb::build::BuildError),
 }
@@ -125,9 +122,11 @@ fn fill_versions(
 
 fn write(root: &Path, path: &str, data: &[u8], mode: u32) -> Result<(), ScratchError> {
     let p = root.join(path.trim_start_matches('/'));
-    let io = |source| ScratchError::Io {
-        path: p.clone(),
-        source,
+    let io = |source| {
+        ScratchError::Io(crate::error::FileError {
+            path: p.clone(),
+            source,
+        })
     };
     fs::create_dir_all(p.parent().expect("absolute path has a parent")).map_err(io)?;
     fs::write(&p, data).map_err(io)?;
@@ -164,9 +163,11 @@ pub fn build_package(
     let tmp = tempfile::Builder::new()
         .prefix(".tree-")
         .tempdir_in(out_dir)
-        .map_err(|source| ScratchError::Io {
-            path: out_dir.to_path_buf(),
-            source,
+        .map_err(|source| {
+            ScratchError::Io(crate::error::FileError {
+                path: out_dir.to_path_buf(),
+                source,
+            })
         })?;
     let root = tmp.path().join("tree");
     let name = &recipe.name;
@@ -323,9 +324,11 @@ pub fn build_package(
     // Directories as a packager's umask would leave them, whatever ours is.
     set_dir_modes(&root)?;
 
-    fs::create_dir_all(out_dir).map_err(|source| ScratchError::Io {
-        path: out_dir.to_path_buf(),
-        source,
+    fs::create_dir_all(out_dir).map_err(|source| {
+        ScratchError::Io(crate::error::FileError {
+            path: out_dir.to_path_buf(),
+            source,
+        })
     })?;
     let opts = BuildOptions {
         source_date_epoch: Some(date.max(0) as u64),
@@ -337,15 +340,17 @@ pub fn build_package(
 
 fn set_dir_modes(dir: &Path) -> Result<(), ScratchError> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).map_err(|source| {
-        ScratchError::Io {
+        ScratchError::Io(crate::error::FileError {
             path: dir.to_path_buf(),
             source,
-        }
+        })
     })?;
     for e in fs::read_dir(dir)
-        .map_err(|source| ScratchError::Io {
-            path: dir.to_path_buf(),
-            source,
+        .map_err(|source| {
+            ScratchError::Io(crate::error::FileError {
+                path: dir.to_path_buf(),
+                source,
+            })
         })?
         .flatten()
     {
@@ -354,6 +359,15 @@ fn set_dir_modes(dir: &Path) -> Result<(), ScratchError> {
         }
     }
     Ok(())
+}
+
+impl crate::error::Hint for ScratchError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            ScratchError::Io(e) => crate::error::Hint::hint(e),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -210,7 +210,11 @@ fn serve_file(path: &Path, head: bool, headers: &HeaderMap) -> io::Result<Respon
     let meta = file.metadata()?;
     let len = meta.len();
     let validators = Validators::of(len, meta.modified().unwrap_or(UNIX_EPOCH));
-    let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
     let mut builder = Response::builder()
         .header(header::LAST_MODIFIED, validators.last_modified())
         .header(header::ETAG, &validators.etag)
@@ -322,9 +326,10 @@ impl Validators {
         if_range: Option<&str>,
     ) -> Precondition {
         let not_modified = match (if_none_match, if_modified_since) {
-            (Some(list), _) => list.split(',').map(str::trim).any(|tag| {
-                tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == self.etag
-            }),
+            (Some(list), _) => list
+                .split(',')
+                .map(str::trim)
+                .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == self.etag),
             (None, Some(date)) => {
                 httpdate::parse_http_date(date).is_ok_and(|since| self.modified <= since)
             }
@@ -583,7 +588,10 @@ mod tests {
     #[test]
     fn decoding_and_traversal() {
         let root = std::env::temp_dir().canonicalize().unwrap();
-        assert_eq!(resolve(&root, "/%2e%2e/etc/passwd"), Err(StatusCode::FORBIDDEN));
+        assert_eq!(
+            resolve(&root, "/%2e%2e/etc/passwd"),
+            Err(StatusCode::FORBIDDEN)
+        );
         assert_eq!(resolve(&root, "/../etc/passwd"), Err(StatusCode::FORBIDDEN));
         assert_eq!(resolve(&root, "/a%5c..%5cb"), Err(StatusCode::FORBIDDEN));
         assert_eq!(resolve(&root, "/%2"), Err(StatusCode::BAD_REQUEST));
@@ -643,7 +651,10 @@ mod tests {
         // If-Modified-Since only without If-None-Match.
         let date = "Sat, 23 Mar 2019 06:13:20 GMT";
         assert_eq!(p(None, Some(date), None), NotModified);
-        assert_eq!(p(None, Some("Sat, 23 Mar 2019 06:13:19 GMT"), None), RangeAllowed);
+        assert_eq!(
+            p(None, Some("Sat, 23 Mar 2019 06:13:19 GMT"), None),
+            RangeAllowed
+        );
         assert_eq!(p(Some("\"x\""), Some(date), None), RangeAllowed);
         assert_eq!(p(None, Some("yesterday"), None), RangeAllowed);
         // If-Range: strong ETag or the exact date; anything else, the whole file.

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use debforge::deb;
+
 use debforge::pipeline::{self, PipelineError, Session};
 
 use args::{BundleCommand, Cli, Command, DebCommand, ProjectArgs};
@@ -63,8 +63,9 @@ impl Failure {
     }
 }
 
-impl From<deb::DebError> for Failure {
-    fn from(e: deb::DebError) -> Self {
+/// Any library error: its message, and its hint (which lives beside it).
+impl<E: std::fmt::Display + debforge::error::Hint> From<E> for Failure {
+    fn from(e: E) -> Self {
         let hint = e.hint();
         Failure::new(&e).hint(hint)
     }
@@ -208,86 +209,12 @@ pub fn run() -> ExitCode {
     }
 }
 
-/// What to do about a download that failed, by what went wrong.
-fn fetch_hint(kind: &debforge::fetch::FetchErrorKind, source: Option<&str>) -> String {
-    use debforge::fetch::FetchErrorKind as K;
-    let name = source.unwrap_or("NAME");
-    match kind {
-        k if k.is_unreachable() => format!(
-            "the upstream cannot be reached from here: use a mirror with --source {name}=URL, or work offline from a snapshot with --source-dir DIR (made by `debforge fetch --to DIR` where it can be reached)"
-        ),
-        K::Status(404) | K::Status(410) => format!(
-            "the upstream has no such file (HTTP 404): check source '{name}' in recipes/sources.toml, or the upstream removed it (`debforge lock` resolves again)"
-        ),
-        K::Status(_) => "the server refused the request; run the command again later".into(),
-        K::Sha256 { .. } | K::Sha512 { .. } | K::TooLong { .. } | K::EndsShort { .. } => {
-            "nothing unverified was kept: the upstream's file is not the one its signed index (or the lock) vouches for; do not use it, try another mirror (--source NAME=URL)".into()
-        }
-        _ => "nothing unverified was kept; run the command again to retry".into(),
-    }
-}
-
-impl From<PipelineError> for Failure {
-    fn from(e: PipelineError) -> Self {
-        use debforge::upstream::UpstreamErrorKind as U;
-        let hint: Option<String> = match &e {
-            PipelineError::LockMismatch { .. } => Some(
-                "if the change is intended, run `debforge lock` and commit the lock file".into(),
-            ),
-            PipelineError::Fetch { source, .. } => Some(fetch_hint(&source.kind, None)),
-            PipelineError::Upstream(u) => Some(match &u.kind {
-                U::Fetch(f) => fetch_hint(&f.kind, Some(&u.source_name)),
-                U::BadSignature { .. } | U::Keyring { .. } => format!(
-                    "the upstream is not signed as source '{}' in recipes/sources.toml pins it: check its key file and fingerprint (never turn the check off)",
-                    u.source_name
-                ),
-                U::KeyFile { source, .. } if source.kind() == std::io::ErrorKind::NotFound => format!(
-                    "the key file of source '{}' is missing: keys/README.md says where each shipped key comes from and how to check it",
-                    u.source_name
-                ),
-                U::KeyFile { .. } => format!(
-                    "the key of source '{}' must be a key file (armored or binary) that recipes/sources.toml names: keys/README.md says where each shipped key comes from",
-                    u.source_name
-                ),
-                U::NotYetValid { .. } | U::Expired { .. } => {
-                    "check this machine's clock (date -u); apt on the lab machines would refuse the same".into()
-                }
-                _ => format!(
-                    "check source '{}' in recipes/sources.toml",
-                    u.source_name
-                ),
-            }),
-            PipelineError::NotWhatWasVouchedFor(m) => Some(if m.vouched == "the recipe" {
-                "check the recipe's name, version and architecture against the file (dpkg-deb -f FILE Package Version Architecture)".into()
-            } else {
-                "do not use this file: the upstream's signed index lists it under another name or version (a broken or tampered upstream); nothing of it went into the pool".into()
-            }),
-            PipelineError::Repo(r) => match **r {
-                debforge::repo::RepoError::OutputNotOurs { .. } => Some(
-                    "choose another --out, or pass --force to replace it (what it holds is deleted)"
-                        .into(),
-                ),
-                debforge::repo::RepoError::OutputNotADirectory { .. } => {
-                    Some("remove the file or choose another --out".into())
-                }
-                debforge::repo::RepoError::NotInstallable { .. } => Some(
-                    "a package names a version the repository does not have: a relation written by hand in a recipe (use build.depends-exact, which follows the built versions), a package missing from the recipes, or a `pin` on a package the repository lacks"
-                        .into(),
-                ),
-                _ => None,
-            },
-            _ => None,
-        };
-        Failure::new(&e).hint(hint)
-    }
-}
-
 pub(crate) fn open_session<'a>(
     project: &ProjectArgs,
     progress: &'a progress::Progress,
 ) -> Result<Session<'a>, Failure> {
     project.check_project()?;
-    let recipes = debforge::recipe::load(&project.recipes).map_err(Failure::new)?;
+    let recipes = debforge::recipe::load(&project.recipes)?;
     Ok(Session::new(recipes, project.settings()?, progress)?)
 }
 

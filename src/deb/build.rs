@@ -9,6 +9,7 @@
 //! the output path unless the whole package was written: it is assembled under
 //! a temporary name in the same directory and renamed at the end.
 
+use crate::error::FileError;
 use std::collections::HashMap;
 use std::fs::{self, File, Metadata};
 use std::io::{self, BufWriter, Read, Seek, Write};
@@ -83,21 +84,14 @@ pub enum BuildError {
     Socket { path: PathBuf },
     #[error("{}: file changed size while it was being packaged", path.display())]
     Changed { path: PathBuf },
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     #[error("compression level {level} is out of range for {compression} (0 to {max})")]
     Level {
         compression: Compression,
         level: u32,
         max: u32,
     },
-}
-
-fn io_err(path: &Path) -> impl Fn(io::Error) -> BuildError + '_ {
-    move |source| BuildError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// One filesystem object of the data tree, in archive order.
@@ -143,7 +137,7 @@ pub fn build_from_dir(
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(BuildError::NoControl { path: control_path });
         }
-        Err(e) => return Err(io_err(&control_path)(e)),
+        Err(e) => return Err(FileError::at(&control_path)(e).into()),
     };
     let control_err = |source: ControlError| BuildError::Control {
         path: control_path.clone(),
@@ -179,7 +173,7 @@ pub fn build_from_dir(
     let mut data_tmp = tempfile::Builder::new()
         .prefix(".debforge-data-")
         .tempfile_in(&out_dir)
-        .map_err(io_err(&out_dir))?;
+        .map_err(FileError::at(&out_dir))?;
     let data = write_data(
         &tree,
         &conffiles,
@@ -191,10 +185,10 @@ pub fn build_from_dir(
     )
     .map_err(|e| match e {
         DataError::Build(b) => b,
-        DataError::Io(source) => BuildError::Io {
+        DataError::Io(source) => BuildError::Io(crate::error::FileError {
             path: data_tmp.path().to_path_buf(),
             source,
-        },
+        }),
     })?;
 
     let mut generated = Vec::new();
@@ -227,7 +221,7 @@ pub fn build_from_dir(
         let bytes = if file_name == "control" {
             control.to_string().into_bytes()
         } else {
-            fs::read(&e.path).map_err(io_err(&e.path))?
+            fs::read(&e.path).map_err(FileError::at(&e.path))?
         };
         let mtime = if file_name == "control" && !generated.is_empty() {
             reference_time as i64
@@ -246,7 +240,7 @@ pub fn build_from_dir(
         generated.push("md5sums");
     }
     control_files.sort_by(|a, b| a.0.cmp(&b.0));
-    let debian_meta = fs::metadata(&debian).map_err(io_err(&debian))?;
+    let debian_meta = fs::metadata(&debian).map_err(FileError::at(&debian))?;
     let control_tar = write_control_tar(
         &control_files,
         clamp(debian_meta.mtime()),
@@ -255,16 +249,18 @@ pub fn build_from_dir(
         level,
         opts.threads,
     )
-    .map_err(io_err(&control_path))?;
+    .map_err(FileError::at(&control_path))?;
 
     // Assemble the ar container under a temporary name, then rename.
     let mut out_tmp = tempfile::Builder::new()
         .prefix(".debforge-deb-")
         .tempfile_in(&out_dir)
-        .map_err(io_err(&out_dir))?;
+        .map_err(FileError::at(&out_dir))?;
     let data_file = data_tmp.as_file_mut();
-    let data_len = data_file.stream_position().map_err(io_err(&out_dir))?;
-    data_file.rewind().map_err(io_err(&out_dir))?;
+    let data_len = data_file
+        .stream_position()
+        .map_err(FileError::at(&out_dir))?;
+    data_file.rewind().map_err(FileError::at(&out_dir))?;
     let ext = opts.compression.extension();
     let tmp_path = out_tmp.path().to_path_buf();
     let digests = {
@@ -289,20 +285,25 @@ pub fn build_from_dir(
             )?;
             Ok(())
         };
-        assemble(&mut ar).map_err(io_err(&tmp_path))?;
-        let writer = ar.into_inner().map_err(io_err(&out_path))?;
+        assemble(&mut ar).map_err(FileError::at(&tmp_path))?;
+        let writer = ar.into_inner().map_err(FileError::at(&out_path))?;
         let (mut buffered, digests) = writer.finish();
-        buffered.flush().map_err(io_err(&out_path))?;
+        buffered.flush().map_err(FileError::at(&out_path))?;
         digests
     };
     out_tmp
         .as_file()
         .set_permissions(fs::Permissions::from_mode(0o644))
-        .map_err(io_err(&out_path))?;
-    out_tmp.as_file().sync_all().map_err(io_err(&out_path))?;
-    out_tmp.persist(&out_path).map_err(|e| BuildError::Io {
-        path: out_path.clone(),
-        source: e.error,
+        .map_err(FileError::at(&out_path))?;
+    out_tmp
+        .as_file()
+        .sync_all()
+        .map_err(FileError::at(&out_path))?;
+    out_tmp.persist(&out_path).map_err(|e| {
+        BuildError::Io(crate::error::FileError {
+            path: out_path.clone(),
+            source: e.error,
+        })
     })?;
 
     Ok(BuildReport {
@@ -347,7 +348,7 @@ fn control_dir_entries(debian: &Path) -> Result<Vec<TreeEntry>, BuildError> {
     entries.retain(|(name, _)| name.as_bytes() != b"." && name.as_bytes() != b"..");
     let mut out = Vec::new();
     for (name, path) in entries {
-        let meta = fs::symlink_metadata(&path).map_err(io_err(&path))?;
+        let meta = fs::symlink_metadata(&path).map_err(FileError::at(&path))?;
         if !meta.is_file() {
             return Err(BuildError::ControlNotPlainFile { path });
         }
@@ -367,7 +368,7 @@ fn check_conffiles(dir: &Path, debian: &Path) -> Result<Vec<String>, BuildError>
     let text = match fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err(&path)(e)),
+        Err(e) => return Err(FileError::at(&path)(e).into()),
     };
     let mut names = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
@@ -417,7 +418,7 @@ fn sorted_dir(dir: &Path) -> Result<Vec<(std::ffi::OsString, PathBuf)>, BuildErr
 /// within each directory, the top-level `DEBIAN` left out, and symlinks moved
 /// to the end so that unpacking creates their targets first.
 fn walk_tree(dir: &Path) -> Result<Vec<TreeEntry>, BuildError> {
-    let meta = fs::metadata(dir).map_err(io_err(dir))?;
+    let meta = fs::metadata(dir).map_err(FileError::at(dir))?;
     let mut out = vec![TreeEntry {
         name: "./".into(),
         path: dir.to_path_buf(),
@@ -445,9 +446,11 @@ fn walk_into(
             path: path.clone(),
             source,
         })?;
-        let name = name.to_str().ok_or_else(|| BuildError::Io {
-            path: path.clone(),
-            source: io::Error::new(io::ErrorKind::InvalidData, "file name is not UTF-8"),
+        let name = name.to_str().ok_or_else(|| {
+            BuildError::Io(crate::error::FileError {
+                path: path.clone(),
+                source: io::Error::new(io::ErrorKind::InvalidData, "file name is not UTF-8"),
+            })
         })?;
         if meta.file_type().is_socket() {
             return Err(BuildError::Socket { path });
@@ -718,4 +721,13 @@ fn append_long_name<W: Write>(tar: &mut tar::Builder<W>, kind: u8, bytes: &[u8])
     let mut data = bytes.to_vec();
     data.push(0);
     tar.append(&h, &data[..])
+}
+
+impl crate::error::Hint for BuildError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            BuildError::Io(e) => crate::error::Hint::hint(e),
+            _ => None,
+        }
+    }
 }

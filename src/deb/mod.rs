@@ -75,17 +75,19 @@ impl DebError {
         }
     }
 
-    /// What the user can do about it, when there is something to say.
-    pub fn hint(&self) -> Option<&'static str> {
+}
+
+impl crate::error::Hint for DebError {
+    fn hint(&self) -> Option<String> {
         match &self.kind {
             DebErrorKind::Ar(ar::ArError::NotAr) => Some(
-                "is this a .deb? `file` tells what it is; an interrupted download leaves HTML or a partial file",
+                "is this a .deb? `file` tells what it is; an interrupted download leaves HTML or a partial file".into(),
             ),
             DebErrorKind::Ar(
                 ar::ArError::TruncatedMember { .. } | ar::ArError::TruncatedHeader { .. },
-            ) => Some("the file is incomplete: download or copy it again"),
+            ) => Some("the file is incomplete: download or copy it again".into()),
             DebErrorKind::UnsafeControlEntry { .. } => {
-                Some("the package is malformed or hostile; do not install it")
+                Some("the package is malformed or hostile; do not install it".into())
             }
             _ => None,
         }

@@ -52,8 +52,8 @@ pub struct RepackReport {
 pub enum RepackError {
     #[error("{0}")]
     Deb(#[from] DebError),
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     #[error("--{name}: not a maintainer script name (preinst, postinst, prerm, postrm)")]
     BadScriptName { name: String },
     #[error("--set {0:?}: expected Field=Value")]
@@ -164,10 +164,10 @@ pub fn repack(
     };
     let control_tar =
         super::build::control_tar(&files, opts.mtime, compression).map_err(|source| {
-            RepackError::Io {
+            RepackError::Io(crate::error::FileError {
                 path: input.to_path_buf(),
                 source,
-            }
+            })
         })?;
 
     let out_dir = match output.parent() {
@@ -176,9 +176,11 @@ pub fn repack(
     };
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| RepackError::Io {
-            path: path.clone(),
-            source,
+        move |source| {
+            RepackError::Io(crate::error::FileError {
+                path: path.clone(),
+                source,
+            })
         }
     };
     let mut tmp = tempfile::Builder::new()
@@ -218,9 +220,11 @@ pub fn repack(
     tmp.as_file()
         .set_permissions(fs::Permissions::from_mode(0o644))
         .map_err(io_err(output))?;
-    tmp.persist(output).map_err(|e| RepackError::Io {
-        path: output.to_path_buf(),
-        source: e.error,
+    tmp.persist(output).map_err(|e| {
+        RepackError::Io(crate::error::FileError {
+            path: output.to_path_buf(),
+            source: e.error,
+        })
     })?;
     // Re-read what was written: a repack that dpkg could not open is a bug.
     DebFile::open(output)?
@@ -238,6 +242,15 @@ pub fn repack(
         size: digests.0,
         sha256: digests.1,
     })
+}
+
+impl crate::error::Hint for RepackError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            RepackError::Io(e) => crate::error::Hint::hint(e),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -297,10 +297,10 @@ impl Http {
         let io_err = |path: &Path, source| {
             err(
                 url,
-                FetchErrorKind::Io {
+                FetchErrorKind::Io(crate::error::FileError {
                     path: path.to_path_buf(),
                     source,
-                },
+                }),
             )
         };
         if let Some(dir) = dest.parent() {
@@ -337,10 +337,10 @@ impl Http {
         let io_err = |source| {
             err(
                 url,
-                FetchErrorKind::Io {
+                FetchErrorKind::Io(crate::error::FileError {
                     path: partial.to_path_buf(),
                     source,
-                },
+                }),
             )
         };
         let mut have = fs::metadata(partial).map(|m| m.len()).unwrap_or(0);

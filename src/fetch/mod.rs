@@ -9,7 +9,6 @@ mod http;
 
 pub use http::{Expected, Http, HttpOptions};
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 pub use crate::progress::{Event, Observer, Quiet, Task};
@@ -52,11 +51,8 @@ pub enum FetchErrorKind {
         "SHA512 mismatch: expected {expected}, found {found}; nothing was written to the cache"
     )]
     Sha512 { expected: String, found: String },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     #[error("file is larger than {0} bytes")]
     TooLarge(u64),
     #[error("bad URL: {0}")]
@@ -87,5 +83,33 @@ impl FetchErrorKind {
             FetchErrorKind::TooShort { .. } => true,
             _ => false,
         }
+    }
+}
+
+impl FetchErrorKind {
+    /// What to do about a download that failed, for source `source` (a
+    /// name from sources.toml, when the failure is known to be one's).
+    pub fn hint_for(&self, source: Option<&str>) -> String {
+        use FetchErrorKind as K;
+        let name = source.unwrap_or("NAME");
+        match self {
+            k if k.is_unreachable() => format!(
+                "the upstream cannot be reached from here: use a mirror with --source {name}=URL, or work offline from a snapshot with --source-dir DIR (made by `debforge fetch --to DIR` where it can be reached)"
+            ),
+            K::Status(404) | K::Status(410) => format!(
+                "the upstream has no such file (HTTP 404): check source '{name}' in recipes/sources.toml, or the upstream removed it (`debforge lock` resolves again)"
+            ),
+            K::Status(_) => "the server refused the request; run the command again later".into(),
+            K::Sha256 { .. } | K::Sha512 { .. } | K::TooLong { .. } | K::EndsShort { .. } => {
+                "nothing unverified was kept: the upstream's file is not the one its signed index (or the lock) vouches for; do not use it, try another mirror (--source NAME=URL)".into()
+            }
+            _ => "nothing unverified was kept; run the command again to retry".into(),
+        }
+    }
+}
+
+impl crate::error::Hint for FetchError {
+    fn hint(&self) -> Option<String> {
+        Some(self.kind.hint_for(None))
     }
 }

@@ -239,6 +239,8 @@ pub fn sign_cleartext(
     Ok(sink)
 }
 
+impl crate::error::Hint for SignError {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

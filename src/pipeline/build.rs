@@ -2,13 +2,14 @@
 //! metapackage, the repo-config package), after the prepared artifacts'
 //! versions and pins are known.
 
+use crate::error::FileError;
 use std::collections::BTreeMap;
 use std::fs;
 
 use crate::digest::strong_digest_reader;
 use crate::repo::RepoConfig;
 
-use super::{Artifact, PipelineError, Session, io};
+use super::{Artifact, PipelineError, Session};
 
 impl Session<'_> {
     /// Builds the `action = "build"` recipes (the metapackage, the
@@ -44,11 +45,11 @@ impl Session<'_> {
             // rebuild with the same bytes leaves the earlier file (and the
             // output's link to it) untouched.
             let home = self.settings.cache.join("built").join(&p.name);
-            fs::create_dir_all(&home).map_err(io(&home))?;
+            fs::create_dir_all(&home).map_err(FileError::at(&home))?;
             let scratch = tempfile::Builder::new()
                 .prefix(".build-")
                 .tempdir_in(&home)
-                .map_err(io(&home))?;
+                .map_err(FileError::at(&home))?;
             let built = crate::scratch::build_package(
                 &self.recipes,
                 versions,
@@ -62,15 +63,15 @@ impl Session<'_> {
                 package: p.name.clone(),
                 message: e.to_string(),
             })?;
-            let d = strong_digest_reader(fs::File::open(&built).map_err(io(&built))?)
-                .map_err(io(&built))?;
+            let d = strong_digest_reader(fs::File::open(&built).map_err(FileError::at(&built))?)
+                .map_err(FileError::at(&built))?;
             let name = built.file_name().unwrap_or_default().to_owned();
             let keep = home.join(&d.sha256);
             let deb = keep.join(&name);
             if !deb.is_file() {
                 let _ = fs::remove_dir_all(&keep);
-                fs::create_dir_all(&keep).map_err(io(&keep))?;
-                fs::rename(&built, &deb).map_err(io(&deb))?;
+                fs::create_dir_all(&keep).map_err(FileError::at(&keep))?;
+                fs::rename(&built, &deb).map_err(FileError::at(&deb))?;
             }
             drop(scratch);
             // Earlier builds of this recipe are no longer wanted.

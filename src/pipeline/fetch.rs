@@ -113,10 +113,10 @@ impl Session<'_> {
             kind,
         };
         let io_fail = |path: &Path, source| {
-            fail(FetchErrorKind::Io {
+            fail(FetchErrorKind::Io(crate::error::FileError {
                 path: path.to_path_buf(),
                 source,
-            })
+            }))
         };
         let dir = dest.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(dir).map_err(|e| io_fail(dir, e))?;

@@ -20,6 +20,7 @@ mod resolve;
 mod snapshot;
 pub mod suffix;
 
+use crate::error::FileError;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -63,11 +64,8 @@ pub enum PipelineError {
     Upstream(Box<UpstreamError>),
     #[error("{package}: {source}")]
     Fetch { package: String, source: FetchError },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     #[error("--source {0}: no such source in sources.toml")]
     UnknownOverride(String),
     #[error("{} does not exist: run `debforge lock` first (--locked needs it)", path.display())]
@@ -143,13 +141,6 @@ pub struct IdentityMismatch {
     pub field: &'static str,
     pub expected: String,
     pub found: String,
-}
-
-fn io(path: &Path) -> impl Fn(std::io::Error) -> PipelineError + '_ {
-    move |source| PipelineError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// Stage 3's output: a package file ready for the pool.
@@ -472,7 +463,7 @@ impl<'a> Session<'a> {
                     source,
                 }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io(&self.lock_path)(e)),
+            Err(e) => Err(FileError::at(&self.lock_path)(e).into()),
         }
     }
 
@@ -574,16 +565,39 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), PipelineError> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(io(dir))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
-    std::io::Write::write_all(&mut tmp, data).map_err(io(path))?;
+    fs::create_dir_all(dir).map_err(FileError::at(dir))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(FileError::at(dir))?;
+    std::io::Write::write_all(&mut tmp, data).map_err(FileError::at(path))?;
     tmp.as_file()
         .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .map_err(io(path))?;
-    tmp.as_file().sync_all().map_err(io(path))?;
-    tmp.persist(path).map_err(|e| PipelineError::Io {
-        path: path.to_path_buf(),
-        source: e.error,
+        .map_err(FileError::at(path))?;
+    tmp.as_file().sync_all().map_err(FileError::at(path))?;
+    tmp.persist(path).map_err(|e| {
+        PipelineError::Io(crate::error::FileError {
+            path: path.to_path_buf(),
+            source: e.error,
+        })
     })?;
     Ok(())
+}
+
+impl crate::error::Hint for PipelineError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            PipelineError::LockMismatch { .. } => Some(
+                "if the change is intended, run `debforge lock` and commit the lock file".into(),
+            ),
+            PipelineError::Fetch { source, .. } => source.hint(),
+            PipelineError::Upstream(u) => u.hint(),
+            PipelineError::NotWhatWasVouchedFor(m) => Some(if m.vouched == "the recipe" {
+                "check the recipe's name, version and architecture against the file (dpkg-deb -f FILE Package Version Architecture)".into()
+            } else {
+                "do not use this file: the upstream's signed index lists it under another name or version (a broken or tampered upstream); nothing of it went into the pool".into()
+            }),
+            PipelineError::Repo(r) => r.hint(),
+            PipelineError::Deb { source, .. } => source.hint(),
+            PipelineError::Io(e) => e.hint(),
+            _ => None,
+        }
+    }
 }

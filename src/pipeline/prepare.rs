@@ -1,6 +1,7 @@
 //! Stage 3: each fetched file becomes an [`Artifact`], kept as it is or
 //! repacked with our control fields and maintainer scripts.
 
+use crate::error::FileError;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -12,7 +13,7 @@ use crate::fetch::{Event, Task};
 use crate::recipe::RepackRecipe;
 
 use super::suffix::{Member, SuffixPlan};
-use super::{Artifact, Fetched, PipelineError, Session, io, write_atomic};
+use super::{Artifact, Fetched, PipelineError, Session, write_atomic};
 
 impl Session<'_> {
     /// Turns each fetched file into an artifact: kept as it is, or, for
@@ -193,7 +194,7 @@ impl Session<'_> {
         let sha256 = match cached {
             Some(s) => s.trim().to_string(),
             None => {
-                fs::create_dir_all(&dir).map_err(io(&dir))?;
+                fs::create_dir_all(&dir).map_err(FileError::at(&dir))?;
                 let opts = crate::deb::repack::RepackOptions {
                     scripts,
                     set,
@@ -212,7 +213,7 @@ impl Session<'_> {
                 report.sha256
             }
         };
-        let size = fs::metadata(&dest).map_err(io(&dest))?.len();
+        let size = fs::metadata(&dest).map_err(FileError::at(&dest))?.len();
         Ok(Artifact {
             recipe: f.resolved.recipe.clone(),
             locked: Some(locked.clone()),

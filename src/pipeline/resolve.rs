@@ -1,6 +1,7 @@
 //! Stage 1: every recipe resolved through its trust chain (signed Release →
 //! index → file), and the lock file checked against the result.
 
+use crate::error::FileError;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use crate::recipe::lock::{Lock, LockedPackage};
 use crate::recipe::{Origin, PackageRecipe};
 use crate::upstream::{self, OpenSource};
 
-use super::{OpenSourceFiles, PipelineError, Session, direct_entry, io};
+use super::{OpenSourceFiles, PipelineError, Session, direct_entry};
 
 /// How a resolved file will be fetched.
 #[derive(Debug, Clone)]
@@ -205,11 +206,14 @@ impl Session<'_> {
                     reason: format!("{}: from.path is not a regular file", p.name),
                 });
             }
-            Err(e) => return Err(io(&full)(e)),
+            Err(e) => return Err(FileError::at(&full)(e).into()),
         }
         // A local file vouches for itself; unchanged since the last run, it
         // is not read again.
-        let d = self.records.digests_of(&full).map_err(io(&full))?;
+        let d = self
+            .records
+            .digests_of(&full)
+            .map_err(FileError::at(&full))?;
         let url = format!("file://{}", full.display());
         Ok(Resolved {
             recipe: p.clone(),

@@ -1,5 +1,6 @@
 //! `debforge fetch --to DIR`: a self-contained snapshot for air-gapped use.
 
+use crate::error::FileError;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -8,7 +9,7 @@ use crate::fetch::Expected;
 use crate::recipe::lock::{Lock, LockedPackage};
 use crate::upstream;
 
-use super::{Fetched, PipelineError, io, write_atomic};
+use super::{Fetched, PipelineError, write_atomic};
 
 /// The signed files and indexes of an opened source, for snapshots.
 #[derive(Debug, Clone)]
@@ -50,10 +51,10 @@ pub fn write_snapshot(
         }
         for (rel, local) in &s.indexes {
             let dest = root.join(rel);
-            fs::create_dir_all(dest.parent().unwrap_or(&root)).map_err(io(&root))?;
+            fs::create_dir_all(dest.parent().unwrap_or(&root)).map_err(FileError::at(&root))?;
             let tmp = dest.with_extension("part");
-            fs::copy(local, &tmp).map_err(io(&dest))?;
-            fs::rename(&tmp, &dest).map_err(io(&dest))?;
+            fs::copy(local, &tmp).map_err(FileError::at(&dest))?;
+            fs::rename(&tmp, &dest).map_err(FileError::at(&dest))?;
         }
     }
     for f in fetched {

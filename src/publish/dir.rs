@@ -4,12 +4,13 @@
 //! is how unchanged pool files are recognised next time; leftovers of a
 //! publish that was killed are removed by the next one.
 
+use crate::error::FileError;
 use std::fs;
 use std::io;
 use std::path::Path;
 
 use super::{
-    PublishError, Recorder, Step, io_err, named_by_content, referenced, refuse_changed_pool, stale,
+    PublishError, Recorder, Step, named_by_content, referenced, refuse_changed_pool, stale,
     tree_files,
 };
 
@@ -42,7 +43,7 @@ pub(super) fn publish(
             .truncate(false)
             .write(true)
             .open(&lock_path)
-            .map_err(io_err(&lock_path))?;
+            .map_err(FileError::at(&lock_path))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(fs::TryLockError::WouldBlock) => {
@@ -51,9 +52,9 @@ pub(super) fn publish(
                     lock: lock_path.display().to_string(),
                 });
             }
-            Err(fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
+            Err(fs::TryLockError::Error(e)) => return Err(FileError::at(&lock_path)(e).into()),
         }
-        remove_parts(target).map_err(io_err(target))?;
+        remove_parts(target).map_err(FileError::at(target))?;
         Some(lock)
     };
     // What the Release in force until now still needs.
@@ -62,7 +63,7 @@ pub(super) fn publish(
     for rel in files {
         let src = out.join(rel);
         let dst = target.join(rel);
-        let meta = fs::metadata(&src).map_err(io_err(&src))?;
+        let meta = fs::metadata(&src).map_err(FileError::at(&src))?;
         if unchanged(rel, &src, &meta, &dst)? {
             rec.step(Step::Keep, rel);
             continue;
@@ -76,7 +77,7 @@ pub(super) fn publish(
         rec.step(Step::Delete, rel);
         if !dry_run {
             let path = target.join(rel);
-            fs::remove_file(&path).map_err(io_err(&path))?;
+            fs::remove_file(&path).map_err(FileError::at(&path))?;
         }
     }
     if !dry_run {
@@ -87,11 +88,11 @@ pub(super) fn publish(
 
 /// The target's files, and what its Releases reference.
 pub(super) fn current(target: &Path) -> Result<(Vec<String>, super::Referenced), PublishError> {
-    let existing = tree_files(target).map_err(io_err(target))?;
+    let existing = tree_files(target).map_err(FileError::at(target))?;
     let previous = referenced(&existing, &mut |rel| match fs::read(target.join(rel)) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err(&target.join(rel))(e)),
+        Err(e) => Err(FileError::at(&target.join(rel))(e).into()),
     })?;
     Ok((existing, previous))
 }
@@ -111,8 +112,8 @@ fn unchanged(rel: &str, src: &Path, meta: &fs::Metadata, dst: &Path) -> Result<b
         return Ok(d.modified().ok() == meta.modified().ok());
     }
     // Indexes and Release files are small, and a rebuilt one may keep its size.
-    let a = fs::read(src).map_err(io_err(src))?;
-    let b = fs::read(dst).map_err(io_err(dst))?;
+    let a = fs::read(src).map_err(FileError::at(src))?;
+    let b = fs::read(dst).map_err(FileError::at(dst))?;
     Ok(a == b)
 }
 
@@ -130,31 +131,31 @@ fn copy_in(src: &Path, meta: &fs::Metadata, dst: &Path, newer: bool) -> Result<(
         mtime = Some(old + std::time::Duration::from_secs(1));
     }
     let dir = dst.parent().expect("file in a directory");
-    fs::create_dir_all(dir).map_err(io_err(dir))?;
+    fs::create_dir_all(dir).map_err(FileError::at(dir))?;
     let tmp = dir.join(format!(
         ".{}{PART_SUFFIX}",
         dst.file_name().unwrap_or_default().to_string_lossy()
     ));
     let result = (|| {
-        fs::copy(src, &tmp).map_err(io_err(&tmp))?;
+        fs::copy(src, &tmp).map_err(FileError::at(&tmp))?;
         let f = fs::File::options()
             .write(true)
             .open(&tmp)
-            .map_err(io_err(&tmp))?;
+            .map_err(FileError::at(&tmp))?;
         if let Some(m) = mtime {
-            f.set_modified(m).map_err(io_err(&tmp))?;
+            f.set_modified(m).map_err(FileError::at(&tmp))?;
         }
         // Everything published is public, whatever mode the source file had.
         f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-            .map_err(io_err(&tmp))?;
-        f.sync_all().map_err(io_err(&tmp))?;
-        fs::rename(&tmp, dst).map_err(io_err(dst))
+            .map_err(FileError::at(&tmp))?;
+        f.sync_all().map_err(FileError::at(&tmp))?;
+        fs::rename(&tmp, dst).map_err(FileError::at(dst))
     })();
     // A full disk (or any failure) leaves no half-copied file behind.
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    result
+    Ok(result?)
 }
 
 /// Half-copied files of a publish that was killed.

@@ -17,6 +17,7 @@ pub mod dir;
 pub mod rsync;
 pub mod s3;
 
+use crate::error::FileError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs;
@@ -28,8 +29,8 @@ use crate::format::release::{HashAlgo, Release};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     #[error("{}: not a built repository (no dists/*/Release); run `debforge build` first", path.display())]
     NotARepository { path: PathBuf },
     #[error("--to {text}: {why}")]
@@ -66,34 +67,26 @@ pub enum PublishError {
     },
 }
 
-impl PublishError {
-    /// What the user can do next, where there is something to say.
-    pub fn hint(&self) -> Option<&'static str> {
+impl crate::error::Hint for PublishError {
+    fn hint(&self) -> Option<String> {
         match self {
             PublishError::Credentials { .. } => Some(
-                "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary keys) for a user that may write the bucket",
+                "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary keys) for a user that may write the bucket".into(),
             ),
             PublishError::Unreachable { .. } => Some(
-                "check the host, port and --endpoint; the previous repository on the target is untouched",
+                "check the host, port and --endpoint; the previous repository on the target is untouched".into(),
             ),
             PublishError::ReadOnly { .. } => {
-                Some("give the publishing user write access; nothing was changed")
+                Some("give the publishing user write access; nothing was changed".into())
             }
             PublishError::ChangedInPlace { .. } => Some(
-                "nothing was published; give the package a new version (bump the recipe's version, or its version-suffix), or build with the SOURCE_DATE_EPOCH of the published build so it comes out byte for byte the same",
+                "nothing was published; give the package a new version (bump the recipe's version, or its version-suffix), or build with the SOURCE_DATE_EPOCH of the published build so it comes out byte for byte the same".into(),
             ),
             PublishError::Rsync { .. } | PublishError::Store { .. } => Some(
-                "the previous Release is still in force on the target; run the same publish again to complete it",
+                "the previous Release is still in force on the target; run the same publish again to complete it".into(),
             ),
             _ => None,
         }
-    }
-}
-
-fn io_err(path: &Path) -> impl Fn(io::Error) -> PublishError + '_ {
-    move |source| PublishError::Io {
-        path: path.to_path_buf(),
-        source,
     }
 }
 
@@ -301,7 +294,7 @@ pub(crate) fn tree_files(root: &Path) -> io::Result<Vec<String>> {
 
 /// The built repository's files in publishing order.
 fn local_files(out: &Path) -> Result<Vec<String>, PublishError> {
-    let mut files = tree_files(out).map_err(io_err(out))?;
+    let mut files = tree_files(out).map_err(FileError::at(out))?;
     if !files
         .iter()
         .any(|f| f.starts_with("dists/") && f.ends_with("/Release"))
@@ -475,7 +468,7 @@ pub(crate) fn refuse_changed_pool(
     let ours = referenced(files, &mut |rel| match fs::read(out.join(rel)) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err(&out.join(rel))(e)),
+        Err(e) => Err(FileError::at(&out.join(rel))(e).into()),
     })?;
     for (path, built) in &ours.pool {
         if let Some(published) = previous.pool.get(path)

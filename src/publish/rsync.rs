@@ -10,20 +10,21 @@
 //! files are compared by size and time (`-t` keeps the built times);
 //! the rest by checksum, since a rebuilt index may keep its size.
 
+use crate::error::FileError;
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::{PublishError, Recorder, Step, io_err, rank, referenced, refuse_changed_pool};
+use super::{PublishError, Recorder, Step, rank, referenced, refuse_changed_pool};
 
 /// The destination's files, and what its Releases reference, read from a
 /// copy of its Release and Packages files.
 pub(super) fn current(dest: &str) -> Result<(Vec<String>, super::Referenced), PublishError> {
     let dest_dir = format!("{}/", dest.trim_end_matches('/'));
     let existing = list(&dest_dir, dest)?;
-    let scratch = tempfile::tempdir().map_err(io_err(&std::env::temp_dir()))?;
+    let scratch = tempfile::tempdir().map_err(FileError::at(&std::env::temp_dir()))?;
     if existing.iter().any(|f| f.starts_with("dists/")) {
         // Filters rather than --files-from: rsync daemons mis-resolve a
         // file list under a module's subdirectory ("file has vanished").
@@ -46,7 +47,7 @@ pub(super) fn current(dest: &str) -> Result<(Vec<String>, super::Referenced), Pu
         &mut |rel| match fs::read(scratch.path().join(rel)) {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io_err(&scratch.path().join(rel))(e)),
+            Err(e) => Err(FileError::at(&scratch.path().join(rel))(e).into()),
         },
     )?;
     Ok((existing, previous))
@@ -118,11 +119,12 @@ pub(super) fn publish(
 
     // Only deletions: nothing is sent (`--existing --ignore-existing`), and
     // what the previous Release references is protected for one more round.
-    let mut protect = tempfile::NamedTempFile::new().map_err(io_err(&std::env::temp_dir()))?;
+    let mut protect =
+        tempfile::NamedTempFile::new().map_err(FileError::at(&std::env::temp_dir()))?;
     for p in &previous.files {
-        writeln!(protect, "P /{p}").map_err(io_err(protect.path()))?;
+        writeln!(protect, "P /{p}").map_err(FileError::at(protect.path()))?;
     }
-    protect.flush().map_err(io_err(protect.path()))?;
+    protect.flush().map_err(FileError::at(protect.path()))?;
     let mut cmd = rsync(dest);
     cmd.args([
         "-r",

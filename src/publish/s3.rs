@@ -11,6 +11,7 @@
 //! in parts, never held whole in memory. This is the one async corner of
 //! debforge: a current-thread runtime lives for the duration of a publish.
 
+use crate::error::FileError;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Read};
@@ -27,7 +28,7 @@ use object_store::{
 };
 
 use super::{
-    PublishError, Recorder, Step, io_err, named_by_content, read_by_referenced, referenced,
+    PublishError, Recorder, Step, named_by_content, read_by_referenced, referenced,
     refuse_changed_pool, stale,
 };
 
@@ -162,7 +163,7 @@ async fn run(
 
     for rel in files {
         let path = out.join(rel);
-        let size = fs::metadata(&path).map_err(io_err(&path))?.len();
+        let size = fs::metadata(&path).map_err(FileError::at(&path))?.len();
         if let Some((remote_size, etag)) = remote.get(rel)
             && *remote_size == size
         {
@@ -301,7 +302,7 @@ async fn upload(
     key: &Key,
     rel: &str,
 ) -> Result<(), Upload> {
-    let local = |e: io::Error| Upload::Local(io_err(path)(e));
+    let local = |e: io::Error| Upload::Local(FileError::at(path)(e).into());
     let attributes = attributes(rel);
     let mut file = fs::File::open(path).map_err(local)?;
     if size <= PART_SIZE as u64 {
@@ -378,14 +379,14 @@ fn attributes(rel: &str) -> Attributes {
 
 /// The ETag S3 gives a file uploaded as [`upload`] does.
 fn local_etag(path: &Path) -> Result<String, PublishError> {
-    let mut file = fs::File::open(path).map_err(io_err(path))?;
+    let mut file = fs::File::open(path).map_err(FileError::at(path))?;
     let mut buf = vec![0u8; 1024 * 1024];
     let mut part = Md5::new();
     let mut part_len = 0usize;
     let mut parts: Vec<[u8; 16]> = Vec::new();
     let mut total = 0u64;
     loop {
-        let n = file.read(&mut buf).map_err(io_err(path))?;
+        let n = file.read(&mut buf).map_err(FileError::at(path))?;
         if n == 0 {
             break;
         }

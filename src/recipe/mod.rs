@@ -968,6 +968,8 @@ pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
     })
 }
 
+impl crate::error::Hint for RecipeError {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

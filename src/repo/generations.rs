@@ -5,12 +5,13 @@
 //! then rename) and never changed. A rebuild that only re-dates the Release
 //! records nothing.
 
+use crate::error::FileError;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::pool::DigestStore;
-use super::{PoolEntry, RepoError, io_err};
+use super::{PoolEntry, RepoError};
 use crate::openpgp::sign::SigningKey;
 use crate::progress::Observer;
 
@@ -72,7 +73,7 @@ pub fn list(out: &Path) -> Result<Vec<Generation>, RepoError> {
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err(&dir)(e)),
+        Err(e) => return Err(FileError::at(&dir)(e).into()),
     };
     let mut out = Vec::new();
     for e in rd.flatten() {
@@ -84,7 +85,7 @@ pub fn list(out: &Path) -> Result<Vec<Generation>, RepoError> {
             continue;
         }
         let path = e.path();
-        let bytes = fs::read(&path).map_err(io_err(&path))?;
+        let bytes = fs::read(&path).map_err(FileError::at(&path))?;
         let g: Generation =
             serde_json::from_slice(&bytes).map_err(|err| RepoError::BadGeneration {
                 path: path.clone(),
@@ -107,16 +108,18 @@ pub fn record(out: &Path, mut g: Generation) -> Result<(Generation, bool), RepoE
     }
     g.number = all.last().map_or(1, |l| l.number + 1);
     let dir = dir_of(out);
-    fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+    fs::create_dir_all(&dir).map_err(FileError::at(&dir))?;
     let path = dir.join(format!("{:06}.json", g.number));
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(io_err(&dir))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(FileError::at(&dir))?;
     let text = serde_json::to_vec_pretty(&g).unwrap_or_default();
-    std::io::Write::write_all(&mut tmp, &text).map_err(io_err(&path))?;
-    tmp.as_file().sync_all().map_err(io_err(&path))?;
+    std::io::Write::write_all(&mut tmp, &text).map_err(FileError::at(&path))?;
+    tmp.as_file().sync_all().map_err(FileError::at(&path))?;
     // `persist_noclobber`: an existing manifest is never replaced.
-    tmp.persist_noclobber(&path).map_err(|e| RepoError::Io {
-        path: path.clone(),
-        source: e.error,
+    tmp.persist_noclobber(&path).map_err(|e| {
+        RepoError::Io(crate::error::FileError {
+            path: path.clone(),
+            source: e.error,
+        })
     })?;
     Ok((g, true))
 }

@@ -27,8 +27,8 @@ use crate::format::packages::stanza;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     #[error("{0}")]
     Deb(#[from] DebError),
     #[error("{}: the file name is not UTF-8; debforge writes Packages indexes as text and cannot name it there: rename it (e.g. `convmv` or `mv`)", path.display())]
@@ -139,9 +139,11 @@ pub fn read_deb(file: &Path, filename: &str) -> Result<IndexedDeb, IndexError> {
     let deb = DebFile::open(file)?;
     let control = deb.control_files()?.control;
     deb.check_data()?;
-    let digests = digest_reader(deb.raw_whole()).map_err(|source| IndexError::Io {
-        path: file.to_path_buf(),
-        source,
+    let digests = digest_reader(deb.raw_whole()).map_err(|source| {
+        IndexError::Io(crate::error::FileError {
+            path: file.to_path_buf(),
+            source,
+        })
     })?;
     Ok(IndexedDeb {
         filename: filename.to_string(),
@@ -166,18 +168,20 @@ pub fn walk_debs<E: From<IndexError>>(
             Ok(rd) => rd,
             Err(e) if e.kind() == io::ErrorKind::NotFound && rel.is_empty() => return Ok(()),
             Err(e) => {
-                return Err(IndexError::Io {
+                return Err(IndexError::Io(crate::error::FileError {
                     path: dir.to_path_buf(),
                     source: e,
-                }
+                })
                 .into());
             }
         };
         let mut entries: Vec<(String, bool)> = Vec::new();
         for e in rd {
-            let e = e.map_err(|source| IndexError::Io {
-                path: dir.to_path_buf(),
-                source,
+            let e = e.map_err(|source| {
+                IndexError::Io(crate::error::FileError {
+                    path: dir.to_path_buf(),
+                    source,
+                })
             })?;
             let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
             let os = e.file_name();
@@ -350,9 +354,11 @@ pub fn index_tree<E: From<IndexError>>(
         Ok(())
     };
     walk_debs(root, sub, &mut |path, rel| -> Result<(), E> {
-        let meta = fs::metadata(path).map_err(|source| IndexError::Io {
-            path: path.to_path_buf(),
-            source,
+        let meta = fs::metadata(path).map_err(|source| {
+            IndexError::Io(crate::error::FileError {
+                path: path.to_path_buf(),
+                source,
+            })
         })?;
         let id = identity(&meta);
         let hit = old.take(rel, id);
@@ -374,4 +380,13 @@ pub fn index_tree<E: From<IndexError>>(
         let _ = tmp.persist(&target);
     }
     Ok(())
+}
+
+impl crate::error::Hint for IndexError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            IndexError::Io(e) => crate::error::Hint::hint(e),
+            _ => None,
+        }
+    }
 }

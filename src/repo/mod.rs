@@ -23,8 +23,9 @@ pub use write::{
     OUTPUT_MARKER, OutputReport, PoolEntry, PoolInput, RepoParams, check_output, write,
 };
 
+use crate::error::FileError;
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::deb::Compression;
@@ -41,8 +42,8 @@ pub use crate::format::release::RepoConfig;
 pub enum RepoError {
     #[error("{0}")]
     Index(#[from] IndexError),
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     #[error("{0}")]
     Sign(#[from] SignError),
     #[error("{}: {reason}", path.display())]
@@ -88,13 +89,6 @@ pub enum RepoError {
     },
 }
 
-fn io_err(path: &Path) -> impl Fn(io::Error) -> RepoError + '_ {
-    move |source| RepoError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 /// A file of `dists/<suite>/` being written.
 struct IndexFile {
     rel: String,
@@ -106,18 +100,18 @@ impl IndexFile {
     fn create(dist: &Path, rel: String, compression: Compression) -> Result<IndexFile, RepoError> {
         let path = dist.join(&rel);
         if let Some(d) = path.parent() {
-            fs::create_dir_all(d).map_err(io_err(d))?;
+            fs::create_dir_all(d).map_err(FileError::at(d))?;
         }
-        let file = File::create(&path).map_err(io_err(&path))?;
+        let file = File::create(&path).map_err(FileError::at(&path))?;
         let out = compression
             .encoder(BufWriter::new(file), compression.default_level(), 1)
-            .map_err(io_err(&path))?;
+            .map_err(FileError::at(&path))?;
         Ok(IndexFile { rel, path, out })
     }
 
     fn finish(self) -> Result<(String, PathBuf), RepoError> {
-        let mut w = self.out.finish().map_err(io_err(&self.path))?;
-        w.flush().map_err(io_err(&self.path))?;
+        let mut w = self.out.finish().map_err(FileError::at(&self.path))?;
+        w.flush().map_err(FileError::at(&self.path))?;
         Ok((self.rel, self.path))
     }
 }
@@ -146,7 +140,9 @@ impl PackagesWriter {
         self.first = false;
         for f in &mut self.files {
             let data = format!("{sep}{text}");
-            f.out.write_all(data.as_bytes()).map_err(io_err(&f.path))?;
+            f.out
+                .write_all(data.as_bytes())
+                .map_err(FileError::at(&f.path))?;
         }
         Ok(())
     }
@@ -231,8 +227,9 @@ impl<'c> DistsWriter<'c> {
         let mut listed: Vec<(String, Digests)> = Vec::new();
         for (_, w) in writers {
             for (rel, path) in w.finish()? {
-                let d = crate::digest::digest_reader(File::open(&path).map_err(io_err(&path))?)
-                    .map_err(io_err(&path))?;
+                let d =
+                    crate::digest::digest_reader(File::open(&path).map_err(FileError::at(&path))?)
+                        .map_err(FileError::at(&path))?;
                 // by-hash copies: apt fetches an index by its hash, so a client
                 // never sees a Release and indexes of different generations.
                 let dir = path.parent().expect("index in a directory").join("by-hash");
@@ -244,9 +241,9 @@ impl<'c> DistsWriter<'c> {
                 ] {
                     let target = dir.join(field).join(hash);
                     fs::create_dir_all(target.parent().expect("by-hash dir"))
-                        .map_err(io_err(&target))?;
+                        .map_err(FileError::at(&target))?;
                     if fs::hard_link(&path, &target).is_err() {
-                        fs::copy(&path, &target).map_err(io_err(&target))?;
+                        fs::copy(&path, &target).map_err(FileError::at(&target))?;
                     }
                 }
                 listed.push((rel, d));
@@ -267,7 +264,7 @@ impl<'c> DistsWriter<'c> {
         };
         let release = render(&fields, &listed);
         let release_path = dist.join("Release");
-        fs::write(&release_path, &release).map_err(io_err(&release_path))?;
+        fs::write(&release_path, &release).map_err(FileError::at(&release_path))?;
         if !keys.is_empty() {
             // At the Release's Date, or when the newest key was made if that is
             // later (gpgv rejects a signature older than its key); either way a
@@ -278,14 +275,34 @@ impl<'c> DistsWriter<'c> {
                 .map(SigningKey::created)
                 .fold(dated, std::cmp::max);
             let detached = sign_detached(keys, release.as_bytes(), created)?;
-            fs::write(dist.join("Release.gpg"), detached).map_err(io_err(&dist))?;
+            fs::write(dist.join("Release.gpg"), detached).map_err(FileError::at(&dist))?;
             let inline = sign_cleartext(keys, release.as_bytes(), created)?;
-            fs::write(dist.join("InRelease"), inline).map_err(io_err(&dist))?;
+            fs::write(dist.join("InRelease"), inline).map_err(FileError::at(&dist))?;
         }
         Ok(IndexReport {
             packages: count,
             stats,
             files: listed.into_iter().map(|(r, _)| r).collect(),
         })
+    }
+}
+
+impl crate::error::Hint for RepoError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            RepoError::OutputNotOurs { .. } => Some(
+                "choose another --out, or pass --force to replace it (what it holds is deleted)"
+                    .into(),
+            ),
+            RepoError::OutputNotADirectory { .. } => {
+                Some("remove the file or choose another --out".into())
+            }
+            RepoError::NotInstallable { .. } => Some(
+                "a package names a version the repository does not have: a relation written by hand in a recipe (use build.depends-exact, which follows the built versions), a package missing from the recipes, or a `pin` on a package the repository lacks"
+                    .into(),
+            ),
+            RepoError::Io(e) => crate::error::Hint::hint(e),
+            _ => None,
+        }
     }
 }

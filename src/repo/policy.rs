@@ -20,21 +20,20 @@ pub enum PolicyError {
     },
     #[error("{}: {message}", path.display())]
     BadPreferences { path: PathBuf, message: String },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::error::FileError),
     #[error("{}: lz4 indexes are not read; decompress it with `lz4 -d`", path.display())]
     Lz4 { path: PathBuf },
     #[error("{}: {message}", path.display())]
     BadIndex { path: PathBuf, message: String },
 }
 
-impl PolicyError {
-    pub fn hint(&self) -> Option<&'static str> {
+impl crate::error::Hint for PolicyError {
+    fn hint(&self) -> Option<String> {
         match self {
-            PolicyError::Io { .. } => Some("build the repository first, or pass --out"),
+            PolicyError::Io(crate::error::FileError { .. }) => {
+                Some("build the repository first, or pass --out".into())
+            }
             _ => None,
         }
     }
@@ -148,9 +147,11 @@ fn own_indexes(dists: &Path) -> Result<Vec<PathBuf>, PolicyError> {
     let mut indexes = Vec::new();
     let mut stack = vec![dists.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let rd = std::fs::read_dir(&d).map_err(|source| PolicyError::Io {
-            path: d.clone(),
-            source,
+        let rd = std::fs::read_dir(&d).map_err(|source| {
+            PolicyError::Io(crate::error::FileError {
+                path: d.clone(),
+                source,
+            })
         })?;
         for e in rd.flatten() {
             let p = e.path();
@@ -179,9 +180,11 @@ fn read_offers(path: &Path) -> Result<Vec<(String, Version)>, PolicyError> {
     } else {
         Compression::None
     };
-    let io = |source| PolicyError::Io {
-        path: path.to_path_buf(),
-        source,
+    let io = |source| {
+        PolicyError::Io(crate::error::FileError {
+            path: path.to_path_buf(),
+            source,
+        })
     };
     let file = std::fs::File::open(path).map_err(io)?;
     let reader = compression

@@ -4,6 +4,7 @@
 //! previous output intact; a lock file beside it keeps a second build from
 //! interleaving.
 
+use crate::error::FileError;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -14,7 +15,7 @@ use crate::progress::{Event, Observer, Task};
 use super::pool::{DigestStore, place};
 use super::{
     DistsWriter, IndexReport, IndexStats, IndexedDeb, KEYRING_NAME, PREFERENCES_NAME, RepoConfig,
-    RepoError, io_err,
+    RepoError,
 };
 
 /// What the repository is and who signs it.
@@ -82,7 +83,7 @@ pub const OUTPUT_MARKER: &str = ".debforge-output";
 pub fn check_output(out: &Path, force: bool) -> Result<(), RepoError> {
     let meta = match fs::symlink_metadata(out) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_err(out)(e)),
+        Err(e) => return Err(FileError::at(out)(e).into()),
         Ok(m) => m,
     };
     if !meta.is_dir() {
@@ -99,7 +100,7 @@ pub fn check_output(out: &Path, force: bool) -> Result<(), RepoError> {
         return Ok(());
     }
     let mut names: Vec<String> = fs::read_dir(out)
-        .map_err(io_err(out))?
+        .map_err(FileError::at(out))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
@@ -131,14 +132,14 @@ fn lock_output(parent: &Path, base: &str, out: &Path) -> Result<OutputLock, Repo
         .truncate(false)
         .write(true)
         .open(&lock_path)
-        .map_err(io_err(&lock_path))?;
+        .map_err(FileError::at(&lock_path))?;
     match file.try_lock() {
         Ok(()) => Ok(OutputLock { _file: file }),
         Err(fs::TryLockError::WouldBlock) => Err(RepoError::Busy {
             out: out.to_path_buf(),
             lock: lock_path,
         }),
-        Err(fs::TryLockError::Error(e)) => Err(io_err(&lock_path)(e)),
+        Err(fs::TryLockError::Error(e)) => Err(FileError::at(&lock_path)(e).into()),
     }
 }
 
@@ -155,7 +156,7 @@ pub fn write(
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    fs::create_dir_all(parent).map_err(io_err(parent))?;
+    fs::create_dir_all(parent).map_err(FileError::at(parent))?;
     let base = out
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -174,7 +175,9 @@ pub fn write(
     }
     // From here on the stamp no longer describes the output.
     match fs::remove_file(&stamp_path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&stamp_path)(e)),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(FileError::at(&stamp_path)(e).into());
+        }
         _ => {}
     }
     // Holding the lock, no other build is running. A build killed between
@@ -195,12 +198,12 @@ pub fn write(
     let staging = tempfile::Builder::new()
         .prefix(&format!(".{base}.staging-"))
         .tempdir_in(parent)
-        .map_err(io_err(parent))?;
+        .map_err(FileError::at(parent))?;
     let root = staging.path();
     // The repository is public (served as it is, or published): 0755, not
     // the private mode of a fresh temporary directory.
     fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .map_err(io_err(root))?;
+        .map_err(FileError::at(root))?;
 
     let (entries, pooled) = fill_pool(root, packages, params, observer)?;
     retain_earlier(root, out, &entries, params)?;
@@ -306,7 +309,7 @@ fn swap_in(
     if !had_old {
         if let Err(e) = fs::rename(&staged, out) {
             let _ = fs::remove_dir_all(&staged);
-            return Err(io_err(out)(e));
+            return Err(FileError::at(out)(e).into());
         }
         return Ok(());
     }
@@ -316,7 +319,7 @@ fn swap_in(
         return Ok(());
     }
     let old = parent.join(format!(".{base}.old-{}", std::process::id()));
-    fs::rename(out, &old).map_err(io_err(out))?;
+    fs::rename(out, &old).map_err(FileError::at(out))?;
     if let Some(p) = pause {
         let _ = fs::write(p, b"");
         while p.exists() {
@@ -326,9 +329,9 @@ fn swap_in(
     if let Err(e) = fs::rename(&staged, out) {
         let _ = fs::rename(&old, out);
         let _ = fs::remove_dir_all(&staged);
-        return Err(io_err(out)(e));
+        return Err(FileError::at(out)(e).into());
     }
-    fs::remove_dir_all(&old).map_err(io_err(&old))
+    Ok(fs::remove_dir_all(&old).map_err(FileError::at(&old))?)
 }
 
 /// Swaps two paths atomically (Linux 3.15+, on filesystems that support it).
@@ -370,13 +373,13 @@ fn restore_moved_aside(
     }
     let prefix = format!(".{base}.old-");
     let newest = fs::read_dir(parent)
-        .map_err(io_err(parent))?
+        .map_err(FileError::at(parent))?
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .max();
     if let Some((_, old)) = newest {
-        fs::rename(&old, out).map_err(io_err(out))?;
+        fs::rename(&old, out).map_err(FileError::at(out))?;
         observer.event(Event::Warning {
             message: format!(
                 "restored the previous repository {} from {}, where a build killed while swapping it left it",
@@ -498,9 +501,9 @@ fn retain_earlier(
         if dest.exists() {
             continue;
         }
-        fs::create_dir_all(dest.parent().unwrap_or(root)).map_err(io_err(&dest))?;
+        fs::create_dir_all(dest.parent().unwrap_or(root)).map_err(FileError::at(&dest))?;
         if fs::hard_link(&src, &dest).is_err() {
-            fs::copy(&src, &dest).map_err(io_err(&dest))?;
+            fs::copy(&src, &dest).map_err(FileError::at(&dest))?;
         }
     }
     Ok(())
@@ -555,11 +558,11 @@ fn fill_pool(
             });
         }
         let dest = root.join(&rel);
-        fs::create_dir_all(dest.parent().unwrap_or(root)).map_err(io_err(&dest))?;
+        fs::create_dir_all(dest.parent().unwrap_or(root)).map_err(FileError::at(&dest))?;
         // Linked from the cache where the filesystem allows, its digests
         // recorded under the file's identity: an unchanged package is
         // neither copied nor read again.
-        let (digests, _) = place(p.file, &dest, store).map_err(io_err(&dest))?;
+        let (digests, _) = place(p.file, &dest, store).map_err(FileError::at(&dest))?;
         if digests.sha256 != p.sha256 {
             return Err(RepoError::Changed {
                 path: p.file.to_path_buf(),
@@ -598,14 +601,16 @@ fn fill_pool(
 /// Writes a public file of the repository (0644) through a temporary name.
 fn write_public(path: &Path, data: &[u8]) -> Result<(), RepoError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io_err(dir))?;
-    std::io::Write::write_all(&mut tmp, data).map_err(io_err(path))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(FileError::at(dir))?;
+    std::io::Write::write_all(&mut tmp, data).map_err(FileError::at(path))?;
     tmp.as_file()
         .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .map_err(io_err(path))?;
-    tmp.persist(path).map_err(|e| RepoError::Io {
-        path: path.to_path_buf(),
-        source: e.error,
+        .map_err(FileError::at(path))?;
+    tmp.persist(path).map_err(|e| {
+        RepoError::Io(crate::error::FileError {
+            path: path.to_path_buf(),
+            source: e.error,
+        })
     })?;
     Ok(())
 }

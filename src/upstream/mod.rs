@@ -504,3 +504,26 @@ impl<'t> OpenSource<'t> {
         self.transport
     }
 }
+
+impl crate::error::Hint for UpstreamError {
+    fn hint(&self) -> Option<String> {
+        use UpstreamErrorKind as U;
+        let name = &self.source_name;
+        Some(match &self.kind {
+            U::Fetch(f) => f.kind.hint_for(Some(name)),
+            U::BadSignature { .. } | U::Keyring { .. } => format!(
+                "the upstream is not signed as source '{name}' in recipes/sources.toml pins it: check its key file and fingerprint (never turn the check off)"
+            ),
+            U::KeyFile { source, .. } if source.kind() == std::io::ErrorKind::NotFound => format!(
+                "the key file of source '{name}' is missing: keys/README.md says where each shipped key comes from and how to check it"
+            ),
+            U::KeyFile { .. } => format!(
+                "the key of source '{name}' must be a key file (armored or binary) that recipes/sources.toml names: keys/README.md says where each shipped key comes from"
+            ),
+            U::NotYetValid { .. } | U::Expired { .. } => {
+                "check this machine's clock (date -u); apt on the lab machines would refuse the same".into()
+            }
+            _ => format!("check source '{name}' in recipes/sources.toml"),
+        })
+    }
+}

@@ -74,10 +74,10 @@ impl Transport for DirTransport {
             Err(e) if e.kind() == io::ErrorKind::FileTooLarge => {
                 Err(fail(FetchErrorKind::TooLarge(limit)))
             }
-            Err(e) => Err(fail(FetchErrorKind::Io {
+            Err(e) => Err(fail(FetchErrorKind::Io(crate::error::FileError {
                 path: path.clone(),
                 source: e,
-            })),
+            }))),
         }
     }
 
@@ -113,10 +113,10 @@ pub fn copy_verified(
         kind,
     };
     let io_fail = |path: &Path, e| {
-        fail(FetchErrorKind::Io {
+        fail(FetchErrorKind::Io(crate::error::FileError {
             path: path.to_path_buf(),
             source: e,
-        })
+        }))
     };
     let mut input = crate::input::open_regular(src).map_err(|e| io_fail(src, e))?;
     if let Some(dir) = dest.parent() {

@@ -113,7 +113,11 @@ fn apt_updates_from_serve_and_http_is_right() {
     let (code, _) = curl(&["-H", &format!("If-None-Match: {etag}"), &release]);
     assert_eq!(code, 304);
     // Weak comparison and lists (RFC 9110 §13.1.2).
-    for tags in [format!("W/{etag}"), format!("\"other\", {etag}"), "*".into()] {
+    for tags in [
+        format!("W/{etag}"),
+        format!("\"other\", {etag}"),
+        "*".into(),
+    ] {
         let (code, _) = curl(&["-H", &format!("If-None-Match: {tags}"), &release]);
         assert_eq!(code, 304, "If-None-Match: {tags}");
     }
@@ -126,10 +130,19 @@ fn apt_updates_from_serve_and_http_is_right() {
         (format!("W/{etag}"), 200),
         ("Sat, 01 Jan 2000 00:00:00 GMT".to_string(), 200),
     ] {
-        let (code, answer) = curl(&["-r", "0-5", "-H", &format!("If-Range: {if_range}"), &release]);
+        let (code, answer) = curl(&[
+            "-r",
+            "0-5",
+            "-H",
+            &format!("If-Range: {if_range}"),
+            &release,
+        ]);
         assert_eq!(code, want, "If-Range: {if_range}: {answer}");
         if want == 200 {
-            assert!(answer.contains(&format!("Content-Length: {len}")), "{answer}");
+            assert!(
+                answer.contains(&format!("Content-Length: {len}")),
+                "{answer}"
+            );
         }
     }
     let (code, deb) = curl(&[
@@ -225,7 +238,8 @@ fn serve_holds_up_against_hostile_clients() {
             let addr = addr.clone();
             std::thread::spawn(move || {
                 let mut c = std::net::TcpStream::connect(&addr).unwrap();
-                c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-Bomb: ").unwrap();
+                c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-Bomb: ")
+                    .unwrap();
                 let chunk = vec![b'a'; 1 << 20];
                 let mut sent = 0usize;
                 while sent < 300 << 20 {

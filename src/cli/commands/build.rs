@@ -22,7 +22,7 @@ pub(crate) fn run_build(
     project.check_project()?;
     debforge::repo::check_output(out, force)
         .map_err(|e| Failure::from(PipelineError::Repo(Box::new(e))))?;
-    let mut config = debforge::recipe::load_repository(&project.recipes).map_err(Failure::new)?;
+    let mut config = debforge::recipe::load_repository(&project.recipes)?;
     if let Some(m) = mirror {
         config.mirror = Some(debforge::recipe::check_mirror(m).map_err(|e| {
             Failure::new(format!("--mirror {m:?}: {e}"))
@@ -46,15 +46,15 @@ pub(crate) fn run_build(
                 pass.as_deref(),
                 false,
             )
-            .map_err(Failure::new)?;
+            ?;
             output::note(&format!(
                 "no signing key yet: made {} ({fpr}, mode 0600); git ignores it ({}/.gitignore); back it up",
                 path.display(),
                 debforge::keys::signing_dir(&keys.keys).display()
             ));
-            debforge::keys::load_signing_keys(&keys.keys, pass.as_deref()).map_err(Failure::new)?
+            debforge::keys::load_signing_keys(&keys.keys, pass.as_deref())?
         }
-        other => other.map_err(Failure::new)?,
+        other => other?,
     };
     for k in &loaded {
         if let Some(t) = k.expires_soon {

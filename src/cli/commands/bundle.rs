@@ -9,7 +9,7 @@ pub(crate) fn run_bundle(output: Option<PathBuf>, out: &std::path::Path) -> Resu
     })?;
     let progress = progress::Progress::new();
     let n = debforge::bundle::write_bundle(out, &output, source_date_epoch()?, &progress)
-        .map_err(Failure::new)?;
+        ?;
     progress.finish();
     output::plain(&format!(
         "wrote {} ({n} files); on the offline machine: tar -xf {} && sudo sh debforge-bundle/install.sh\n",
@@ -20,7 +20,7 @@ pub(crate) fn run_bundle(output: Option<PathBuf>, out: &std::path::Path) -> Resu
 }
 
 pub(crate) fn run_bundle_verify(bundle: &std::path::Path) -> Result<u8, Failure> {
-    let problems = debforge::bundle::verify_bundle(bundle).map_err(Failure::new)?;
+    let problems = debforge::bundle::verify_bundle(bundle)?;
     let mut text = String::new();
     for p in &problems {
         text.push_str(&format!("problem: {p}\n"));

@@ -67,7 +67,7 @@ pub(crate) fn deb_repack(args: RepackArgs) -> Result<u8, Failure> {
             .hint(Some("write the repacked package elsewhere with -o DIR/")));
     }
     let report =
-        debforge::deb::repack::repack(&args.input, &output, &opts).map_err(Failure::new)?;
+        debforge::deb::repack::repack(&args.input, &output, &opts)?;
     output::repack_report(&report, args.json);
     Ok(EXIT_OK)
 }
@@ -99,7 +99,7 @@ pub(crate) fn deb_build(args: BuildArgs) -> Result<u8, Failure> {
             ))
         })?;
     }
-    let report = deb::build_from_dir(&args.dir, &args.output, &opts).map_err(Failure::new)?;
+    let report = deb::build_from_dir(&args.dir, &args.output, &opts)?;
     output::build_report(&report, args.json);
     Ok(EXIT_OK)
 }

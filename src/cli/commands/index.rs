@@ -40,7 +40,7 @@ pub(crate) fn run_index(
             Ok(())
         },
     )
-    .map_err(Failure::new)?;
+    ?;
     output::plain(&buf);
     output::note(&format!(
         "indexed {} packages ({} read, {} from the cache)",

@@ -23,7 +23,7 @@ pub(crate) fn run_keygen(
     let valid = expire_days.map(|d| Duration::from_secs(u64::from(d) * 86_400));
     let pass = passphrase(passphrase_file)?;
     let (path, fpr) = debforge::keys::keygen(keys, &uid, algo, valid, pass.as_deref(), add)
-        .map_err(Failure::new)?;
+        ?;
     output::plain(&format!("{fpr}\n"));
     output::note(&format!(
         "wrote secret key {} (mode 0600); git ignores it ({}/.gitignore); back it up somewhere safe",

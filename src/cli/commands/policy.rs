@@ -10,10 +10,7 @@ pub(crate) fn run_policy(
 ) -> Result<u8, Failure> {
     let pref_path = preferences.unwrap_or_else(|| out.join(pipeline::PREFERENCES_NAME));
     let entries =
-        debforge::repo::policy::policy(out, &pref_path, with_index, packages).map_err(|e| {
-            let hint = e.hint();
-            Failure::new(&e).hint(hint)
-        })?;
+        debforge::repo::policy::policy(out, &pref_path, with_index, packages)?;
     output::policy(&entries);
     Ok(EXIT_OK)
 }

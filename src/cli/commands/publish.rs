@@ -9,15 +9,11 @@ pub(crate) fn run_publish(
     dry_run: bool,
     json: bool,
 ) -> Result<u8, Failure> {
-    use debforge::publish::{PublishError, Target, publish};
-    let failure = |e: PublishError| {
-        let hint = e.hint();
-        Failure::new(&e).hint(hint)
-    };
-    let target = Target::parse(to, endpoint).map_err(failure)?;
+    use debforge::publish::{Target, publish};
+    let target = Target::parse(to, endpoint).map_err(Failure::from)?;
     let mut printer = output::PublishPrinter::new(json);
     let report =
-        publish(out, &target, dry_run, &mut |event| printer.event(&event)).map_err(failure)?;
+        publish(out, &target, dry_run, &mut |event| printer.event(&event)).map_err(Failure::from)?;
     printer.summary(&report);
     Ok(EXIT_OK)
 }

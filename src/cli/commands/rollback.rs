@@ -14,12 +14,11 @@ pub(crate) enum Which {
 }
 
 fn publish_failure(e: PublishError) -> Failure {
-    let hint = e.hint();
-    Failure::new(&e).hint(hint)
+    Failure::from(e)
 }
 
 fn repo_failure(e: debforge::repo::RepoError) -> Failure {
-    Failure::from(PipelineError::Repo(Box::new(e)))
+    Failure::from(e)
 }
 
 pub(crate) fn run_publish_generation(
@@ -74,7 +73,7 @@ pub(crate) fn run_publish_generation(
     };
     let pass = passphrase(keys.passphrase_file.as_deref())?;
     let signing: Vec<_> = debforge::keys::load_signing_keys(&keys.keys, pass.as_deref())
-        .map_err(Failure::new)?
+        ?
         .into_iter()
         .map(|k| k.key)
         .collect();
