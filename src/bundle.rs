@@ -158,17 +158,7 @@ fn header(size: u64, mode: u32, mtime: u64) -> tar::Header {
 }
 
 fn sha256_file(path: &Path) -> Result<String, BundleError> {
-    let mut f = BufReader::with_capacity(1 << 20, File::open(path).map_err(FileError::at(path))?);
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(FileError::at(path))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex::encode(h.finalize()))
+    Ok(crate::digest::sha256_file(path).map_err(FileError::at(path))?)
 }
 
 /// Writes the bundle of the repository `out` to `output` (temporary name,
@@ -178,9 +168,9 @@ pub fn write_bundle(
     out: &Path,
     output: &Path,
     mtime: Option<u64>,
-    observer: &dyn crate::progress::Observer,
+    observer: &dyn crate::report::Reporter,
 ) -> Result<usize, BundleError> {
-    use crate::progress::{Event, Task};
+    use crate::report::{Event, Task};
     let suites: Vec<String> = fs::read_dir(out.join("dists"))
         .map_err(|_| BundleError::NotARepository {
             path: out.to_path_buf(),
@@ -216,7 +206,7 @@ pub fn write_bundle(
     }
     sums.push_str(&format!(
         "{}  install.sh\n",
-        hex::encode(Sha256::digest(script.as_bytes()))
+        crate::digest::sha256_hex(script.as_bytes())
     ));
 
     let dir = output

@@ -215,6 +215,44 @@ pub fn digest_reader(mut reader: impl Read) -> io::Result<Digests> {
     Ok(hasher.finish())
 }
 
+/// SHA-256 of `data`, lowercase hex: the one helper for a digest of bytes
+/// in memory (cache keys, pins, scripts).
+pub fn sha256_hex(data: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(data))
+}
+
+/// SHA-256 of a file, streamed in 1 MiB reads, lowercase hex.
+pub fn sha256_file(path: &std::path::Path) -> io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut h = KeyHasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(h.finish_hex()),
+            Ok(n) => h.update(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A digest over several parts (a cache key): feed the parts, take the hex.
+#[derive(Default)]
+pub struct KeyHasher(sha2::Sha256);
+
+impl KeyHasher {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn update(&mut self, part: impl AsRef<[u8]>) {
+        sha2::Digest::update(&mut self.0, part.as_ref());
+    }
+    pub fn finish_hex(self) -> String {
+        hex::encode(sha2::Digest::finalize(self.0))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -192,7 +192,10 @@ pub fn keygen(
 impl crate::error::Hint for KeyError {
     fn hint(&self) -> Option<String> {
         match self {
-            KeyError::NoKeys { .. } => Some("`debforge build` makes one on its first run; `debforge keygen` makes one now".into()),
+            KeyError::NoKeys { .. } => Some(
+                "`debforge build` makes one on its first run; `debforge keygen` makes one now"
+                    .into(),
+            ),
             KeyError::Io(e) => crate::error::Hint::hint(e),
             _ => None,
         }

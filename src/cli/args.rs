@@ -20,6 +20,9 @@ use super::Failure;
     after_help = "Exit codes: 0 success (or true), 1 false (vercmp) or problems found (verify), 2 error.\nSee README.md for a walkthrough."
 )]
 pub(crate) struct Cli {
+    /// Only results, warnings and errors: no progress, no notes (for scripts)
+    #[arg(long, short = 'q', global = true)]
+    pub(crate) quiet: bool,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -418,7 +421,8 @@ impl ProjectArgs {
         )))
     }
 
-    pub(crate) fn settings(&self) -> Result<Settings, Failure> {
+    /// The pipeline's settings, given the cache directory and the time.
+    pub(crate) fn settings(&self, cache: PathBuf, now: i64) -> Result<Settings, Failure> {
         let mut overrides = std::collections::BTreeMap::new();
         for s in &self.sources {
             let Some((name, url)) = s.split_once('=') else {
@@ -426,22 +430,6 @@ impl ProjectArgs {
             };
             overrides.insert(name.to_string(), url.to_string());
         }
-        let cache = match &self.cache {
-            Some(c) => c.clone(),
-            None => match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
-                (Some(x), _) if !x.is_empty() => PathBuf::from(x).join("debforge"),
-                (_, Some(h)) => PathBuf::from(h).join(".cache/debforge"),
-                _ => {
-                    return Err(Failure::new(
-                        "no cache directory: set --cache, XDG_CACHE_HOME or HOME",
-                    ));
-                }
-            },
-        };
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
         Ok(Settings {
             cache,
             overrides,

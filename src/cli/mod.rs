@@ -6,17 +6,14 @@
 pub(crate) mod args;
 mod commands;
 pub(crate) mod output;
-pub(crate) mod progress;
+pub(crate) mod printer;
+pub(crate) mod settings;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 
-
-use debforge::pipeline::{self, PipelineError, Session};
-
-use args::{BundleCommand, Cli, Command, DebCommand, ProjectArgs};
+use args::{BundleCommand, Cli, Command, DebCommand};
 use commands::{
     build, bundle, fetch, history, index, keygen, lock, policy, publish, rollback, serve, vercmp,
     verify,
@@ -27,21 +24,10 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_FALSE: u8 = 1;
 pub const EXIT_ERROR: u8 = 2;
 
-pub(crate) fn passphrase(file: Option<&std::path::Path>) -> Result<Option<String>, Failure> {
-    if let Some(f) = file {
-        let text = debforge::input::read_to_string(f, debforge::input::limit::PASSPHRASE).map_err(
-            |e| {
-                Failure::new(format!(
-                    "{}: cannot read the passphrase file: {e}",
-                    f.display()
-                ))
-            },
-        )?;
-        return Ok(Some(text.trim_end_matches(['\n', '\r']).to_string()));
-    }
-    Ok(std::env::var("DEBFORGE_KEY_PASSPHRASE")
-        .ok()
-        .filter(|p| !p.is_empty()))
+/// What every command gets: the one printer and the environment, read once.
+pub(crate) struct Context {
+    pub(crate) printer: printer::Printer,
+    pub(crate) env: settings::Environment,
 }
 
 /// A failure to show the user: the message, and what to do about it.
@@ -73,14 +59,23 @@ impl<E: std::fmt::Display + debforge::error::Hint> From<E> for Failure {
 
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    let json = matches!(
+        &cli.command,
+        Command::Publish { json: true, .. } | Command::Rollback { json: true, .. }
+    );
+    let cx = Context {
+        printer: printer::Printer::new(cli.quiet, json),
+        env: settings::Environment::read(),
+    };
+    let cx = &cx;
     let result = match cli.command {
-        Command::Vercmp { a, op, b } => vercmp::vercmp(&a, &op, &b),
-        Command::Lock(project) => lock::run_lock(&project),
+        Command::Vercmp { a, op, b } => vercmp::vercmp(cx, &a, &op, &b),
+        Command::Lock(project) => lock::run_lock(cx, &project),
         Command::Fetch {
             project,
             to,
             locked,
-        } => fetch::run_fetch(&project, to.as_deref(), locked),
+        } => fetch::run_fetch(cx, &project, to.as_deref(), locked),
         Command::Build {
             project,
             keys,
@@ -90,6 +85,7 @@ pub fn run() -> ExitCode {
             mirror,
             keep,
         } => build::run_build(
+            cx,
             &project,
             &keys,
             locked,
@@ -107,6 +103,7 @@ pub fn run() -> ExitCode {
             passphrase_file,
             add,
         } => keygen::run_keygen(
+            cx,
             &keys,
             algo,
             &name,
@@ -119,7 +116,7 @@ pub fn run() -> ExitCode {
             dir,
             cache,
             no_cache,
-        } => index::run_index(&dir, cache, no_cache),
+        } => index::run_index(cx, &dir, cache, no_cache),
         Command::Verify { dir, keyring, json } => verify::run_verify(&dir, keyring, json),
         Command::Bundle {
             verify: Some(BundleCommand::Verify { bundle }),
@@ -129,8 +126,8 @@ pub fn run() -> ExitCode {
             verify: None,
             output,
             out,
-        } => bundle::run_bundle(output, &out),
-        Command::Serve { listen, out } => serve::run_serve(&listen, &out),
+        } => bundle::run_bundle(cx, output, &out),
+        Command::Serve { listen, out } => serve::run_serve(cx, &listen, &out),
         Command::Publish {
             to,
             out,
@@ -139,7 +136,7 @@ pub fn run() -> ExitCode {
             json,
             generation: None,
             ..
-        } => publish::run_publish(&to, &out, endpoint.as_deref(), dry_run, json),
+        } => publish::run_publish(cx, &to, &out, endpoint.as_deref(), dry_run, json),
         Command::Publish {
             to,
             out,
@@ -150,6 +147,7 @@ pub fn run() -> ExitCode {
             keys,
             cache,
         } => rollback::run_publish_generation(
+            cx,
             &to,
             &out,
             endpoint.as_deref(),
@@ -157,7 +155,7 @@ pub fn run() -> ExitCode {
             json,
             &keys,
             cache,
-            rollback::Which::Number(n),
+            debforge::workflow::publish::Which::Number(n),
         ),
         Command::Rollback {
             to,
@@ -168,6 +166,7 @@ pub fn run() -> ExitCode {
             keys,
             cache,
         } => rollback::run_publish_generation(
+            cx,
             &to,
             &out,
             endpoint.as_deref(),
@@ -175,7 +174,7 @@ pub fn run() -> ExitCode {
             json,
             &keys,
             cache,
-            rollback::Which::BeforeTheServed,
+            debforge::workflow::publish::Which::BeforeTheServed,
         ),
         Command::History { out, json } => history::run_history(&out, json),
         Command::Diff {
@@ -183,7 +182,7 @@ pub fn run() -> ExitCode {
             json,
             project,
             ..
-        } => history::run_diff_upstream(&project, json),
+        } => history::run_diff_upstream(cx, &project, json),
         Command::Diff {
             a, b, out, json, ..
         } => history::run_diff(a, b, &out, json),
@@ -197,8 +196,8 @@ pub fn run() -> ExitCode {
         Command::Deb(DebCommand::Contents { file, json }) => {
             commands::deb::deb_contents(&file, json)
         }
-        Command::Deb(DebCommand::Build(args)) => commands::deb::deb_build(args),
-        Command::Deb(DebCommand::Repack(args)) => commands::deb::deb_repack(args),
+        Command::Deb(DebCommand::Build(args)) => commands::deb::deb_build(cx, args),
+        Command::Deb(DebCommand::Repack(args)) => commands::deb::deb_repack(cx, args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -206,80 +205,5 @@ pub fn run() -> ExitCode {
             output::error(&f.message, f.hint.as_deref());
             ExitCode::from(EXIT_ERROR)
         }
-    }
-}
-
-pub(crate) fn open_session<'a>(
-    project: &ProjectArgs,
-    progress: &'a progress::Progress,
-) -> Result<Session<'a>, Failure> {
-    project.check_project()?;
-    let recipes = debforge::recipe::load(&project.recipes)?;
-    Ok(Session::new(recipes, project.settings()?, progress)?)
-}
-
-/// Resolve, check the lock, fetch: what lock, fetch and build share.
-pub(crate) fn resolve_and_fetch(
-    session: &Session,
-    progress: &progress::Progress,
-    locked: bool,
-) -> Result<
-    (
-        Vec<pipeline::Fetched>,
-        Vec<pipeline::OpenSourceFiles>,
-        debforge::recipe::lock::Lock,
-    ),
-    Failure,
-> {
-    let old = session.read_lock()?;
-    if locked && old.is_none() {
-        // Said before the network: --locked cannot work without the lock.
-        return Err(PipelineError::NoLock {
-            path: session.lock_path().to_path_buf(),
-        }
-        .into());
-    }
-    let (resolved, sources) = session.resolve(old.as_ref())?;
-    if locked {
-        // Fail before downloading anything that the lock does not allow.
-        session.check_lock(&resolved, true)?;
-    }
-    if progress.has_bars() {
-        progress.expect_total(session.bytes_to_fetch(&resolved));
-    }
-    let fetched = session.fetch(&resolved);
-    progress.finish();
-    session.save_records();
-    let fetched = fetched?;
-    let resolved: Vec<_> = fetched.iter().map(|f| f.resolved.clone()).collect();
-    let (lock, changed) = session.check_lock(&resolved, locked)?;
-    if changed {
-        session.write_lock(&lock)?;
-        output::note(&format!("wrote {}", session.lock_path().display()));
-    }
-    Ok((fetched, sources, lock))
-}
-
-pub(crate) fn source_date_epoch() -> Result<Option<u64>, Failure> {
-    match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(v) if !v.is_empty() => v.trim().parse::<u64>().map(Some).map_err(|_| {
-            Failure::new(format!(
-                "SOURCE_DATE_EPOCH={v:?} is not a whole number of seconds"
-            ))
-            .hint(Some(
-                "set it to e.g. $(git log -1 --format=%ct), or unset it",
-            ))
-        }),
-        _ => Ok(None),
-    }
-}
-
-pub(crate) fn default_cache_dir() -> Result<PathBuf, Failure> {
-    match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
-        (Some(x), _) if !x.is_empty() => Ok(PathBuf::from(x).join("debforge")),
-        (_, Some(h)) => Ok(PathBuf::from(h).join(".cache/debforge")),
-        _ => Err(Failure::new(
-            "no cache directory: set --cache, XDG_CACHE_HOME or HOME",
-        )),
     }
 }

@@ -17,11 +17,6 @@ pub fn error(message: &str, hint: Option<&str>) {
     }
 }
 
-/// A side remark on stderr (stdout stays for results).
-pub fn note(message: &str) {
-    let _ = writeln!(io::stderr().lock(), "debforge: {message}");
-}
-
 /// One line per package (name, version, architecture, size, sha256), then
 /// a summary line.
 fn package_lines<'a>(
@@ -96,61 +91,26 @@ pub fn verify_report(r: &debforge::repo::verify::VerifyReport, dir: &std::path::
     out(&s);
 }
 
-/// Prints a publish as it goes: a line per file copied or removed, flushed
-/// at once (a long publish shows how far it is), then a summary; with
-/// `--json`, only the report at the end.
-pub struct PublishPrinter {
-    json: bool,
-}
-
-impl PublishPrinter {
-    pub fn new(json: bool) -> Self {
-        PublishPrinter { json }
+/// A publish's summary (the steps were printed as they happened); with
+/// `--json`, the whole report.
+pub fn publish_summary(r: &debforge::publish::PublishReport, json: bool) {
+    use debforge::publish::Step;
+    if json {
+        json_out(&serde_json::to_value(r).expect("report serializes"));
+        return;
     }
-
-    pub fn event(&mut self, e: &debforge::publish::PublishEvent<'_>) {
-        use debforge::publish::Step;
-        if self.json {
-            return;
-        }
-        let verb = match (e.step, e.dry_run) {
-            (Step::Copy, false) => "copied     ",
-            (Step::Copy, true) => "would copy ",
-            (Step::Delete, false) => "removed    ",
-            (Step::Delete, true) => "would remove",
-            (Step::Keep, _) => return,
-        };
-        out(&format!("{verb} {}\n", e.path));
-    }
-
-    pub fn summary(&mut self, r: &debforge::publish::PublishReport) {
-        use debforge::publish::Step;
-        if self.json {
-            json_out(&serde_json::to_value(r).expect("report serializes"));
-            return;
-        }
-        out(&format!(
-            "{}{}: {} copied, {} unchanged, {} removed\n",
-            if r.dry_run {
-                "dry run, nothing changed: "
-            } else {
-                ""
-            },
-            r.target,
-            r.count(Step::Copy),
-            r.count(Step::Keep),
-            r.count(Step::Delete)
-        ));
-    }
-}
-
-/// One request log line (stderr).
-pub fn request(line: &str) {
-    let _ = writeln!(io::stderr().lock(), "{line}");
-}
-
-pub fn warning(message: &str) {
-    let _ = writeln!(io::stderr().lock(), "debforge: warning: {message}");
+    out(&format!(
+        "{}{}: {} copied, {} unchanged, {} removed\n",
+        if r.dry_run {
+            "dry run, nothing changed: "
+        } else {
+            ""
+        },
+        r.target,
+        r.count(Step::Copy),
+        r.count(Step::Keep),
+        r.count(Step::Delete)
+    ));
 }
 
 /// Writes to stdout; a closed pipe (`| head`) ends the program quietly, any

@@ -74,7 +74,6 @@ impl DebError {
             kind: kind.into(),
         }
     }
-
 }
 
 impl crate::error::Hint for DebError {

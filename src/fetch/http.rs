@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use reqwest::blocking::{Client, Response};
 use reqwest::header::{CONTENT_LENGTH, CONTENT_RANGE, RANGE};
 
-use super::{Event, FetchError, FetchErrorKind, Observer};
+use super::{Event, FetchError, FetchErrorKind, Reporter};
 use crate::digest::{StrongDigests, StrongHasher};
 
 #[derive(Debug, Clone)]
@@ -215,7 +215,7 @@ impl Http {
     fn with_retries<T>(
         &self,
         name: &str,
-        observer: &dyn Observer,
+        observer: &dyn Reporter,
         mut op: impl FnMut() -> Result<T, FetchError>,
     ) -> Result<T, FetchError> {
         let mut attempt = 0;
@@ -253,7 +253,7 @@ impl Http {
         &self,
         url: &str,
         limit: u64,
-        observer: &dyn Observer,
+        observer: &dyn Reporter,
     ) -> Result<Option<Vec<u8>>, FetchError> {
         self.with_retries(url, observer, || {
             let resp = self.send(url, 0)?;
@@ -286,7 +286,7 @@ impl Http {
         expected: &Expected,
         dest: &Path,
         name: &str,
-        observer: &dyn Observer,
+        observer: &dyn Reporter,
     ) -> Result<StrongDigests, FetchError> {
         let partial = dest.with_file_name(format!(
             "{}.part",
@@ -332,7 +332,7 @@ impl Http {
         expected: &Expected,
         partial: &Path,
         name: &str,
-        observer: &dyn Observer,
+        observer: &dyn Reporter,
     ) -> Result<StrongDigests, FetchError> {
         let io_err = |source| {
             err(

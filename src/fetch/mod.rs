@@ -2,7 +2,7 @@
 //!
 //! One concurrency model: OS threads. `reqwest::blocking` keeps its async
 //! machinery to itself; a few downloads run in parallel on scoped threads.
-//! Nothing here prints: progress goes to an [`Observer`] as [`Event`]s and the
+//! Nothing here prints: progress goes to an [`Reporter`] as [`Event`]s and the
 //! binary decides how to show them.
 
 mod http;
@@ -11,7 +11,7 @@ pub use http::{Expected, Http, HttpOptions};
 
 use std::time::Duration;
 
-pub use crate::progress::{Event, Observer, Quiet, Task};
+pub use crate::report::{Event, Quiet, Reporter, Task};
 
 /// A download that failed for good, with what the user needs to act.
 #[derive(Debug, thiserror::Error)]

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::deb::DebFile;
-use crate::fetch::{FetchError, Http, HttpOptions, Observer};
+use crate::fetch::{FetchError, Http, HttpOptions, Reporter};
 use crate::format::deb822::ControlParagraph;
 use crate::recipe::lock::{Lock, LockError, LockedPackage};
 use crate::recipe::{PackageRecipe, RecipeError, RecipeSet};
@@ -396,7 +396,7 @@ pub struct Session<'a> {
     pub recipes: RecipeSet,
     pub settings: Settings,
     http: Option<Arc<Http>>,
-    observer: &'a dyn Observer,
+    observer: &'a dyn Reporter,
     lock_path: PathBuf,
     transports: BTreeMap<String, SourceTransport<'a>>,
     /// Digests and control paragraphs recorded between runs (one file in
@@ -408,7 +408,7 @@ impl<'a> Session<'a> {
     pub fn new(
         recipes: RecipeSet,
         settings: Settings,
-        observer: &'a dyn Observer,
+        observer: &'a dyn Reporter,
     ) -> Result<Session<'a>, PipelineError> {
         for name in settings.overrides.keys() {
             if !recipes.sources.contains_key(name) {
@@ -487,7 +487,7 @@ fn transport_for<'a>(
     src: &crate::recipe::Source,
     settings: &Settings,
     http: Option<&Arc<Http>>,
-    observer: &'a dyn Observer,
+    observer: &'a dyn Reporter,
 ) -> SourceTransport<'a> {
     if !settings.source_dirs.is_empty() {
         // Air-gapped: a snapshot directory holding this source's signed files.

@@ -6,8 +6,6 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
-
 use crate::deb::DebFile;
 use crate::fetch::{Event, Task};
 use crate::recipe::RepackRecipe;
@@ -150,7 +148,7 @@ impl Session<'_> {
     ) -> Result<Artifact, PipelineError> {
         let locked = &f.resolved.locked;
         let mut scripts = Vec::new();
-        let mut key = Sha256::new();
+        let mut key = crate::digest::KeyHasher::new();
         key.update(b"debforge-repack-2\0");
         key.update(locked.sha256.as_bytes());
         for (name, rel) in &r.scripts {
@@ -186,7 +184,7 @@ impl Session<'_> {
             }
         };
         key.update(format!("mtime {mtime}").as_bytes());
-        let key = hex::encode(key.finalize());
+        let key = key.finish_hex();
         let dir = self.settings.cache.join("repacked").join(&key[..32]);
         let dest = dir.join(f.resolved.file_name());
         let sidecar = dir.join("sha256");

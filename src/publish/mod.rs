@@ -187,53 +187,45 @@ impl PublishReport {
     }
 }
 
-/// A step as it happens, for the printer: published files in order, so a
-/// user (or a test) sees how far a long publish has gone.
-#[derive(Debug, Clone)]
-pub struct PublishEvent<'a> {
-    pub step: Step,
-    pub path: &'a str,
-    pub dry_run: bool,
-}
-
-/// Collects the report and passes each step on as an event.
+/// Collects the report and reports each step as it happens
+/// ([`Event::Published`](crate::report::Event::Published)).
 pub(crate) struct Recorder<'a> {
     report: PublishReport,
-    on_event: &'a mut dyn FnMut(PublishEvent<'_>),
+    reporter: &'a dyn crate::report::Reporter,
 }
 
 impl<'a> Recorder<'a> {
-    fn new(target: &Target, dry_run: bool, on_event: &'a mut dyn FnMut(PublishEvent<'_>)) -> Self {
+    fn new(target: &Target, dry_run: bool, reporter: &'a dyn crate::report::Reporter) -> Self {
         Recorder {
             report: PublishReport {
                 target: target.to_string(),
                 dry_run,
                 steps: Vec::new(),
             },
-            on_event,
+            reporter,
         }
     }
 
     pub(crate) fn step(&mut self, step: Step, path: &str) {
-        (self.on_event)(PublishEvent {
+        self.reporter.event(crate::report::Event::Published {
             step,
-            path,
+            path: path.to_string(),
             dry_run: self.report.dry_run,
         });
         self.report.steps.push((step, path.to_string()));
     }
 }
 
-/// Publishes the repository in `out` to `target`. `on_event` sees every
+/// Publishes the repository in `out` to `target`. `reporter` sees every
 /// step as it happens; the report lists them all.
 pub fn publish(
     out: &Path,
     target: &Target,
     dry_run: bool,
-    on_event: &mut dyn FnMut(PublishEvent<'_>),
+    reporter: &dyn crate::report::Reporter,
 ) -> Result<PublishReport, PublishError> {
     let files = local_files(out)?;
-    let mut rec = Recorder::new(target, dry_run, on_event);
+    let mut rec = Recorder::new(target, dry_run, reporter);
     match target {
         Target::Dir(dir) => dir::publish(out, &files, dir, dry_run, &mut rec)?,
         Target::Rsync(dest) => rsync::publish(out, &files, dest, dry_run, &mut rec)?,

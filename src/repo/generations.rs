@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use super::pool::DigestStore;
 use super::{PoolEntry, RepoError};
 use crate::openpgp::sign::SigningKey;
-use crate::progress::Observer;
+use crate::report::Reporter;
 
 /// One generation of the repository.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -311,6 +311,15 @@ pub fn summary(prev: Option<&Generation>, g: &Generation) -> String {
     parts.join(", ")
 }
 
+/// Removes what [`materialize`] wrote, with its stamp and lock (best
+/// effort: a killed run's copy is replaced by the next).
+pub fn remove_materialized(dir: &Path) {
+    let _ = fs::remove_dir_all(dir);
+    for what in ["stamp", "lock"] {
+        let _ = fs::remove_file(beside(dir, what));
+    }
+}
+
 /// Where [`materialize`] writes a generation: `.<out>.generation` beside the
 /// output (a dot name: never published, bundled or served).
 pub fn materialized_dir(out: &Path) -> PathBuf {
@@ -346,7 +355,7 @@ pub fn materialize(
     keys: &[SigningKey],
     date: i64,
     records: &DigestStore,
-    observer: &dyn Observer,
+    observer: &dyn Reporter,
 ) -> Result<PathBuf, RepoError> {
     let pins = g.pins.as_deref().ok_or(RepoError::IncompleteGeneration {
         generation: g.number,

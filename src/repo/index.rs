@@ -19,8 +19,6 @@ use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
 use crate::deb::{DebError, DebFile};
 use crate::digest::{Digests, digest_reader};
 use crate::format::packages::stanza;
@@ -129,7 +127,7 @@ impl IndexCache {
         // debforge that rendered stanzas differently is never read.
         let mut key = format!("stanza-v{STANZA_FORMAT}\0").into_bytes();
         key.extend_from_slice(abs.as_os_str().as_encoded_bytes());
-        let h = hex::encode(Sha256::digest(&key));
+        let h = crate::digest::sha256_hex(&key);
         Some(dir.join(format!("{}.jsonl", &h[..32])))
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::format::deb822::ControlParagraph;
 use crate::openpgp::sign::SigningKey;
-use crate::progress::{Event, Observer, Task};
+use crate::report::{Event, Reporter, Task};
 
 use super::pool::{DigestStore, place};
 use super::{
@@ -150,7 +150,7 @@ pub fn write(
     packages: &[PoolInput],
     params: &RepoParams,
     pins: &str,
-    observer: &dyn Observer,
+    observer: &dyn Reporter,
 ) -> Result<OutputReport, RepoError> {
     let parent = out
         .parent()
@@ -366,7 +366,7 @@ fn restore_moved_aside(
     parent: &Path,
     base: &str,
     out: &Path,
-    observer: &dyn Observer,
+    observer: &dyn Reporter,
 ) -> Result<(), RepoError> {
     if fs::symlink_metadata(out).is_ok() {
         return Ok(());
@@ -448,8 +448,7 @@ fn tree_identity(root: &Path) -> std::io::Result<Vec<FileIdentity>> {
 /// package's bytes (by SHA256, in order), the repository's configuration,
 /// the date, the signing keys and the pins.
 fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
+    let mut h = crate::digest::KeyHasher::new();
     h.update(concat!(
         "debforge-output ",
         env!("CARGO_PKG_VERSION"),
@@ -472,7 +471,7 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
     {
         h.update(format!("\0retain {rel} {sha}").as_bytes());
     }
-    hex::encode(h.finalize())
+    h.finish_hex()
 }
 
 /// Links the earlier generations' pool files that the new pool does not
@@ -515,7 +514,7 @@ fn fill_pool(
     root: &Path,
     packages: &[PoolInput],
     params: &RepoParams,
-    observer: &dyn Observer,
+    observer: &dyn Reporter,
 ) -> Result<(Vec<IndexedDeb>, Vec<PoolEntry>), RepoError> {
     // Each package goes into the pool linked from the cache. Its digests
     // come from the record kept under the file's identity, or from one read

@@ -6,7 +6,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::digest::{StrongDigests, StrongHasher};
-use crate::fetch::{Expected, FetchError, FetchErrorKind, Http, Observer};
+use crate::fetch::{Expected, FetchError, FetchErrorKind, Http, Reporter};
 
 pub trait Transport: Sync {
     /// A small file, by path relative to the source's base; `None` if absent.
@@ -33,7 +33,7 @@ pub struct HttpTransport<'a> {
     pub http: std::sync::Arc<Http>,
     /// Ends with `/`.
     pub base: String,
-    pub observer: &'a dyn Observer,
+    pub observer: &'a dyn Reporter,
 }
 
 impl Transport for HttpTransport<'_> {

@@ -953,7 +953,7 @@ fn the_output_transaction_refuses_a_pin_with_no_candidate() {
         &input,
         &params,
         &pins,
-        &|_: debforge::progress::Event| {},
+        &|_: debforge::report::Event| {},
     )
     .unwrap();
     let before = tree_bytes(&out);
@@ -964,7 +964,7 @@ fn the_output_transaction_refuses_a_pin_with_no_candidate() {
         &input,
         &params,
         &pins,
-        &|_: debforge::progress::Event| {},
+        &|_: debforge::report::Event| {},
     )
     .unwrap_err()
     .to_string();

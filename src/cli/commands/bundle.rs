@@ -2,15 +2,21 @@
 
 use super::prelude::*;
 
-pub(crate) fn run_bundle(output: Option<PathBuf>, out: &std::path::Path) -> Result<u8, Failure> {
+use debforge::workflow::bundle::{BundleSettings, bundle};
+
+pub(crate) fn run_bundle(cx: &Context, output: Option<PathBuf>, out: &Path) -> Result<u8, Failure> {
     let output = output.ok_or_else(|| {
         Failure::new("bundle: say where to write it with -o FILE")
             .hint(Some("debforge bundle -o lab.tar"))
     })?;
-    let progress = progress::Progress::new();
-    let n = debforge::bundle::write_bundle(out, &output, source_date_epoch()?, &progress)
-        ?;
-    progress.finish();
+    let settings = BundleSettings {
+        out: out.to_path_buf(),
+        output: output.clone(),
+        source_date_epoch: cx.env.dates()?.source_date_epoch,
+    };
+    let n = bundle(&settings, &cx.printer);
+    cx.printer.finish();
+    let n = n?;
     output::plain(&format!(
         "wrote {} ({n} files); on the offline machine: tar -xf {} && sudo sh debforge-bundle/install.sh\n",
         output.display(),
@@ -19,7 +25,7 @@ pub(crate) fn run_bundle(output: Option<PathBuf>, out: &std::path::Path) -> Resu
     Ok(EXIT_OK)
 }
 
-pub(crate) fn run_bundle_verify(bundle: &std::path::Path) -> Result<u8, Failure> {
+pub(crate) fn run_bundle_verify(bundle: &Path) -> Result<u8, Failure> {
     let problems = debforge::bundle::verify_bundle(bundle)?;
     let mut text = String::new();
     for p in &problems {

@@ -15,7 +15,7 @@ pub(crate) fn deb_contents(file: &std::path::Path, json: bool) -> Result<u8, Fai
     Ok(EXIT_OK)
 }
 
-pub(crate) fn deb_repack(args: RepackArgs) -> Result<u8, Failure> {
+pub(crate) fn deb_repack(cx: &Context, args: RepackArgs) -> Result<u8, Failure> {
     let mut scripts = Vec::new();
     for (name, file) in [
         ("preinst", &args.preinst),
@@ -36,13 +36,18 @@ pub(crate) fn deb_repack(args: RepackArgs) -> Result<u8, Failure> {
         };
         set.push((k.trim().to_string(), v.trim().to_string()));
     }
-    let mtime = source_date_epoch()?.unwrap_or_else(|| {
-        std::fs::metadata(&args.input)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_secs())
-    });
+    let mtime = cx
+        .env
+        .dates()?
+        .source_date_epoch
+        .map(|t| t as u64)
+        .unwrap_or_else(|| {
+            std::fs::metadata(&args.input)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs())
+        });
     let opts = debforge::deb::repack::RepackOptions {
         scripts,
         set,
@@ -66,24 +71,13 @@ pub(crate) fn deb_repack(args: RepackArgs) -> Result<u8, Failure> {
         return Err(Failure::new("the output would overwrite the input")
             .hint(Some("write the repacked package elsewhere with -o DIR/")));
     }
-    let report =
-        debforge::deb::repack::repack(&args.input, &output, &opts)?;
+    let report = debforge::deb::repack::repack(&args.input, &output, &opts)?;
     output::repack_report(&report, args.json);
     Ok(EXIT_OK)
 }
 
-pub(crate) fn deb_build(args: BuildArgs) -> Result<u8, Failure> {
-    let source_date_epoch = match std::env::var("SOURCE_DATE_EPOCH") {
-        Ok(v) if !v.is_empty() => Some(v.trim().parse::<u64>().map_err(|_| {
-            Failure::new(format!(
-                "SOURCE_DATE_EPOCH={v:?} is not a whole number of seconds"
-            ))
-            .hint(Some(
-                "set it to e.g. $(git log -1 --format=%ct), or unset it",
-            ))
-        })?),
-        _ => None,
-    };
+pub(crate) fn deb_build(cx: &Context, args: BuildArgs) -> Result<u8, Failure> {
+    let source_date_epoch = cx.env.dates()?.source_date_epoch.map(|t| t as u64);
     let opts = BuildOptions {
         compression: args.compression.into(),
         level: args.level,

@@ -3,25 +3,28 @@
 use super::prelude::*;
 
 pub(crate) fn run_fetch(
+    cx: &Context,
     project: &ProjectArgs,
-    to: Option<&std::path::Path>,
+    to: Option<&Path>,
     locked: bool,
 ) -> Result<u8, Failure> {
-    let progress = progress::Progress::new();
-    let session = open_session(project, &progress)?;
-    let (fetched, sources, lock) = resolve_and_fetch(&session, &progress, locked)?;
+    let settings = cx.env.pipeline(project)?;
+    let session = debforge::workflow::open_session(&project.recipes, settings, &cx.printer)?;
+    let fetched = debforge::workflow::resolve_and_fetch(&session, locked, &cx.printer);
+    cx.printer.finish();
+    let fetched = fetched?;
     let mut summary = format!(
         "{} packages verified in {}",
-        fetched.len(),
+        fetched.packages.len(),
         session.settings.cache.display()
     );
     if let Some(dir) = to {
-        pipeline::write_snapshot(dir, &fetched, &sources, &lock)?;
+        pipeline::write_snapshot(dir, &fetched.packages, &fetched.sources, &fetched.lock)?;
         summary.push_str(&format!(
             "; snapshot in {} (use it offline with --source-dir)",
             dir.display()
         ));
     }
-    output::fetched(&fetched, &summary);
+    output::fetched(&fetched.packages, &summary);
     Ok(EXIT_OK)
 }

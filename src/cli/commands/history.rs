@@ -108,17 +108,21 @@ pub(crate) fn run_diff(
 }
 
 /// `diff --upstream`: the lock against what each upstream offers now.
-pub(crate) fn run_diff_upstream(project: &ProjectArgs, json: bool) -> Result<u8, Failure> {
+pub(crate) fn run_diff_upstream(
+    cx: &Context,
+    project: &ProjectArgs,
+    json: bool,
+) -> Result<u8, Failure> {
     use debforge::pipeline::UpstreamChange as C;
-    let progress = progress::Progress::new();
-    let session = open_session(project, &progress)?;
+    let settings = cx.env.pipeline(project)?;
+    let session = debforge::workflow::open_session(&project.recipes, settings, &cx.printer)?;
     let lock = session.read_lock()?.ok_or_else(|| {
         Failure::from(PipelineError::NoLock {
             path: session.lock_path().to_path_buf(),
         })
     })?;
     let changes = session.upstream_changes(&lock);
-    progress.finish();
+    cx.printer.finish();
     let changes = changes?;
     if json {
         output::plain(&format!(

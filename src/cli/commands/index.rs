@@ -3,6 +3,7 @@
 use super::prelude::*;
 
 pub(crate) fn run_index(
+    cx: &Context,
     dir: &std::path::Path,
     cache: Option<PathBuf>,
     no_cache: bool,
@@ -13,7 +14,7 @@ pub(crate) fn run_index(
     } else {
         Some(match cache {
             Some(c) => c,
-            None => default_cache_dir()?.join("index"),
+            None => cx.env.cache_dir()?.join("index"),
         })
     };
     let cache = IndexCache::new(cache_dir);
@@ -39,10 +40,9 @@ pub(crate) fn run_index(
             }
             Ok(())
         },
-    )
-    ?;
+    )?;
     output::plain(&buf);
-    output::note(&format!(
+    cx.printer.note(&format!(
         "indexed {} packages ({} read, {} from the cache)",
         stats.read + stats.cached,
         stats.read,

@@ -3,6 +3,7 @@
 use super::prelude::*;
 
 pub(crate) fn run_keygen(
+    cx: &Context,
     keys: &std::path::Path,
     algo: AlgoArg,
     name: &str,
@@ -21,11 +22,10 @@ pub(crate) fn run_keygen(
         AlgoArg::Rsa4096 => KeyAlgo::Rsa4096,
     };
     let valid = expire_days.map(|d| Duration::from_secs(u64::from(d) * 86_400));
-    let pass = passphrase(passphrase_file)?;
-    let (path, fpr) = debforge::keys::keygen(keys, &uid, algo, valid, pass.as_deref(), add)
-        ?;
+    let pass = settings::passphrase(passphrase_file)?;
+    let (path, fpr) = debforge::keys::keygen(keys, &uid, algo, valid, pass.as_deref(), add)?;
     output::plain(&format!("{fpr}\n"));
-    output::note(&format!(
+    cx.printer.note(&format!(
         "wrote secret key {} (mode 0600); git ignores it ({}/.gitignore); back it up somewhere safe",
         path.display(),
         debforge::keys::signing_dir(keys).display()

@@ -2,16 +2,18 @@
 
 use super::prelude::*;
 
-pub(crate) fn run_lock(project: &ProjectArgs) -> Result<u8, Failure> {
-    let progress = progress::Progress::new();
-    let session = open_session(project, &progress)?;
-    let (fetched, _, lock) = resolve_and_fetch(&session, &progress, false)?;
-    session.write_lock(&lock)?;
+pub(crate) fn run_lock(cx: &Context, project: &ProjectArgs) -> Result<u8, Failure> {
+    let settings = cx.env.pipeline(project)?;
+    let session = debforge::workflow::open_session(&project.recipes, settings, &cx.printer)?;
+    let fetched = debforge::workflow::resolve_and_fetch(&session, false, &cx.printer);
+    cx.printer.finish();
+    let fetched = fetched?;
+    session.write_lock(&fetched.lock)?;
     output::fetched(
-        &fetched,
+        &fetched.packages,
         &format!(
             "locked {} packages in {}",
-            fetched.len(),
+            fetched.packages.len(),
             session.lock_path().display()
         ),
     );

@@ -1,5 +1,6 @@
-//! One file per command (uv's layout): each turns parsed arguments into
-//! library calls and hands the results to `output`.
+//! One file per command (uv's layout): each resolves its settings
+//! (`settings`), calls the library (a workflow, for the long ones), and
+//! hands the report to `output`. No command decides how a thing is done.
 
 pub(crate) mod build;
 pub(crate) mod bundle;
@@ -26,8 +27,5 @@ mod prelude {
     pub(crate) use debforge::pipeline::{self, PipelineError};
 
     pub(crate) use crate::cli::args::*;
-    pub(crate) use crate::cli::{
-        EXIT_FALSE, EXIT_OK, Failure, default_cache_dir, open_session, output, passphrase,
-        progress, resolve_and_fetch, source_date_epoch,
-    };
+    pub(crate) use crate::cli::{Context, EXIT_FALSE, EXIT_OK, Failure, output, settings};
 }

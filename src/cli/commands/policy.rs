@@ -9,8 +9,7 @@ pub(crate) fn run_policy(
     with_index: &[PathBuf],
 ) -> Result<u8, Failure> {
     let pref_path = preferences.unwrap_or_else(|| out.join(pipeline::PREFERENCES_NAME));
-    let entries =
-        debforge::repo::policy::policy(out, &pref_path, with_index, packages)?;
+    let entries = debforge::repo::policy::policy(out, &pref_path, with_index, packages)?;
     output::policy(&entries);
     Ok(EXIT_OK)
 }

@@ -2,18 +2,24 @@
 
 use super::prelude::*;
 
+use debforge::publish::Target;
+use debforge::workflow::publish::{PublishSettings, publish};
+
 pub(crate) fn run_publish(
+    cx: &Context,
     to: &str,
-    out: &std::path::Path,
+    out: &Path,
     endpoint: Option<&str>,
     dry_run: bool,
     json: bool,
 ) -> Result<u8, Failure> {
-    use debforge::publish::{Target, publish};
-    let target = Target::parse(to, endpoint).map_err(Failure::from)?;
-    let mut printer = output::PublishPrinter::new(json);
-    let report =
-        publish(out, &target, dry_run, &mut |event| printer.event(&event)).map_err(Failure::from)?;
-    printer.summary(&report);
+    let settings = PublishSettings {
+        out: out.to_path_buf(),
+        target: Target::parse(to, endpoint)?,
+        dry_run,
+        hooks: cx.env.hooks.clone(),
+    };
+    let report = publish(&settings, &cx.printer)?;
+    output::publish_summary(&report, json);
     Ok(EXIT_OK)
 }

@@ -2,7 +2,7 @@
 
 use super::prelude::*;
 
-pub(crate) fn run_serve(listen: &str, out: &std::path::Path) -> Result<u8, Failure> {
+pub(crate) fn run_serve(cx: &Context, listen: &str, out: &std::path::Path) -> Result<u8, Failure> {
     if !out.is_dir() {
         return Err(
             Failure::new(format!("{}: no such directory", out.display()))
@@ -16,23 +16,7 @@ pub(crate) fn run_serve(listen: &str, out: &std::path::Path) -> Result<u8, Failu
     })?;
     let addr = listener.local_addr().map_err(Failure::new)?;
     output::plain(&format!("serving {} on http://{addr}/\n", out.display()));
-    debforge::serve::serve(listener, out, std::sync::Arc::new(RequestPrinter))
+    debforge::serve::serve(listener, out, std::sync::Arc::new(cx.printer.for_serve()))
         .map_err(|e| Failure::new(format!("{}: {e}", out.display())))?;
     Ok(EXIT_OK)
-}
-
-/// A line on stderr per request, and per connection refused.
-struct RequestPrinter;
-
-impl debforge::serve::ServeReporter for RequestPrinter {
-    fn request(&self, r: debforge::serve::RequestLog) {
-        output::request(&format!(
-            "{} {} {} {} {}",
-            r.peer, r.method, r.path, r.status, r.bytes
-        ));
-    }
-
-    fn refused(&self, peer: std::net::SocketAddr, reason: String) {
-        output::request(&format!("{peer} - - refused: {reason}"));
-    }
 }

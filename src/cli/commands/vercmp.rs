@@ -4,14 +4,15 @@ use super::prelude::*;
 
 /// `None` for dpkg's blank version (an empty argument or `<unknown>`), which
 /// `dpkg --compare-versions` orders before every real version.
-pub(crate) fn parse_version_arg(text: &str) -> Result<Option<Version>, Failure> {
+pub(crate) fn parse_version_arg(cx: &Context, text: &str) -> Result<Option<Version>, Failure> {
     if text.is_empty() || text == "<unknown>" {
         return Ok(None);
     }
     match Version::parse_lenient(text) {
         Ok((v, None)) => Ok(Some(v)),
         Ok((v, Some(warning))) => {
-            output::warning(&format!("version '{text}' has bad syntax: {warning}"));
+            cx.printer
+                .warning(&format!("version '{text}' has bad syntax: {warning}"));
             Ok(Some(v))
         }
         Err(e) => Err(Failure::new(format!(
@@ -20,12 +21,12 @@ pub(crate) fn parse_version_arg(text: &str) -> Result<Option<Version>, Failure> 
     }
 }
 
-pub(crate) fn vercmp(a: &str, op: &str, b: &str) -> Result<u8, Failure> {
+pub(crate) fn vercmp(cx: &Context, a: &str, op: &str, b: &str) -> Result<u8, Failure> {
     let op = CompareOp::parse(op).ok_or_else(|| {
         Failure::new(format!("unknown operator '{op}'"))
             .hint(Some("use one of lt le eq ne ge gt (or << <= = >= >>)"))
     })?;
-    let (a, b) = (parse_version_arg(a)?, parse_version_arg(b)?);
+    let (a, b) = (parse_version_arg(cx, a)?, parse_version_arg(cx, b)?);
     let ordering = match (&a, &b) {
         (Some(a), Some(b)) => a.compare(b),
         _ => a.is_some().cmp(&b.is_some()),

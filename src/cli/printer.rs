@@ -1,15 +1,21 @@
-//! Progress of downloads and long local work: bars on a terminal
-//! (indicatif), plain lines in a pipe (at most one every two seconds per
-//! kind of work, and one when it ends).
+//! The one printer: every event the library reports reaches the user here.
+//! Progress of downloads and long local work as bars on a terminal
+//! (indicatif), as plain lines in a pipe (at most one every two seconds per
+//! kind of work, and one when it ends); notes and warnings on stderr, past
+//! the bars (`debforge: …`, `debforge: warning: …`); publish steps and
+//! request logs. `--quiet` leaves warnings and errors only; `--json` leaves
+//! stdout to the report.
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 
-use debforge::fetch::{Event, Observer, Task};
+use debforge::report::{Event, Reporter, Task};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-pub struct Progress {
+pub struct Printer {
+    quiet: bool,
+    json: bool,
     bars: Option<Bars>,
     /// Per kind of local work: its bar (terminal) and when a line was last
     /// printed for it (pipe).
@@ -22,11 +28,13 @@ struct Bars {
     total: ProgressBar,
 }
 
-impl Progress {
-    /// Bars when stderr is a terminal, lines otherwise.
-    pub fn new() -> Progress {
-        if !std::io::stderr().is_terminal() {
-            return Progress {
+impl Printer {
+    /// Bars when stderr is a terminal (and not `quiet`), lines otherwise.
+    pub fn new(quiet: bool, json: bool) -> Printer {
+        if quiet || !std::io::stderr().is_terminal() {
+            return Printer {
+                quiet,
+                json,
                 bars: None,
                 work: Mutex::new(HashMap::new()),
             };
@@ -41,7 +49,9 @@ impl Progress {
             .progress_chars("=> "),
         );
         total.set_prefix("total");
-        Progress {
+        Printer {
+            quiet,
+            json,
             work: Mutex::new(HashMap::new()),
             bars: Some(Bars {
                 multi,
@@ -51,11 +61,6 @@ impl Progress {
         }
     }
 
-    /// Whether bars are drawn (a terminal): only then is the total worth computing.
-    pub fn has_bars(&self) -> bool {
-        self.bars.is_some()
-    }
-
     /// The bytes about to be downloaded, for the total bar.
     pub fn expect_total(&self, bytes: u64) {
         if let Some(b) = &self.bars {
@@ -63,11 +68,24 @@ impl Progress {
         }
     }
 
+    /// Clears the bars (before the results go to stdout).
     pub fn finish(&self) {
         if let Some(b) = &self.bars {
             b.total.finish_and_clear();
             let _ = b.multi.clear();
         }
+    }
+
+    /// A note for people: nothing with `--quiet`.
+    pub fn note(&self, message: &str) {
+        if !self.quiet {
+            self.line(&format!("debforge: {message}"));
+        }
+    }
+
+    /// A warning: always shown.
+    pub fn warning(&self, message: &str) {
+        self.line(&format!("debforge: warning: {message}"));
     }
 
     fn line(&self, text: &str) {
@@ -82,7 +100,7 @@ impl Progress {
     }
 }
 
-impl Progress {
+impl Printer {
     fn work(&self, task: Task, done: u64, total: u64, item: &str) {
         let mut work = self.work.lock().expect("work");
         let finished = done >= total;
@@ -130,9 +148,23 @@ impl Progress {
     }
 }
 
-impl Observer for Progress {
+impl Reporter for Printer {
+    fn wants_total(&self) -> bool {
+        self.bars.is_some()
+    }
+
     fn event(&self, event: Event) {
+        if self.quiet && !matches!(event, Event::Warning { .. }) {
+            return;
+        }
         match event {
+            Event::Note { message } => self.note(&message),
+            Event::Total { bytes } => self.expect_total(bytes),
+            Event::Published {
+                step,
+                path,
+                dry_run,
+            } => self.published(step, &path, dry_run),
             Event::Start {
                 name,
                 total,
@@ -186,7 +218,7 @@ impl Observer for Progress {
                 "cached  {name} (verified earlier; its source was not read again)"
             )),
             Event::Copied { name, from } => self.line(&format!("copied  {name} from {from}")),
-            Event::Warning { message } => self.line(&format!("warning: {message}")),
+            Event::Warning { message } => self.warning(&message),
             Event::Carried {
                 package,
                 suffix,
@@ -211,4 +243,51 @@ impl Observer for Progress {
             )),
         }
     }
+}
+
+impl Printer {
+    /// A line per file copied or removed, flushed at once (a long publish
+    /// shows how far it is); nothing with `--json` (the report says it all).
+    fn published(&self, step: debforge::publish::Step, path: &str, dry_run: bool) {
+        use debforge::publish::Step;
+        if self.json {
+            return;
+        }
+        let verb = match (step, dry_run) {
+            (Step::Copy, false) => "copied     ",
+            (Step::Copy, true) => "would copy ",
+            (Step::Delete, false) => "removed    ",
+            (Step::Delete, true) => "would remove",
+            (Step::Keep, _) => return,
+        };
+        super::output::plain(&format!("{verb} {path}\n"));
+    }
+}
+
+/// `debforge serve`'s log: a line on stderr per request, and per connection
+/// refused (shown with `--quiet` too: it is what serve is run for). Serve's
+/// connections run on other threads; this printer holds no bars.
+pub struct ServeLog;
+
+impl Printer {
+    pub fn for_serve(&self) -> ServeLog {
+        ServeLog
+    }
+}
+
+impl debforge::serve::ServeReporter for ServeLog {
+    fn request(&self, r: debforge::serve::RequestLog) {
+        line(&format!(
+            "{} {} {} {} {}",
+            r.peer, r.method, r.path, r.status, r.bytes
+        ));
+    }
+
+    fn refused(&self, peer: std::net::SocketAddr, reason: String) {
+        line(&format!("{peer} - - refused: {reason}"));
+    }
+}
+
+fn line(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }

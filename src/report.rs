@@ -1,6 +1,9 @@
-//! Progress events: the library reports long work here and never prints;
-//! the binary's one printer decides what the user sees (bars on a terminal,
-//! plain lines in a pipe). Depends on nothing else in the crate.
+//! What the library has to say while it works: progress of downloads and
+//! local work, steps of a publish, notes and warnings. The library never
+//! prints; it reports [`Event`]s to a [`Reporter`], and the binary's one
+//! printer decides what the user sees (bars on a terminal, plain lines in a
+//! pipe, nothing with `--quiet`). `debforge serve` has its own concern,
+//! [`crate::serve::ServeReporter`], drawn by the same printer.
 
 use std::time::Duration;
 
@@ -35,7 +38,7 @@ impl Task {
     }
 }
 
-/// Progress of long work, for the one printer in the binary.
+/// What the library reports, for the one printer in the binary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// A download starts (or resumes from `resumed_from` bytes).
@@ -55,6 +58,18 @@ pub enum Event {
     Copied { name: String, from: String },
     /// Something the user should know that does not stop the run.
     Warning { message: String },
+    /// What a workflow did or what to do next (a key made, a lock written,
+    /// a generation recorded).
+    Note { message: String },
+    /// The bytes about to be downloaded, for a total bar.
+    Total { bytes: u64 },
+    /// A file of a publish, in the order the target gets it (a user, or a
+    /// test, sees how far a long publish has gone).
+    Published {
+        step: crate::publish::Step,
+        path: String,
+        dry_run: bool,
+    },
     /// `package` is rebuilt with `suffix` although its recipe sets none: it
     /// names the exact version of `follows`, which has one.
     Carried {
@@ -79,11 +94,16 @@ pub enum Event {
     },
 }
 
-pub trait Observer: Sync {
+/// Where events go. The printer in the binary is one; tests collect them.
+pub trait Reporter: Sync {
     fn event(&self, event: Event);
+    /// Whether a [`Event::Total`] is worth computing (a bar will show it).
+    fn wants_total(&self) -> bool {
+        false
+    }
 }
 
-impl<F: Fn(Event) + Sync> Observer for F {
+impl<F: Fn(Event) + Sync> Reporter for F {
     fn event(&self, event: Event) {
         self(event)
     }
@@ -91,6 +111,19 @@ impl<F: Fn(Event) + Sync> Observer for F {
 
 /// An observer that ignores everything (tests, library use).
 pub struct Quiet;
-impl Observer for Quiet {
+impl Reporter for Quiet {
     fn event(&self, _: Event) {}
+}
+
+/// Short for reporting a note or a warning.
+pub fn note(r: &dyn Reporter, message: impl Into<String>) {
+    r.event(Event::Note {
+        message: message.into(),
+    });
+}
+
+pub fn warning(r: &dyn Reporter, message: impl Into<String>) {
+    r.event(Event::Warning {
+        message: message.into(),
+    });
 }

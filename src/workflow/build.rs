@@ -1,0 +1,322 @@
+//! `build`: the whole signed repository, from the recipes to `--out`.
+
+use std::path::{Path, PathBuf};
+
+use super::{Dates, KeySettings, TestHooks, WorkflowError};
+use crate::openpgp::sign::SigningKey;
+use crate::pipeline::{self, Session};
+use crate::recipe::RecipeSet;
+use crate::repo::generations::{self, Generation};
+use crate::repo::{OutputReport, RepoConfig};
+use crate::report::{self, Reporter};
+
+/// 1980-01-01T00:00:00Z: the date of packages built with nothing to date them.
+const REPRODUCIBLE_EPOCH: i64 = 315_532_800;
+
+/// The example mirror the shipped repository.toml names until a lab sets its own.
+const EXAMPLE_MIRROR: &str = "mirror.gpu-lab.example";
+
+/// Everything `build` needs, resolved once.
+#[derive(Debug, Clone)]
+pub struct BuildSettings {
+    /// The project's recipes directory.
+    pub recipes: PathBuf,
+    pub pipeline: pipeline::Settings,
+    pub keys: KeySettings,
+    /// Refuse to resolve anything the lock file does not say.
+    pub locked: bool,
+    pub out: PathBuf,
+    /// Replace an `--out` that debforge did not write.
+    pub force: bool,
+    /// Overrides repository.toml's `mirror`.
+    pub mirror: Option<String>,
+    /// Generations whose pool files stay.
+    pub keep: u32,
+    pub dates: Dates,
+    pub hooks: TestHooks,
+}
+
+/// What `build` did.
+pub struct BuildReport {
+    pub output: OutputReport,
+    pub keys: usize,
+    /// The generation in force after it, and whether this build recorded it.
+    pub generation: Option<(u32, bool)>,
+    /// The repo-config package's pool file, and the apt source it sets up.
+    pub repo_config: Option<(String, Option<String>)>,
+}
+
+/// Builds the repository: checks what can be checked before the network
+/// (the output directory, the dates, the keys), fetches and verifies,
+/// repacks, builds the project's own packages, writes and signs the
+/// repository, and records the generation.
+pub fn build(s: &BuildSettings, reporter: &dyn Reporter) -> Result<BuildReport, WorkflowError> {
+    crate::repo::check_output(&s.out, s.force)?;
+    let mut config = crate::recipe::load_repository(&s.recipes)?;
+    if let Some(m) = &s.mirror {
+        let checked = crate::recipe::check_mirror(m).map_err(|e| WorkflowError::BadMirror {
+            mirror: m.clone(),
+            reason: e.to_string(),
+        })?;
+        config.mirror = Some(checked);
+    }
+    check_dates(s.dates, config.valid_for)?;
+    let signing = signing_keys(&s.keys, s.dates.now, reporter)?;
+    if config
+        .mirror
+        .as_deref()
+        .is_some_and(|m| m.contains(EXAMPLE_MIRROR))
+    {
+        report::warning(
+            reporter,
+            format!(
+                "the repo-config package points lab machines at {}, the example host in {}: set `mirror` there, or pass --mirror URL",
+                config.mirror.as_deref().unwrap_or_default(),
+                s.recipes.join("repository.toml").display()
+            ),
+        );
+    }
+    let session = super::open_session(&s.recipes, s.pipeline.clone(), reporter)?;
+    let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
+    let sde = s.dates.source_date_epoch.map(|t| t as u64);
+    let mut artifacts = session.prepare(&fetched.packages, sde)?;
+    let (keyring, _) = crate::openpgp::sign::export_public(&signing);
+    // Versions and pins once, from the prepared packages' own control
+    // paragraphs: the metapackage, the repo-config package and the output's
+    // debforge.pref all get the same.
+    let versions = pipeline::package_versions(&artifacts, &session.recipes);
+    // The packages whose exact build is the point are pinned to the
+    // repository (its Release's Origin and Label); the rest (a
+    // distribution's own library) is offered like any repository's (see
+    // format::preferences and pipeline::pinned_packages).
+    let names = pipeline::pinned_packages(&artifacts, &session.recipes);
+    report_unpinned(&artifacts, &names, reporter);
+    let pins = crate::format::preferences::release_pins(
+        &config.origin,
+        &config.label,
+        names.iter().map(String::as_str),
+    );
+    // Packages built here are dated by SOURCE_DATE_EPOCH, else by the newest
+    // of the packages they are built around (a function of the lock), else
+    // 1980-01-01, never by the clock: the same inputs give the same bytes,
+    // so a published package never changes under its name and version.
+    let built_date = match s.dates.source_date_epoch {
+        Some(t) => t,
+        None => pipeline::newest_date(&artifacts)?.unwrap_or(REPRODUCIBLE_EPOCH),
+    };
+    artifacts.extend(
+        session.build_from_recipes(&config, &keyring, built_date, &versions, &pins, &names)?,
+    );
+    let date = s.dates.source_date_epoch.unwrap_or(s.dates.now);
+    let params = crate::repo::RepoParams {
+        config,
+        keys: &signing,
+        date,
+        records: &session.records,
+        // The last keep-1 generations' files stay in the pool (with this
+        // build's, that is `keep` generations).
+        retain: retained(&s.out, s.keep)?,
+        retain_from: None,
+        pause_in_swap: s.hooks.pause_in_swap.clone(),
+    };
+    let inputs: Vec<_> = artifacts.iter().map(|a| a.pool_input()).collect();
+    let output = crate::repo::write(&s.out, &inputs, &params, &pins, reporter)?;
+    session.save_records();
+    let generation = if output.unchanged {
+        None
+    } else {
+        Some(record_generation(
+            &s.out,
+            &output,
+            &session,
+            &signing,
+            &pins,
+            date,
+            &params.config,
+        )?)
+    };
+    Ok(BuildReport {
+        repo_config: repo_config(&output, &session.recipes, &params.config),
+        output,
+        keys: signing.len(),
+        generation,
+    })
+}
+
+/// The signing keys; the first build makes the one it signs with. A key
+/// about to expire is reported.
+fn signing_keys(
+    keys: &KeySettings,
+    now: i64,
+    reporter: &dyn Reporter,
+) -> Result<Vec<SigningKey>, WorkflowError> {
+    let pass = keys.passphrase.as_deref();
+    let loaded = match crate::keys::load_signing_keys(&keys.dir, pass) {
+        Err(crate::keys::KeyError::NoKeys { .. }) => {
+            let (path, fpr) = crate::keys::keygen(
+                &keys.dir,
+                "debforge repository signing key",
+                crate::openpgp::sign::KeyAlgo::Ed25519,
+                None,
+                pass,
+                false,
+            )?;
+            report::note(
+                reporter,
+                format!(
+                    "no signing key yet: made {} ({fpr}, mode 0600); git ignores it ({}/.gitignore); back it up",
+                    path.display(),
+                    crate::keys::signing_dir(&keys.dir).display()
+                ),
+            );
+            crate::keys::load_signing_keys(&keys.dir, pass)?
+        }
+        other => other?,
+    };
+    for k in &loaded {
+        if let Some(t) = k.expires_soon {
+            let expires = t
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            report::warning(
+                reporter,
+                format!(
+                    "signing key {} expires in {} days: rotate it (debforge keygen --add)",
+                    k.path.display(),
+                    (expires - now).max(0) / 86_400
+                ),
+            );
+        }
+    }
+    Ok(loaded.into_iter().map(|k| k.key).collect())
+}
+
+fn report_unpinned(artifacts: &[pipeline::Artifact], pinned: &[String], reporter: &dyn Reporter) {
+    let unpinned: Vec<&str> = artifacts
+        .iter()
+        .map(|a| a.package())
+        .filter(|n| !pinned.iter().any(|p| p == n))
+        .collect();
+    if !unpinned.is_empty() {
+        report::note(
+            reporter,
+            format!(
+                "not pinned (their distribution's builds stay in charge; `pin = true` in a recipe to change it): {}",
+                unpinned.join(", ")
+            ),
+        );
+    }
+}
+
+/// Records what this build made as a generation (unless it is the same as
+/// the last one but for the Release's date), and says which.
+fn record_generation(
+    out: &Path,
+    report: &OutputReport,
+    session: &Session,
+    signing: &[SigningKey],
+    pins: &str,
+    date: i64,
+    config: &RepoConfig,
+) -> Result<(u32, bool), WorkflowError> {
+    let sha = |path: &Path| crate::digest::sha256_file(path).unwrap_or_default();
+    let g = Generation {
+        number: 0,
+        date,
+        release_sha256: sha(&out.join("dists").join(&config.suite).join("Release")),
+        packages: report.packages.clone(),
+        lock_sha256: sha(session.lock_path()),
+        keys: signing.iter().map(|k| k.fingerprint()).collect(),
+        pins_sha256: crate::digest::sha256_hex(pins.as_bytes()),
+        pins: Some(pins.to_string()),
+        repository: Some(config.clone()),
+    };
+    let (g, new) = generations::record(out, g)?;
+    Ok((g.number, new))
+}
+
+/// The pool files of the last `keep - 1` recorded generations.
+fn retained(out: &Path, keep: u32) -> Result<Vec<(String, String)>, WorkflowError> {
+    let all = generations::list(out)?;
+    let skip = all.len().saturating_sub(keep.saturating_sub(1) as usize);
+    let mut files: Vec<(String, String)> = all[skip..]
+        .iter()
+        .flat_map(|g| {
+            g.packages
+                .iter()
+                .map(|p| (p.filename.clone(), p.sha256.clone()))
+        })
+        .collect();
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+/// The repo-config package's pool file and the apt source line it installs.
+fn repo_config(
+    report: &OutputReport,
+    recipes: &RecipeSet,
+    config: &RepoConfig,
+) -> Option<(String, Option<String>)> {
+    let p = recipes
+        .packages
+        .iter()
+        .find(|p| p.build.as_ref().is_some_and(|b| b.repo_config.is_some()))?;
+    let e = report.packages.iter().find(|e| e.package == p.name)?;
+    let name = p
+        .build
+        .as_ref()
+        .and_then(|b| b.repo_config.as_deref())
+        .unwrap_or("debforge");
+    let source = config.mirror.as_ref().map(|m| {
+        format!(
+            "deb [signed-by=/usr/share/keyrings/{name}-archive-keyring.gpg] {m} {} {}",
+            config.suite, config.component
+        )
+    });
+    Some((e.filename.clone(), source))
+}
+
+/// Refuses a Release apt would refuse on arrival: dated in the future
+/// (SOURCE_DATE_EPOCH ahead of the clock), or already past its Valid-Until.
+fn check_dates(dates: Dates, valid_for: Option<i64>) -> Result<(), WorkflowError> {
+    let Some(date) = dates.source_date_epoch else {
+        return Ok(());
+    };
+    if date > dates.now + 10 {
+        return Err(WorkflowError::DatedInTheFuture { date });
+    }
+    if let Some(v) = valid_for
+        && date + v < dates.now
+    {
+        return Err(WorkflowError::AlreadyExpired {
+            date,
+            until: date + v,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_apt_would_refuse_are_refused_before_anything_is_built() {
+        let at = |sde| Dates {
+            now: 1_000_000,
+            source_date_epoch: sde,
+        };
+        assert!(check_dates(at(None), Some(10)).is_ok());
+        assert!(check_dates(at(Some(1_000_005)), None).is_ok());
+        assert!(matches!(
+            check_dates(at(Some(1_000_100)), None),
+            Err(WorkflowError::DatedInTheFuture { date: 1_000_100 })
+        ));
+        assert!(matches!(
+            check_dates(at(Some(900_000)), Some(50_000)),
+            Err(WorkflowError::AlreadyExpired { until: 950_000, .. })
+        ));
+        assert!(check_dates(at(Some(900_000)), Some(200_000)).is_ok());
+    }
+}

@@ -1,0 +1,201 @@
+//! The workflows behind the commands, whole: `build`, `publish` (of the
+//! output or of a recorded generation, and `rollback`), `bundle`, and the
+//! resolve-and-fetch that lock, fetch and build share. Each takes one
+//! settings value — resolved once by the binary from the arguments and the
+//! environment (dates, the cache, the passphrase, test hooks) — and a
+//! [`Reporter`]; each returns a report for the binary to print. Nothing here
+//! reads the environment or prints (uv's `settings.rs` + `commands/` split).
+
+pub mod build;
+pub mod bundle;
+pub mod publish;
+
+use std::path::{Path, PathBuf};
+
+use crate::error::Hint;
+use crate::pipeline::{self, PipelineError, Session};
+use crate::report::{Event, Reporter};
+
+/// The clock and `SOURCE_DATE_EPOCH`, read once per run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dates {
+    /// Seconds since the epoch, now.
+    pub now: i64,
+    pub source_date_epoch: Option<i64>,
+}
+
+/// The signing keys' directory and their passphrase.
+#[derive(Debug, Clone)]
+pub struct KeySettings {
+    pub dir: PathBuf,
+    pub passphrase: Option<String>,
+}
+
+/// Points where a test stops a workflow to kill it there (the fault tests);
+/// empty in every normal run. The binary fills them from `DEBFORGE_TEST_*`.
+#[derive(Debug, Clone, Default)]
+pub struct TestHooks {
+    /// Inside the output swap of `build`: create this file, wait until it
+    /// is removed.
+    pub pause_in_swap: Option<PathBuf>,
+    /// Before publishing this path (relative to the repository): create
+    /// the marker, wait until it is removed.
+    pub pause_before: Option<(String, PathBuf)>,
+}
+
+/// A workflow's failure: the library error that stopped it, or a check of
+/// the workflow's own. Every variant has its hint ([`Hint`]).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkflowError {
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    #[error(transparent)]
+    Repo(#[from] crate::repo::RepoError),
+    #[error(transparent)]
+    Keys(#[from] crate::keys::KeyError),
+    #[error(transparent)]
+    Recipe(#[from] crate::recipe::RecipeError),
+    #[error(transparent)]
+    Publish(#[from] crate::publish::PublishError),
+    #[error(transparent)]
+    Bundle(#[from] crate::bundle::BundleError),
+    #[error(
+        "SOURCE_DATE_EPOCH={date} dates the Release {}, in the future: apt refuses it as not valid yet",
+        crate::format::date::format_rfc2822(*date)
+    )]
+    DatedInTheFuture { date: i64 },
+    #[error(
+        "SOURCE_DATE_EPOCH={date} and valid-for-days give a Release valid until {}, already past: apt refuses it as expired",
+        crate::format::date::format_rfc2822(*until)
+    )]
+    AlreadyExpired { date: i64, until: i64 },
+    #[error("--mirror {mirror:?}: {reason}")]
+    BadMirror { mirror: String, reason: String },
+    #[error("{}: no generations recorded (none in {})", out.display(), crate::repo::generations::dir_of(out).display())]
+    NoGenerations { out: PathBuf },
+    #[error("no generation {number} in {} (it has {have})", crate::repo::generations::dir_of(out).display())]
+    NoSuchGeneration {
+        number: u32,
+        out: PathBuf,
+        have: String,
+    },
+    #[error(
+        "{target}: what it serves ({packages} packages) is none of the generations recorded in {}",
+        crate::repo::generations::dir_of(out).display()
+    )]
+    ServesNoGeneration {
+        target: String,
+        packages: usize,
+        out: PathBuf,
+    },
+    #[error("{target} serves generation {number}, the first recorded: there is none to go back to")]
+    NothingBefore { target: String, number: u32 },
+    #[error(
+        "generation {number} was signed by {signed}; the keys in {} are {ours}: machines that went back to it would refuse every later Release",
+        keys.display()
+    )]
+    KeyNotTrusted {
+        number: u32,
+        signed: String,
+        keys: PathBuf,
+        ours: String,
+    },
+}
+
+impl Hint for WorkflowError {
+    fn hint(&self) -> Option<String> {
+        use WorkflowError as W;
+        let text = match self {
+            W::Pipeline(e) => return e.hint(),
+            W::Repo(e) => return e.hint(),
+            W::Keys(e) => return e.hint(),
+            W::Recipe(e) => return e.hint(),
+            W::Publish(e) => return e.hint(),
+            W::Bundle(e) => return e.hint(),
+            W::DatedInTheFuture { .. } => {
+                "set SOURCE_DATE_EPOCH to a time in the past (e.g. $(git log -1 --format=%ct)), or unset it"
+            }
+            W::AlreadyExpired { .. } => {
+                "use a later SOURCE_DATE_EPOCH, a longer valid-for-days in repository.toml, or unset SOURCE_DATE_EPOCH"
+            }
+            W::BadMirror { .. } => "e.g. --mirror http://apt.lab.example/gpu/",
+            W::NoGenerations { .. } => {
+                "each `debforge build` that changes something records one; pass that build's --out"
+            }
+            W::NoSuchGeneration { .. } | W::NothingBefore { .. } => "`debforge history` lists them",
+            W::ServesNoGeneration { .. } => {
+                "choose one with `debforge publish --to TARGET --generation N` (`debforge history` lists them)"
+            }
+            W::KeyNotTrusted { .. } => {
+                "sign with a key that generation trusts (keep the old key beside the new one in KEYS/signing/), or publish a generation built with the current key"
+            }
+        };
+        Some(text.into())
+    }
+}
+
+/// What lock, fetch and build share: resolve, check the lock, fetch.
+pub struct Fetched {
+    pub packages: Vec<pipeline::Fetched>,
+    pub sources: Vec<pipeline::OpenSourceFiles>,
+    pub lock: crate::recipe::lock::Lock,
+}
+
+/// A session on the project in `recipes` (the recipes loaded, the sources
+/// checked against `settings`).
+pub fn open_session<'a>(
+    recipes: &Path,
+    settings: pipeline::Settings,
+    reporter: &'a dyn Reporter,
+) -> Result<Session<'a>, WorkflowError> {
+    let recipes = crate::recipe::load(recipes)?;
+    Ok(Session::new(recipes, settings, reporter)?)
+}
+
+/// Resolves every recipe, checks the lock (with `locked`, before anything
+/// is downloaded), fetches and verifies, and writes the lock if it changed.
+pub fn resolve_and_fetch(
+    session: &Session,
+    locked: bool,
+    reporter: &dyn Reporter,
+) -> Result<Fetched, WorkflowError> {
+    let old = session.read_lock()?;
+    if locked && old.is_none() {
+        // Said before the network: --locked cannot work without the lock.
+        return Err(PipelineError::NoLock {
+            path: session.lock_path().to_path_buf(),
+        }
+        .into());
+    }
+    let (resolved, sources) = session.resolve(old.as_ref())?;
+    if locked {
+        session.check_lock(&resolved, true)?;
+    }
+    if reporter.wants_total() {
+        reporter.event(Event::Total {
+            bytes: session.bytes_to_fetch(&resolved),
+        });
+    }
+    let fetched = session.fetch(&resolved);
+    session.save_records();
+    let packages = fetched?;
+    let resolved: Vec<_> = packages.iter().map(|f| f.resolved.clone()).collect();
+    let (lock, changed) = session.check_lock(&resolved, locked)?;
+    if changed {
+        session.write_lock(&lock)?;
+        crate::report::note(reporter, format!("wrote {}", session.lock_path().display()));
+    }
+    Ok(Fetched {
+        packages,
+        sources,
+        lock,
+    })
+}
+
+/// Waits at a test hook's marker: creates it, returns once it is removed.
+fn pause_at(marker: &Path) {
+    let _ = std::fs::write(marker, b"");
+    while marker.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
