@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use debforge::openpgp::sign::{KeyAlgo, SigningKey, generate, sign_cleartext, sign_detached};
-use debforge::openpgp::verify::PinnedKeyring;
+use debforge::openpgp::PinnedKeyring;
 
 /// Runs `f` until `budget` has passed (at least 5 times); operations a second.
 fn rate(budget: Duration, mut f: impl FnMut()) -> f64 {

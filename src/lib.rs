@@ -1,18 +1,30 @@
 //! debforge: builds Debian packages and signed local apt repositories.
 //!
-//! Map of the crate (see docs/ARCHITECTURE.md for more):
-//! - [`format`]: pure Debian formats (deb822, versions, relations, control).
+//! Map of the crate, low layers first (docs/ARCHITECTURE.md has the rules,
+//! tests/integration/architecture.rs checks them):
+//! - [`digest`]: MD5/SHA1/SHA256/SHA512 in one pass; the SHA-256 helpers.
+//! - [`error`]: `Hint` beside every error type, `FileError` for I/O on a path.
+//! - [`report`]: the events long work reports; the printer is the binary's.
+//! - [`input`]: input files read by type and with a bound.
+//! - [`format`]: pure Debian formats (deb822, versions, relations, Release,
+//!   Packages, preferences, dates).
 //! - [`deb`]: the `.deb` container, read and written as streams.
-//! - [`digest`]: MD5/SHA1/SHA256/SHA512 in one pass.
 //! - [`recipe`]: recipes and the lock file (parsing is pure).
-//! - [`openpgp`]: signature checks against pinned keys (sequoia).
-//! - [`fetch`]: HTTP downloads: resume, retries, verification (effects).
+//! - [`openpgp`]: signing and checking signatures (sequoia, pure Rust).
+//! - [`keys`]: signing keys on disk.
+//! - [`fetch`]: HTTP downloads: resume, retries, verification.
 //! - [`upstream`]: the trust chain Release → index → package.
-//! - [`pipeline`]: lock / fetch / build orchestration, one stage per module.
-//! - [`progress`]: the events long work reports (the printer is the binary's).
+//! - [`repo`]: the repository written, verified, its generations.
+//! - [`publish`]: to a directory, rsync or S3, in the safe order.
+//! - [`bundle`]: the air-gapped bundle.
+//! - [`serve`]: a read-only HTTP/1.1 mirror (hyper).
+//! - [`scratch`]: the project's own packages built from recipes.
+//! - [`pipeline`]: the stages lock, fetch and build share.
+//! - [`workflow`]: whole commands (build, publish, rollback, bundle), each
+//!   one settings value and a reporter in, a report out.
 //!
-//! The library never prints; the binary (`src/main.rs`, `src/cli/`) decides
-//! what the user sees.
+//! The library never prints and never reads the environment; the binary
+//! (`src/main.rs`, `src/cli/`) resolves the settings and shows the events.
 
 pub mod bundle;
 pub mod deb;

@@ -3,7 +3,7 @@
 //! prints; it reports [`Event`]s to a [`Reporter`], and the binary's one
 //! printer decides what the user sees (bars on a terminal, plain lines in a
 //! pipe, nothing with `--quiet`). `debforge serve` has its own concern,
-//! [`crate::serve::ServeReporter`], drawn by the same printer.
+//! `serve::ServeReporter`, drawn by the same printer.
 
 use std::time::Duration;
 
@@ -66,7 +66,7 @@ pub enum Event {
     /// A file of a publish, in the order the target gets it (a user, or a
     /// test, sees how far a long publish has gone).
     Published {
-        step: crate::publish::Step,
+        step: PublishStep,
         path: String,
         dry_run: bool,
     },
@@ -92,6 +92,15 @@ pub enum Event {
         reason: String,
         wait: Duration,
     },
+}
+
+/// What a publish does with one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PublishStep {
+    Copy,
+    Keep,
+    Delete,
 }
 
 /// Where events go. The printer in the binary is one; tests collect them.

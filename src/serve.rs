@@ -33,7 +33,7 @@ use tokio::io::AsyncWriteExt;
 /// From the moment the server waits for a request's head (on a new or a
 /// kept-alive connection) to its blank line.
 pub const HEADER_DEADLINE: Duration = Duration::from_secs(10);
-/// Connections served at once; more get a 503 and are closed.
+/// Connections served at once by default; more get a 503 and are closed.
 pub const MAX_CONNECTIONS: usize = 4096;
 /// Most header lines, and most bytes of a request's head.
 const MAX_HEADERS: usize = 100;
@@ -64,14 +64,16 @@ pub trait ServeReporter: Send + Sync {
     fn refused(&self, peer: SocketAddr, reason: String);
 }
 
-/// Serves `root` on `listener` until the process ends.
+/// Serves `root` on `listener` until the process ends, at most
+/// `max_connections` at once (fewer if the open-files limit says so).
 pub fn serve(
     listener: std::net::TcpListener,
     root: &Path,
+    max_connections: usize,
     reporter: Arc<dyn ServeReporter>,
 ) -> io::Result<()> {
     let root: Arc<Path> = root.canonicalize()?.into();
-    let cap = MAX_CONNECTIONS.min(raise_fd_limit().saturating_sub(64).max(16));
+    let cap = max_connections.min(raise_fd_limit().saturating_sub(64).max(16));
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
@@ -80,6 +82,13 @@ pub fn serve(
         .enable_time()
         .build()?;
     listener.set_nonblocking(true)?;
+    // A deeper accept queue than std's 128: a burst of clients (a lab
+    // booting) waits in the kernel instead of retrying SYNs for seconds.
+    // Linux takes a second listen() on a listening socket as a new backlog.
+    // SAFETY: listen() on the listener's own descriptor.
+    unsafe {
+        libc::listen(std::os::fd::AsRawFd::as_raw_fd(&listener), 4096);
+    }
     runtime.block_on(accept_loop(listener, root, reporter, cap))
 }
 

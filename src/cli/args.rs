@@ -151,6 +151,9 @@ pub(crate) enum Command {
         /// The directory to serve
         #[arg(long, default_value = "repo-out")]
         out: PathBuf,
+        /// Connections served at once; past them a client gets 503 (fewer if the open-files limit says so)
+        #[arg(long, value_name = "N", default_value_t = debforge::serve::MAX_CONNECTIONS, value_parser = clap::value_parser!(usize))]
+        max_connections: usize,
     },
     /// Write an air-gapped bundle (one tar: repository, keyring, pins, SHA256SUMS, install.sh), or verify one
     #[command(

@@ -127,7 +127,11 @@ pub fn run() -> ExitCode {
             output,
             out,
         } => bundle::run_bundle(cx, output, &out),
-        Command::Serve { listen, out } => serve::run_serve(cx, &listen, &out),
+        Command::Serve {
+            listen,
+            out,
+            max_connections,
+        } => serve::run_serve(cx, &listen, &out, max_connections),
         Command::Publish {
             to,
             out,

@@ -165,13 +165,7 @@ impl fmt::Display for Target {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Step {
-    Copy,
-    Keep,
-    Delete,
-}
+pub use crate::report::PublishStep as Step;
 
 /// What publishing did (or, with `dry_run`, would do), in order.
 #[derive(Debug, Clone, Default, serde::Serialize)]

@@ -8,6 +8,7 @@ mod corpus;
 mod server;
 mod standin;
 
+mod architecture;
 mod bombs;
 mod bundles;
 mod deb822_lists;

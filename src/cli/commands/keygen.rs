@@ -2,6 +2,7 @@
 
 use super::prelude::*;
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_keygen(
     cx: &Context,
     keys: &std::path::Path,

@@ -2,7 +2,12 @@
 
 use super::prelude::*;
 
-pub(crate) fn run_serve(cx: &Context, listen: &str, out: &std::path::Path) -> Result<u8, Failure> {
+pub(crate) fn run_serve(
+    cx: &Context,
+    listen: &str,
+    out: &std::path::Path,
+    max_connections: usize,
+) -> Result<u8, Failure> {
     if !out.is_dir() {
         return Err(
             Failure::new(format!("{}: no such directory", out.display()))
@@ -16,7 +21,12 @@ pub(crate) fn run_serve(cx: &Context, listen: &str, out: &std::path::Path) -> Re
     })?;
     let addr = listener.local_addr().map_err(Failure::new)?;
     output::plain(&format!("serving {} on http://{addr}/\n", out.display()));
-    debforge::serve::serve(listener, out, std::sync::Arc::new(cx.printer.for_serve()))
-        .map_err(|e| Failure::new(format!("{}: {e}", out.display())))?;
+    debforge::serve::serve(
+        listener,
+        out,
+        max_connections.max(1),
+        std::sync::Arc::new(cx.printer.for_serve()),
+    )
+    .map_err(|e| Failure::new(format!("{}: {e}", out.display())))?;
     Ok(EXIT_OK)
 }
