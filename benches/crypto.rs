@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use debforge::openpgp::sign::{KeyAlgo, SigningKey, generate, sign_cleartext, sign_detached};
 use debforge::openpgp::PinnedKeyring;
+use debforge::openpgp::sign::{KeyAlgo, SigningKey, generate, sign_cleartext, sign_detached};
 
 /// Runs `f` until `budget` has passed (at least 5 times); operations a second.
 fn rate(budget: Duration, mut f: impl FnMut()) -> f64 {

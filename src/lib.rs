@@ -18,7 +18,8 @@
 //! - [`publish`]: to a directory, rsync or S3, in the safe order.
 //! - [`bundle`]: the air-gapped bundle.
 //! - [`serve`]: a read-only HTTP/1.1 mirror (hyper).
-//! - [`scratch`]: the project's own packages built from recipes.
+//! - [`native`]: native packages (no upstream: the metapackage, the
+//!   repo-config package) built from their recipes.
 //! - [`pipeline`]: the stages lock, fetch and build share.
 //! - [`workflow`]: whole commands (build, publish, rollback, bundle), each
 //!   one settings value and a reporter in, a report out.
@@ -34,13 +35,13 @@ pub mod fetch;
 pub mod format;
 pub mod input;
 pub mod keys;
+pub mod native;
 pub mod openpgp;
 pub mod pipeline;
 pub mod publish;
 pub mod recipe;
 pub mod repo;
 pub mod report;
-pub mod scratch;
 pub mod serve;
 pub mod upstream;
 pub mod workflow;

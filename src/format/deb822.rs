@@ -79,20 +79,19 @@ fn is_blank_or_newline(c: char) -> bool {
     is_blank(c) || c == '\n'
 }
 
-/// A paragraph (stanza): the fields of one package, one Release, one source.
+/// A paragraph (stanza) of a control file, as Debian Policy §5.1 names
+/// every deb822 file: the fields of one package (`DEBIAN/control`, a
+/// Packages stanza), one Release, one source.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Paragraph {
+pub struct ControlParagraph {
     fields: Vec<Field>,
     /// 1-based line of the first field in the parsed input (0 when built).
     line: usize,
 }
 
-/// The Debian Policy name for a paragraph of a `DEBIAN/control` file.
-pub type ControlParagraph = Paragraph;
-
-impl Paragraph {
-    pub fn new() -> Paragraph {
-        Paragraph::default()
+impl ControlParagraph {
+    pub fn new() -> ControlParagraph {
+        ControlParagraph::default()
     }
 
     /// The 1-based line on which the paragraph started in its file.
@@ -195,7 +194,7 @@ impl Paragraph {
     }
 
     /// Parses text that must hold exactly one paragraph (a `DEBIAN/control`).
-    pub fn parse_single(text: &str) -> Result<Paragraph, ParseError> {
+    pub fn parse_single(text: &str) -> Result<ControlParagraph, ParseError> {
         let doc = Document::parse(text)?;
         let mut paragraphs = doc.paragraphs.into_iter().map(|(_, p)| p);
         match (paragraphs.next(), paragraphs.next()) {
@@ -235,7 +234,7 @@ fn canonical_raw(value: &str) -> String {
     raw
 }
 
-impl fmt::Display for Paragraph {
+impl fmt::Display for ControlParagraph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for field in &self.fields {
             write!(f, "{}{}:", field.comments, field.name)?;
@@ -259,7 +258,7 @@ impl fmt::Display for Paragraph {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Document {
     /// Each paragraph with the blank and comment lines before it.
-    paragraphs: Vec<(String, Paragraph)>,
+    paragraphs: Vec<(String, ControlParagraph)>,
     /// Blank and comment lines after the last paragraph.
     trailing: String,
     /// False when the input's last line had no newline.
@@ -291,12 +290,12 @@ impl Document {
         Ok(doc)
     }
 
-    pub fn paragraphs(&self) -> impl Iterator<Item = &Paragraph> {
+    pub fn paragraphs(&self) -> impl Iterator<Item = &ControlParagraph> {
         self.paragraphs.iter().map(|(_, p)| p)
     }
 
     /// Appends a paragraph, separated from the previous one by a blank line.
-    pub fn push(&mut self, paragraph: Paragraph) {
+    pub fn push(&mut self, paragraph: ControlParagraph) {
         let sep = if self.paragraphs.is_empty() { "" } else { "\n" };
         self.paragraphs.push((sep.to_string(), paragraph));
     }
@@ -362,7 +361,7 @@ pub const MAX_STREAMED_PARAGRAPH: usize = 16 << 20;
 #[derive(Default)]
 struct LineParser {
     line_no: usize,
-    current: Option<Paragraph>,
+    current: Option<ControlParagraph>,
     /// Line numbers of the current paragraph's fields, for duplicate errors.
     field_lines: Vec<usize>,
     /// Blank and comment lines not yet attached to anything.
@@ -380,7 +379,7 @@ struct LineParser {
 impl LineParser {
     /// Feeds one line (with its `\n`, if any). Returns a paragraph when this
     /// line closed one, together with the separator text that preceded it.
-    fn push(&mut self, line: &str) -> Result<Option<(String, Paragraph)>, ParseError> {
+    fn push(&mut self, line: &str) -> Result<Option<(String, ControlParagraph)>, ParseError> {
         self.line_no += 1;
         let err = |kind| ParseError {
             line: self.line_no,
@@ -435,7 +434,7 @@ impl LineParser {
         if name.starts_with('-') || !name.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(err(ParseErrorKind::BadName(shorten(name))));
         }
-        let paragraph = self.current.get_or_insert_with(|| Paragraph {
+        let paragraph = self.current.get_or_insert_with(|| ControlParagraph {
             fields: Vec::new(),
             line: self.line_no,
         });
@@ -462,7 +461,7 @@ impl LineParser {
         Ok(None)
     }
 
-    fn close(&mut self) -> Option<(String, Paragraph)> {
+    fn close(&mut self) -> Option<(String, ControlParagraph)> {
         self.current_bytes = 0;
         let paragraph = self.current.take()?;
         self.field_lines.clear();
@@ -472,7 +471,7 @@ impl LineParser {
         Some((sep, paragraph))
     }
 
-    fn finish(mut self) -> (Option<(String, Paragraph)>, String) {
+    fn finish(mut self) -> (Option<(String, ControlParagraph)>, String) {
         let last = self.close();
         (last, self.pending)
     }
@@ -509,7 +508,7 @@ impl<R: BufRead> ParagraphReader<R> {
 }
 
 impl<R: BufRead> Iterator for ParagraphReader<R> {
-    type Item = Result<Paragraph, ParseError>;
+    type Item = Result<ControlParagraph, ParseError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
@@ -584,7 +583,7 @@ mod tests {
 
     #[test]
     fn values_and_lines() {
-        let p = Paragraph::parse_single(
+        let p = ControlParagraph::parse_single(
             "Package: libcudnn7\nDescription: cuDNN runtime libraries\n Line one.\n .\n Line two.\nsha256:\n aa 1 x\n bb 2 y\n",
         )
         .unwrap();
@@ -600,7 +599,7 @@ mod tests {
 
     #[test]
     fn set_and_insert_write_canonical_form() {
-        let mut p = Paragraph::parse_single("Package: a\nVersion: 1\n").unwrap();
+        let mut p = ControlParagraph::parse_single("Package: a\nVersion: 1\n").unwrap();
         p.set("version", "2");
         p.insert_after("Package", "Architecture", "all");
         p.set("Description", "short\nlong text\n\nmore");
@@ -627,7 +626,7 @@ mod tests {
             ParseErrorKind::BadName(_)
         ));
         assert!(matches!(
-            Paragraph::parse_single("A: b\n\nB: c\n").unwrap_err(),
+            ControlParagraph::parse_single("A: b\n\nB: c\n").unwrap_err(),
             ParseError {
                 line: 3,
                 kind: ParseErrorKind::ExtraParagraph

@@ -15,6 +15,6 @@ pub mod release;
 pub mod scripts;
 pub mod version;
 
-pub use deb822::{ControlParagraph, Document, Paragraph};
+pub use deb822::{ControlParagraph, Document};
 pub use relation::Relations;
 pub use version::Version;

@@ -9,7 +9,7 @@
 //! as apt-ftparchive copies them.
 
 use super::control::{ControlError, check_binary_control};
-use super::deb822::{ControlParagraph, Paragraph};
+use super::deb822::ControlParagraph;
 use crate::digest::Digests;
 
 /// dpkg-scanpackages' field order; fields not listed follow, sorted by name.
@@ -86,8 +86,8 @@ pub fn pool_path(component: &str, control: &ControlParagraph) -> Result<String, 
 
 /// The index stanza for a package whose control paragraph is `control`,
 /// stored at `filename` (relative to the repository root) with `digests`.
-pub fn stanza(control: &Paragraph, filename: &str, digests: &Digests) -> Paragraph {
-    let mut out = Paragraph::new();
+pub fn stanza(control: &ControlParagraph, filename: &str, digests: &Digests) -> ControlParagraph {
+    let mut out = ControlParagraph::new();
     for name in FIELD_ORDER {
         let computed = match name {
             "Filename" => Some(filename.to_string()),
@@ -125,7 +125,7 @@ mod tests {
     #[test]
     fn pool_paths_come_from_the_control_paragraph() {
         let c = |extra: &str| {
-            Paragraph::parse_single(&format!(
+            ControlParagraph::parse_single(&format!(
                 "Package: libnccl2\nVersion: 1:2.4.2-1+cuda10.1+lab1\nArchitecture: amd64\nMaintainer: m <m@example.org>\nDescription: d\n{extra}"
             ))
             .unwrap()
@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn orders_fields_like_dpkg_scanpackages() {
-        let control = Paragraph::parse_single(
+        let control = ControlParagraph::parse_single(
             "Package: libnccl2\nVersion: 2.4.2-1+cuda10.1\nArchitecture: amd64\nX-Custom: yes\nMaintainer: cudatools <cudatools@nvidia.com>\nOriginal-Maintainer: x <x@example.org>\nBuild-Ids: abc\nDescription: NCCL \n long text\n .\n more\nSection: libs\n",
         )
         .unwrap();

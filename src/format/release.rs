@@ -5,7 +5,7 @@
 //! with MD5Sum or SHA1 alone is treated as unsigned, and so it is refused here.
 
 use super::date::parse_rfc2822;
-use super::deb822::{Document, Paragraph, ParseError};
+use super::deb822::{ControlParagraph, Document, ParseError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub enum HashAlgo {
@@ -82,7 +82,7 @@ pub enum ReleaseError {
 /// A parsed Release file.
 #[derive(Debug, Clone)]
 pub struct Release {
-    paragraph: Paragraph,
+    paragraph: ControlParagraph,
 }
 
 impl Release {
@@ -96,7 +96,7 @@ impl Release {
         Ok(Release { paragraph })
     }
 
-    pub fn paragraph(&self) -> &Paragraph {
+    pub fn paragraph(&self) -> &ControlParagraph {
         &self.paragraph
     }
 
@@ -232,7 +232,7 @@ pub struct ReleaseFields {
 /// apt 1.6 reads the SHA256/SHA512 lists; the weaker ones are for old tools.
 pub fn render(fields: &ReleaseFields, files: &[(String, crate::digest::Digests)]) -> String {
     use super::date::format_rfc2822;
-    let mut p = Paragraph::new();
+    let mut p = ControlParagraph::new();
     p.set("Origin", &fields.origin);
     p.set("Label", &fields.label);
     p.set("Suite", &fields.suite);

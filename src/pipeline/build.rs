@@ -31,7 +31,7 @@ impl Session<'_> {
             .filter(|p| p.build.as_ref().is_some_and(|b| b.repo_config.is_none()))
             .map(|p| p.name.clone())
             .collect();
-        let input = crate::scratch::RepoConfigInput {
+        let input = crate::native::RepoConfigInput {
             config,
             keyring,
             preferences: pins,
@@ -50,7 +50,7 @@ impl Session<'_> {
                 .prefix(".build-")
                 .tempdir_in(&home)
                 .map_err(FileError::at(&home))?;
-            let built = crate::scratch::build_package(
+            let built = crate::native::build_package(
                 &self.recipes,
                 versions,
                 p,
@@ -59,9 +59,9 @@ impl Session<'_> {
                 date,
                 scratch.path(),
             )
-            .map_err(|e| PipelineError::Scratch {
+            .map_err(|source| PipelineError::Native {
                 package: p.name.clone(),
-                message: e.to_string(),
+                source,
             })?;
             let d = strong_digest_reader(fs::File::open(&built).map_err(FileError::at(&built))?)
                 .map_err(FileError::at(&built))?;

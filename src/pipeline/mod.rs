@@ -109,8 +109,11 @@ pub enum PipelineError {
     Repo(Box<crate::repo::RepoError>),
     #[error("{}: {message}", path.display())]
     Script { path: PathBuf, message: String },
-    #[error("{package}: {message}")]
-    Scratch { package: String, message: String },
+    #[error("{package}: {source}")]
+    Native {
+        package: String,
+        source: crate::native::NativeError,
+    },
     #[error("{0}")]
     NotWhatWasVouchedFor(Box<IdentityMismatch>),
     #[error("{package}: {source}")]
@@ -597,6 +600,7 @@ impl crate::error::Hint for PipelineError {
             PipelineError::Repo(r) => r.hint(),
             PipelineError::Deb { source, .. } => source.hint(),
             PipelineError::Io(e) => e.hint(),
+            PipelineError::Native { source, .. } => source.hint(),
             _ => None,
         }
     }

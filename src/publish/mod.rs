@@ -289,24 +289,47 @@ fn local_files(out: &Path) -> Result<Vec<String>, PublishError> {
             path: out.to_path_buf(),
         });
     }
-    files.sort_by_key(|f| (rank(f), f.clone()));
+    files.sort_by_key(|f| (Phase::of(f), f.clone()));
     Ok(files)
 }
 
-/// The publishing order: pool, by-hash, other files, Release, Release.gpg, InRelease.
-pub(crate) fn rank(rel: &str) -> u8 {
-    if rel.starts_with("pool/") {
-        0
-    } else if rel.contains("/by-hash/") {
-        1
-    } else if rel.ends_with("/Release") {
-        3
-    } else if rel.ends_with("/Release.gpg") {
-        4
-    } else if rel.ends_with("/InRelease") {
-        5
-    } else {
-        2
+/// Where a file comes in the publishing order: the pool first, then by-hash
+/// indexes, other files, and the Release files last, InRelease the very last
+/// (a client that sees a new Release finds everything it names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Phase {
+    Pool,
+    ByHash,
+    Other,
+    Release,
+    ReleaseGpg,
+    InRelease,
+}
+
+impl Phase {
+    pub(crate) const ALL: [Phase; 6] = [
+        Phase::Pool,
+        Phase::ByHash,
+        Phase::Other,
+        Phase::Release,
+        Phase::ReleaseGpg,
+        Phase::InRelease,
+    ];
+
+    pub(crate) fn of(rel: &str) -> Phase {
+        if rel.starts_with("pool/") {
+            Phase::Pool
+        } else if rel.contains("/by-hash/") {
+            Phase::ByHash
+        } else if rel.ends_with("/Release") {
+            Phase::Release
+        } else if rel.ends_with("/Release.gpg") {
+            Phase::ReleaseGpg
+        } else if rel.ends_with("/InRelease") {
+            Phase::InRelease
+        } else {
+            Phase::Other
+        }
     }
 }
 
@@ -314,7 +337,7 @@ pub(crate) fn rank(rel: &str) -> u8 {
 /// version and architecture; by-hash files by digest), so size and time are
 /// enough to call it unchanged. Others are compared by content.
 pub(crate) fn named_by_content(rel: &str) -> bool {
-    rank(rel) <= 1
+    matches!(Phase::of(rel), Phase::Pool | Phase::ByHash)
 }
 
 /// The target files [`referenced`] may read: each suite's Release and its
@@ -530,7 +553,7 @@ mod tests {
             "keyring.gpg",
             "pool/main/a.deb",
         ];
-        files.sort_by_key(|f| (rank(f), *f));
+        files.sort_by_key(|f| (Phase::of(f), *f));
         assert_eq!(
             files,
             [

@@ -17,7 +17,7 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::{PublishError, Recorder, Step, rank, referenced, refuse_changed_pool};
+use super::{Phase, PublishError, Recorder, Step, referenced, refuse_changed_pool};
 
 /// The destination's files, and what its Releases reference, read from a
 /// copy of its Release and Packages files.
@@ -67,10 +67,10 @@ pub(super) fn publish(
     refuse_changed_pool(out, files, &previous, dest)?;
 
     let mut first = true;
-    for phase in 0..=5u8 {
+    for phase in Phase::ALL {
         let batch: Vec<&str> = files
             .iter()
-            .filter(|f| rank(f) == phase)
+            .filter(|f| Phase::of(f) == phase)
             .map(String::as_str)
             .collect();
         if batch.is_empty() {
@@ -88,8 +88,8 @@ pub(super) fn publish(
         ]);
         match phase {
             // A by-hash name is its digest: same size, same file.
-            1 => cmd.arg("--size-only"),
-            0 => &mut cmd,
+            Phase::ByHash => cmd.arg("--size-only"),
+            Phase::Pool => &mut cmd,
             _ => cmd.arg("--checksum"),
         };
         if first {

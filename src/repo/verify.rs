@@ -310,7 +310,11 @@ fn verify_packages(root: &Path, index: &Path, r: &mut VerifyReport, listed: &mut
 }
 
 /// What the installability checks need of a stanza.
-fn listed_of(index: &Path, stanza: &crate::format::deb822::Paragraph, filename: &str) -> Listed {
+fn listed_of(
+    index: &Path,
+    stanza: &crate::format::deb822::ControlParagraph,
+    filename: &str,
+) -> Listed {
     Listed {
         index: index.to_path_buf(),
         name: stanza.get("Package").unwrap_or("?").to_string(),

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use crate::deb::Compression;
 use crate::digest::StrongDigests;
 use crate::fetch::{Expected, FetchError};
-use crate::format::deb822::{Paragraph, ParagraphReader};
+use crate::format::deb822::{ControlParagraph, ParagraphReader};
 use crate::format::release::{Release, ReleaseError};
 use crate::format::version::Version;
 use crate::openpgp::{KeyringError, PinnedKeyring, VerifyError};
@@ -123,7 +123,7 @@ pub struct OpenSource<'t> {
 struct LoadedIndex {
     path: String,
     sha256: String,
-    stanzas: Vec<Paragraph>,
+    stanzas: Vec<ControlParagraph>,
     /// name → (version, architecture, SHA256), first seen first.
     offers: BTreeMap<String, Vec<(String, String, String)>>,
 }

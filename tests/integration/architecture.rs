@@ -43,7 +43,7 @@ const RULES: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "scratch",
+        "native",
         &["deb", "error", "format", "input", "recipe", "repo"],
     ),
     // Stages, then whole workflows.
@@ -51,7 +51,7 @@ const RULES: &[(&str, &[&str])] = &[
         "pipeline",
         &[
             "deb", "digest", "error", "fetch", "format", "input", "recipe", "repo", "report",
-            "scratch", "upstream",
+            "native", "upstream",
         ],
     ),
     (

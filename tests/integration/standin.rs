@@ -549,9 +549,9 @@ pub fn write_release(dir: &Path, settings: &[(&str, &str)]) -> PathBuf {
 }
 
 /// Rewrites a Release file's paragraph in place (before signing).
-pub fn edit_release(release: &Path, edit: impl FnOnce(&mut debforge::format::Paragraph)) {
+pub fn edit_release(release: &Path, edit: impl FnOnce(&mut debforge::format::ControlParagraph)) {
     let text = fs::read_to_string(release).unwrap();
-    let mut p = debforge::format::Paragraph::parse_single(&text).unwrap();
+    let mut p = debforge::format::ControlParagraph::parse_single(&text).unwrap();
     edit(&mut p);
     fs::write(release, p.to_string()).unwrap();
 }

@@ -1,4 +1,5 @@
-//! Building packages from scratch, from `action = "build"` recipes: a
+//! Native packages: made here, with no upstream, from `action = "build"`
+//! recipes (the metapackage, the repo-config package). A
 //! package tree is laid out in a temporary directory (control, files, the
 //! docs Debian Policy asks for, and for a repo-config package the apt
 //! source, keyring and pins) and built with the `.deb` writer.
@@ -11,12 +12,12 @@ use std::path::{Path, PathBuf};
 
 use crate::deb::{BuildOptions, build_from_dir};
 use crate::format::date::format_rfc2822;
-use crate::format::deb822::Paragraph;
+use crate::format::deb822::ControlParagraph;
 use crate::recipe::{BuildRecipe, PackageRecipe, RecipeSet};
 use crate::repo::RepoConfig;
 
 #[derive(Debug, thiserror::Error)]
-pub enum ScratchError {
+pub enum NativeError {
     #[error("{}: {message}", file.display())]
     Recipe { file: PathBuf, message: String },
     #[error(transparent)]
@@ -98,18 +99,18 @@ fn fill_versions(
     text: &str,
     versions: &BTreeMap<String, String>,
     file: &Path,
-) -> Result<String, ScratchError> {
+) -> Result<String, NativeError> {
     let mut out = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("@VERSION_OF:") {
         out.push_str(&rest[..start]);
         let after = &rest[start + "@VERSION_OF:".len()..];
-        let end = after.find('@').ok_or_else(|| ScratchError::Recipe {
+        let end = after.find('@').ok_or_else(|| NativeError::Recipe {
             file: file.to_path_buf(),
             message: "an @VERSION_OF:<package>@ placeholder is not closed".into(),
         })?;
         let name = &after[..end];
-        let version = versions.get(name).ok_or_else(|| ScratchError::Recipe {
+        let version = versions.get(name).ok_or_else(|| NativeError::Recipe {
             file: file.to_path_buf(),
             message: format!("@VERSION_OF:{name}@ names a package no recipe provides"),
         })?;
@@ -120,10 +121,10 @@ fn fill_versions(
     Ok(out)
 }
 
-fn write(root: &Path, path: &str, data: &[u8], mode: u32) -> Result<(), ScratchError> {
+fn write(root: &Path, path: &str, data: &[u8], mode: u32) -> Result<(), NativeError> {
     let p = root.join(path.trim_start_matches('/'));
     let io = |source| {
-        ScratchError::Io(crate::error::FileError {
+        NativeError::Io(crate::error::FileError {
             path: p.clone(),
             source,
         })
@@ -153,8 +154,8 @@ pub fn build_package(
     repo_config: Option<&RepoConfigInput>,
     date: i64,
     out_dir: &Path,
-) -> Result<PathBuf, ScratchError> {
-    let fail = |message: String| ScratchError::Recipe {
+) -> Result<PathBuf, NativeError> {
+    let fail = |message: String| NativeError::Recipe {
         file: recipe.file.clone(),
         message,
     };
@@ -164,7 +165,7 @@ pub fn build_package(
         .prefix(".tree-")
         .tempdir_in(out_dir)
         .map_err(|source| {
-            ScratchError::Io(crate::error::FileError {
+            NativeError::Io(crate::error::FileError {
                 path: out_dir.to_path_buf(),
                 source,
             })
@@ -187,7 +188,7 @@ pub fn build_package(
     }
     depends.extend(build.depends.iter().cloned());
 
-    let mut control = Paragraph::new();
+    let mut control = ControlParagraph::new();
     control.set("Package", name);
     control.set("Version", &recipe.version);
     control.set("Architecture", &recipe.architecture);
@@ -325,7 +326,7 @@ pub fn build_package(
     set_dir_modes(&root)?;
 
     fs::create_dir_all(out_dir).map_err(|source| {
-        ScratchError::Io(crate::error::FileError {
+        NativeError::Io(crate::error::FileError {
             path: out_dir.to_path_buf(),
             source,
         })
@@ -338,16 +339,16 @@ pub fn build_package(
     Ok(report.output)
 }
 
-fn set_dir_modes(dir: &Path) -> Result<(), ScratchError> {
+fn set_dir_modes(dir: &Path) -> Result<(), NativeError> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).map_err(|source| {
-        ScratchError::Io(crate::error::FileError {
+        NativeError::Io(crate::error::FileError {
             path: dir.to_path_buf(),
             source,
         })
     })?;
     for e in fs::read_dir(dir)
         .map_err(|source| {
-            ScratchError::Io(crate::error::FileError {
+            NativeError::Io(crate::error::FileError {
                 path: dir.to_path_buf(),
                 source,
             })
@@ -361,10 +362,10 @@ fn set_dir_modes(dir: &Path) -> Result<(), ScratchError> {
     Ok(())
 }
 
-impl crate::error::Hint for ScratchError {
+impl crate::error::Hint for NativeError {
     fn hint(&self) -> Option<String> {
         match self {
-            ScratchError::Io(e) => crate::error::Hint::hint(e),
+            NativeError::Io(e) => crate::error::Hint::hint(e),
             _ => None,
         }
     }
