@@ -6,6 +6,7 @@
 //! - [`error`]: `Hint` beside every error type, `FileError` for I/O on a path.
 //! - [`report`]: the events long work reports; the printer is the binary's.
 //! - [`input`]: input files read by type and with a bound.
+//! - [`files`]: atomic writes, sibling paths, sorted walks.
 //! - [`format`]: pure Debian formats (deb822, versions, relations, Release,
 //!   Packages, preferences, dates).
 //! - [`deb`]: the `.deb` container, read and written as streams.
@@ -32,6 +33,7 @@ pub mod deb;
 pub mod digest;
 pub mod error;
 pub mod fetch;
+pub mod files;
 pub mod format;
 pub mod input;
 pub mod keys;

@@ -11,6 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::deb::{BuildOptions, build_from_dir};
+use crate::error::FileError;
 use crate::format::date::format_rfc2822;
 use crate::format::deb822::ControlParagraph;
 use crate::recipe::{BuildRecipe, PackageRecipe, RecipeSet};
@@ -340,23 +341,11 @@ pub fn build_package(
 }
 
 fn set_dir_modes(dir: &Path) -> Result<(), NativeError> {
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).map_err(|source| {
-        NativeError::Io(crate::error::FileError {
-            path: dir.to_path_buf(),
-            source,
-        })
-    })?;
-    for e in fs::read_dir(dir)
-        .map_err(|source| {
-            NativeError::Io(crate::error::FileError {
-                path: dir.to_path_buf(),
-                source,
-            })
-        })?
-        .flatten()
-    {
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            set_dir_modes(&e.path())?;
+    for entry in walkdir::WalkDir::new(dir) {
+        let entry = entry.map_err(|e| FileError::new(dir, std::io::Error::from(e)))?;
+        if entry.file_type().is_dir() {
+            fs::set_permissions(entry.path(), fs::Permissions::from_mode(0o755))
+                .map_err(FileError::at(entry.path()))?;
         }
     }
     Ok(())

@@ -22,7 +22,6 @@ pub mod suffix;
 
 use crate::error::FileError;
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -560,28 +559,13 @@ fn direct_entry(
     }
 }
 
-/// Writes `data` to `path` through a temporary file in the same directory,
-/// readable by all (0644: a web server serves what we write; secrets are
-/// never written through here).
+/// Writes a public file atomically ([`crate::files::write_atomic`]).
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), PipelineError> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(FileError::at(dir))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(FileError::at(dir))?;
-    std::io::Write::write_all(&mut tmp, data).map_err(FileError::at(path))?;
-    tmp.as_file()
-        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .map_err(FileError::at(path))?;
-    tmp.as_file().sync_all().map_err(FileError::at(path))?;
-    tmp.persist(path).map_err(|e| {
-        PipelineError::Io(crate::error::FileError {
-            path: path.to_path_buf(),
-            source: e.error,
-        })
-    })?;
-    Ok(())
+    Ok(crate::files::write_atomic(
+        path,
+        data,
+        crate::files::Existing::Replace,
+    )?)
 }
 
 impl crate::error::Hint for PipelineError {

@@ -158,30 +158,29 @@ fn copy_in(src: &Path, meta: &fs::Metadata, dst: &Path, newer: bool) -> Result<(
     Ok(result?)
 }
 
-/// Half-copied files of a publish that was killed.
+/// Half-copied files of a publish that was killed (dot directories, ours
+/// or not, are left alone).
 fn remove_parts(dir: &Path) -> io::Result<()> {
-    for e in fs::read_dir(dir)? {
-        let e = e?;
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        if e.file_type()?.is_dir() {
-            if !name.starts_with('.') {
-                remove_parts(&e.path())?;
-            }
-        } else if name.starts_with('.') && name.ends_with(PART_SUFFIX) {
-            fs::remove_file(e.path())?;
+    let dot = |e: &walkdir::DirEntry| e.file_name().as_encoded_bytes().starts_with(b".");
+    let walk = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_entry(|e| e.depth() == 0 || !(e.file_type().is_dir() && dot(e)));
+    for entry in walk {
+        let entry = entry.map_err(io::Error::from)?;
+        let name = entry.file_name().to_string_lossy();
+        if !entry.file_type().is_dir() && name.starts_with('.') && name.ends_with(PART_SUFFIX) {
+            fs::remove_file(entry.path())?;
         }
     }
     Ok(())
 }
 
 fn remove_empty_dirs(dir: &Path) {
-    if let Ok(rd) = fs::read_dir(dir) {
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_empty_dirs(&e.path());
-                let _ = fs::remove_dir(e.path());
-            }
+    // Deepest first, so a directory emptied below is removed too.
+    let walk = walkdir::WalkDir::new(dir).min_depth(1).contents_first(true);
+    for entry in walk.into_iter().flatten() {
+        if entry.file_type().is_dir() {
+            let _ = fs::remove_dir(entry.path());
         }
     }
 }

@@ -247,33 +247,22 @@ pub fn publish(
 /// `.` (temporary files, locks, staging directories) are left out at every
 /// level, and a missing `root` has no files. Shared with bundles.
 pub(crate) fn tree_files(root: &Path) -> io::Result<Vec<String>> {
-    fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) -> io::Result<()> {
-        let rd = match fs::read_dir(dir) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == io::ErrorKind::NotFound && rel.is_empty() => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        for e in rd {
-            let e = e?;
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
-                continue;
-            }
-            let child = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            if e.file_type()?.is_dir() {
-                walk(&e.path(), &child, out)?;
-            } else {
-                out.push(child);
-            }
-        }
-        Ok(())
+    if !root.exists() {
+        return Ok(Vec::new());
     }
+    let hidden =
+        |e: &walkdir::DirEntry| e.depth() > 0 && e.file_name().as_encoded_bytes().starts_with(b".");
     let mut out = Vec::new();
-    walk(root, "", &mut out)?;
+    for entry in walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_entry(|e| !hidden(e))
+    {
+        let entry = entry.map_err(io::Error::from)?;
+        if !entry.file_type().is_dir() {
+            let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+            out.push(rel.to_string_lossy().into_owned());
+        }
+    }
     out.sort();
     Ok(out)
 }

@@ -50,21 +50,10 @@ impl Generation {
 
 /// The generations directory of the output `out`.
 pub fn dir_of(out: &Path) -> PathBuf {
-    beside(out, "generations")
+    crate::files::beside(out, "generations")
 }
 
 /// `.<out>.<what>` in the output's parent directory.
-fn beside(out: &Path, what: &str) -> PathBuf {
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let base = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    parent.join(format!(".{base}.{what}"))
-}
 
 /// Every recorded generation, oldest first. Unreadable manifests are
 /// reported, not skipped: history is not to be guessed.
@@ -108,19 +97,10 @@ pub fn record(out: &Path, mut g: Generation) -> Result<(Generation, bool), RepoE
     }
     g.number = all.last().map_or(1, |l| l.number + 1);
     let dir = dir_of(out);
-    fs::create_dir_all(&dir).map_err(FileError::at(&dir))?;
     let path = dir.join(format!("{:06}.json", g.number));
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(FileError::at(&dir))?;
     let text = serde_json::to_vec_pretty(&g).unwrap_or_default();
-    std::io::Write::write_all(&mut tmp, &text).map_err(FileError::at(&path))?;
-    tmp.as_file().sync_all().map_err(FileError::at(&path))?;
-    // `persist_noclobber`: an existing manifest is never replaced.
-    tmp.persist_noclobber(&path).map_err(|e| {
-        RepoError::Io(crate::error::FileError {
-            path: path.clone(),
-            source: e.error,
-        })
-    })?;
+    // An existing manifest is never replaced.
+    crate::files::write_atomic(&path, &text, crate::files::Existing::Keep)?;
     Ok((g, true))
 }
 
@@ -316,14 +296,14 @@ pub fn summary(prev: Option<&Generation>, g: &Generation) -> String {
 pub fn remove_materialized(dir: &Path) {
     let _ = fs::remove_dir_all(dir);
     for what in ["stamp", "lock"] {
-        let _ = fs::remove_file(beside(dir, what));
+        let _ = fs::remove_file(crate::files::beside(dir, what));
     }
 }
 
 /// Where [`materialize`] writes a generation: `.<out>.generation` beside the
 /// output (a dot name: never published, bundled or served).
 pub fn materialized_dir(out: &Path) -> PathBuf {
-    beside(out, "generation")
+    crate::files::beside(out, "generation")
 }
 
 /// The generation whose packages are exactly `pool` (filename → SHA256, as a

@@ -157,65 +157,35 @@ pub fn walk_debs<E: From<IndexError>>(
     sub: &str,
     visit: &mut dyn FnMut(&Path, &str) -> Result<(), E>,
 ) -> Result<(), E> {
-    fn walk<E: From<IndexError>>(
-        dir: &Path,
-        rel: &str,
-        visit: &mut dyn FnMut(&Path, &str) -> Result<(), E>,
-    ) -> Result<(), E> {
-        let rd = match fs::read_dir(dir) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == io::ErrorKind::NotFound && rel.is_empty() => return Ok(()),
-            Err(e) => {
-                return Err(IndexError::Io(crate::error::FileError {
-                    path: dir.to_path_buf(),
-                    source: e,
-                })
-                .into());
-            }
-        };
-        let mut entries: Vec<(String, bool)> = Vec::new();
-        for e in rd {
-            let e = e.map_err(|source| {
-                IndexError::Io(crate::error::FileError {
-                    path: dir.to_path_buf(),
-                    source,
-                })
-            })?;
-            let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-            let os = e.file_name();
-            let Some(name) = os.to_str() else {
-                // Only what would be indexed matters; say so instead of
-                // failing to open a mangled name.
-                let bytes = std::os::unix::ffi::OsStrExt::as_bytes(os.as_os_str());
-                if is_dir || bytes.ends_with(b".deb") {
-                    return Err(IndexError::NotUtf8Name { path: e.path() }.into());
-                }
-                continue;
-            };
-            entries.push((name.to_string(), is_dir));
-        }
-        entries.sort();
-        for (name, is_dir) in entries {
-            let child_rel = if rel.is_empty() {
-                name.clone()
-            } else {
-                format!("{rel}/{name}")
-            };
-            let child = dir.join(&name);
-            if is_dir {
-                walk(&child, &child_rel, visit)?;
-            } else if name.ends_with(".deb") {
-                visit(&child, &child_rel)?;
-            }
-        }
-        Ok(())
+    let start = root.join(sub);
+    // A missing root has no packages; a missing `sub` is an error.
+    if sub.is_empty() && !root.exists() {
+        return Ok(());
     }
-    let start = if sub.is_empty() {
-        root.to_path_buf()
-    } else {
-        root.join(sub)
-    };
-    walk(&start, sub.trim_end_matches('/'), visit)
+    for entry in walkdir::WalkDir::new(&start).sort_by_file_name() {
+        let entry = entry.map_err(|e| {
+            let path = e.path().unwrap_or(&start).to_path_buf();
+            IndexError::Io(crate::error::FileError::new(path, io::Error::from(e)))
+        })?;
+        let is_dir = entry.file_type().is_dir();
+        let bytes = entry.file_name().as_encoded_bytes();
+        if entry.depth() == 0 || !(is_dir || bytes.ends_with(b".deb")) {
+            continue;
+        }
+        // Only what would be indexed matters; say so instead of failing to
+        // open a mangled name.
+        if entry.file_name().to_str().is_none() {
+            return Err(IndexError::NotUtf8Name {
+                path: entry.path().to_path_buf(),
+            }
+            .into());
+        }
+        if !is_dir {
+            let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+            visit(entry.path(), &rel.to_string_lossy())?;
+        }
+    }
+    Ok(())
 }
 
 /// The previous run's records, read one at a time.

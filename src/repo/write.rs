@@ -125,8 +125,8 @@ struct OutputLock {
     _file: fs::File,
 }
 
-fn lock_output(parent: &Path, base: &str, out: &Path) -> Result<OutputLock, RepoError> {
-    let lock_path = parent.join(format!(".{base}.lock"));
+fn lock_output(out: &Path) -> Result<OutputLock, RepoError> {
+    let lock_path = crate::files::beside(out, "lock");
     let file = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -161,9 +161,9 @@ pub fn write(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let lock = lock_output(parent, &base, out)?;
+    let lock = lock_output(out)?;
     // The same inputs over an output nobody touched since: nothing to do.
-    let stamp_path = parent.join(format!(".{base}.stamp"));
+    let stamp_path = crate::files::beside(out, "stamp");
     let key = inputs_key(packages, params, pins);
     if let Some(mut report) = Stamp::read(&stamp_path)
         .filter(|s| s.key == key)
@@ -597,19 +597,8 @@ fn fill_pool(
     Ok((entries, out))
 }
 
-/// Writes a public file of the repository (0644) through a temporary name.
+/// Writes a public file of the repository atomically (0644, fsynced).
 fn write_public(path: &Path, data: &[u8]) -> Result<(), RepoError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(FileError::at(dir))?;
-    std::io::Write::write_all(&mut tmp, data).map_err(FileError::at(path))?;
-    tmp.as_file()
-        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .map_err(FileError::at(path))?;
-    tmp.persist(path).map_err(|e| {
-        RepoError::Io(crate::error::FileError {
-            path: path.to_path_buf(),
-            source: e.error,
-        })
-    })?;
+    crate::files::write_atomic(path, data, crate::files::Existing::Replace)?;
     Ok(())
 }

@@ -16,6 +16,7 @@ const RULES: &[(&str, &[&str])] = &[
     ("report", &[]),
     ("format", &["digest"]),
     ("input", &[]),
+    ("files", &["error"]),
     ("serve", &[]),
     // Containers, recipes, keys.
     ("deb", &["digest", "error", "format", "input"]),
@@ -33,7 +34,9 @@ const RULES: &[(&str, &[&str])] = &[
     // The repository and its outlets.
     (
         "repo",
-        &["deb", "digest", "error", "format", "openpgp", "report"],
+        &[
+            "deb", "digest", "error", "files", "format", "openpgp", "report",
+        ],
     ),
     ("publish", &["error", "format", "report"]),
     (
@@ -50,8 +53,8 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "pipeline",
         &[
-            "deb", "digest", "error", "fetch", "format", "input", "recipe", "repo", "report",
-            "native", "upstream",
+            "deb", "digest", "error", "fetch", "files", "format", "input", "native", "recipe",
+            "repo", "report", "upstream",
         ],
     ),
     (

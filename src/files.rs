@@ -1,0 +1,116 @@
+//! EFFECT: the filesystem mechanics every writer shares, written once:
+//! atomic writes (temporary name in the same directory, fsync, rename),
+//! the `.<name>.<what>` sibling paths debforge keeps beside an output, and
+//! sorted walks of a tree (walkdir).
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::FileError;
+
+/// How [`write_atomic`] treats an existing file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    Replace,
+    /// Never replace it (an append-only record): an error instead.
+    Keep,
+}
+
+/// Writes `data` to `path` so that a reader sees the old file or the new,
+/// never a part, and a crash leaves no half-written file under the name:
+/// a temporary file in the same directory (created with its parents),
+/// mode 0644 (a web server serves what we write; secrets never come
+/// through here), written, fsynced, renamed.
+pub fn write_atomic(path: &Path, data: &[u8], existing: Existing) -> Result<(), FileError> {
+    let dir = parent(path);
+    fs::create_dir_all(dir).map_err(FileError::at(dir))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(FileError::at(dir))?;
+    tmp.write_all(data).map_err(FileError::at(path))?;
+    tmp.as_file()
+        .set_permissions(fs::Permissions::from_mode(0o644))
+        .map_err(FileError::at(path))?;
+    tmp.as_file().sync_all().map_err(FileError::at(path))?;
+    let persisted = match existing {
+        Existing::Replace => tmp.persist(path).map(drop),
+        Existing::Keep => tmp.persist_noclobber(path).map(drop),
+    };
+    persisted.map_err(|e| FileError::new(path, e.error))
+}
+
+/// `path`'s directory (`.` for a bare name).
+pub fn parent(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// `.<name>.<what>` beside `path`: where debforge keeps a lock, a stamp, a
+/// staging directory or the generations of an output (a dot name: never
+/// published, bundled or served).
+pub fn beside(path: &Path, what: &str) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    parent(path).join(format!(".{name}.{what}"))
+}
+
+/// Every regular file under `root`, as `/`-separated paths relative to it,
+/// sorted by name at every level (symlinks are not followed).
+pub fn sorted_files(root: &Path) -> std::io::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(root).min_depth(1).sort_by_file_name() {
+        let entry = entry.map_err(std::io::Error::from)?;
+        if entry.file_type().is_file() {
+            let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+            out.push(rel.to_string_lossy().into_owned());
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_writes_replace_or_keep_and_leave_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a/b/file");
+        write_atomic(&p, b"one", Existing::Replace).unwrap();
+        write_atomic(&p, b"two", Existing::Replace).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert!(write_atomic(&p, b"three", Existing::Keep).is_err());
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
+        assert_eq!(sorted_files(dir.path()).unwrap(), vec!["a/b/file"]);
+    }
+
+    #[test]
+    fn siblings_and_sorted_walks() {
+        assert_eq!(
+            beside(Path::new("repo-out"), "lock"),
+            Path::new("./.repo-out.lock")
+        );
+        assert_eq!(
+            beside(Path::new("/x/out"), "stamp"),
+            Path::new("/x/.out.stamp")
+        );
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["b/2", "a/1", "a/10", "c"] {
+            let p = dir.path().join(f);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, b"").unwrap();
+        }
+        std::os::unix::fs::symlink("/etc", dir.path().join("d")).unwrap();
+        assert_eq!(
+            sorted_files(dir.path()).unwrap(),
+            ["a/1", "a/10", "b/2", "c"]
+        );
+    }
+}
