@@ -147,11 +147,29 @@ impl<R: Read + Seek> ArReader<R> {
 }
 
 /// A dpkg-style member header (`ar` crate): mode 100644, owner 0:0.
-pub fn member_header(name: &str, size: u64, mtime: u64) -> ar::Header {
+fn member_header(name: &str, size: u64, mtime: u64) -> ar::Header {
     let mut h = ar::Header::new(name.as_bytes().to_vec(), size);
     h.set_mtime(mtime);
     h.set_uid(0);
     h.set_gid(0);
     h.set_mode(0o100644);
     h
+}
+
+/// The one ar writer for `.deb` files (build and repack): `debian-binary`
+/// (`2.0`), the control member, the data member streamed from `data`, every
+/// header dated `mtime` as dpkg-deb writes it. Returns the writer.
+pub fn write_deb<W: std::io::Write>(
+    out: W,
+    mtime: u64,
+    control: (&str, &[u8]),
+    data: (&str, u64, &mut dyn Read),
+) -> io::Result<W> {
+    let mut ar = ar::Builder::new(out);
+    ar.append(&member_header("debian-binary", 4, mtime), &b"2.0\n"[..])?;
+    let (name, bytes) = control;
+    ar.append(&member_header(name, bytes.len() as u64, mtime), bytes)?;
+    let (name, size, reader) = data;
+    ar.append(&member_header(name, size, mtime), reader)?;
+    ar.into_inner()
 }

@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 
 use md5::{Digest, Md5};
 
-use super::ar::member_header;
 use super::compression::Compression;
 use crate::digest::HashingWriter;
 use crate::format::control::{ControlError, check_binary_control};
@@ -265,28 +264,13 @@ pub fn build_from_dir(
     let tmp_path = out_tmp.path().to_path_buf();
     let digests = {
         let writer = HashingWriter::new(BufWriter::with_capacity(1 << 20, out_tmp.as_file_mut()));
-        let mut ar = ar::Builder::new(writer);
-        let mut assemble = |ar: &mut ar::Builder<_>| -> io::Result<()> {
-            ar.append(
-                &member_header("debian-binary", 4, reference_time),
-                &b"2.0\n"[..],
-            )?;
-            ar.append(
-                &member_header(
-                    &format!("control.tar{ext}"),
-                    control_tar.len() as u64,
-                    reference_time,
-                ),
-                &control_tar[..],
-            )?;
-            ar.append(
-                &member_header(&format!("data.tar{ext}"), data_len, reference_time),
-                &mut *data_file,
-            )?;
-            Ok(())
-        };
-        assemble(&mut ar).map_err(FileError::at(&tmp_path))?;
-        let writer = ar.into_inner().map_err(FileError::at(&out_path))?;
+        let writer = super::ar::write_deb(
+            writer,
+            reference_time,
+            (&format!("control.tar{ext}"), &control_tar),
+            (&format!("data.tar{ext}"), data_len, &mut *data_file),
+        )
+        .map_err(FileError::at(&tmp_path))?;
         let (mut buffered, digests) = writer.finish();
         buffered.flush().map_err(FileError::at(&out_path))?;
         digests

@@ -4,11 +4,10 @@
 //! copying it, and `md5sums` stays right because the data is the same bytes.
 
 use std::fs;
-use std::io::{self, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::ar::member_header;
 use super::compression::Compression;
 use super::read::DebFile;
 use super::{DebError, DebErrorKind};
@@ -191,29 +190,18 @@ pub fn repack(
     let digests = {
         let writer =
             crate::digest::Sha256Writer::new(BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
-        let mut ar = ar::Builder::new(writer);
-        let result = (|| -> io::Result<()> {
-            ar.append(
-                &member_header("debian-binary", 4, opts.mtime),
-                &b"2.0\n"[..],
-            )?;
-            ar.append(
-                &member_header(
-                    &format!("control.tar{}", compression.extension()),
-                    control_tar.len() as u64,
-                    opts.mtime,
-                ),
-                &control_tar[..],
-            )?;
-            // The data member's bytes as they are.
-            ar.append(
-                &member_header(&data.name, data.size, opts.mtime),
-                deb.raw_member(&data),
-            )?;
-            Ok(())
-        })();
-        result.map_err(io_err(output))?;
-        let (mut buffered, size, sha256) = ar.into_inner().map_err(io_err(output))?.finish();
+        // The data member's bytes as they are.
+        let writer = super::ar::write_deb(
+            writer,
+            opts.mtime,
+            (
+                &format!("control.tar{}", compression.extension()),
+                &control_tar,
+            ),
+            (&data.name, data.size, &mut deb.raw_member(&data)),
+        )
+        .map_err(io_err(output))?;
+        let (mut buffered, size, sha256) = writer.finish();
         buffered.flush().map_err(io_err(output))?;
         (size, sha256)
     };
