@@ -57,7 +57,10 @@ mod tests {
             Some(1_779_285_991)
         );
         assert_eq!(parse_rfc2822("1 Jan 2000 00:00:00 Z"), Some(946_684_800));
-        assert_eq!(parse_rfc2822("Sat, 01 Jan 2000 00:00:00 GMT"), Some(946_684_800));
+        assert_eq!(
+            parse_rfc2822("Sat, 01 Jan 2000 00:00:00 GMT"),
+            Some(946_684_800)
+        );
         assert_eq!(parse_rfc2822("Sat, 01 Jan 2000 00:00:00 EST"), None);
         assert_eq!(parse_rfc2822("Sat, 01 Jan 1969 00:00:00 UTC"), None);
         assert_eq!(parse_rfc2822("yesterday"), None);

@@ -502,6 +502,37 @@ pub(crate) fn stale<'a>(
 mod tests {
     use super::*;
 
+    /// The publish order at the boundary: a repository written by
+    /// `repo::write` published to a directory, every step reported in the
+    /// order the target gets it (pool, by-hash, other indexes, Release,
+    /// Release.gpg, InRelease last); a second publish copies nothing.
+    #[test]
+    fn a_directory_target_gets_the_files_in_the_safe_order() {
+        use crate::repo::test_support::{key, tiny_deb, write_repo};
+        use crate::report::Event;
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("repo-out");
+        let debs = [tiny_deb(dir.path(), "liba", "1.0-1", None)];
+        write_repo(&out, &debs, &[key()], 1_600_000_000, "").unwrap();
+        let target = Target::Dir(dir.path().join("mirror"));
+        let steps = std::sync::Mutex::new(Vec::new());
+        let collect = |e: Event| {
+            if let Event::Published { step, path, .. } = e {
+                steps.lock().unwrap().push((step, path));
+            }
+        };
+        let report = publish(&out, &target, false, &collect).unwrap();
+        let steps = steps.into_inner().unwrap();
+        assert_eq!(steps.len(), report.steps.len());
+        let phases: Vec<Phase> = steps.iter().map(|(_, p)| Phase::of(p)).collect();
+        assert!(phases.windows(2).all(|w| w[0] <= w[1]), "{steps:?}");
+        assert_eq!(phases.first(), Some(&Phase::Pool), "{steps:?}");
+        assert!(steps.last().unwrap().1.ends_with("/InRelease"), "{steps:?}");
+        assert!(phases.contains(&Phase::ByHash) && phases.contains(&Phase::ReleaseGpg));
+        let again = publish(&out, &target, false, &crate::report::Quiet).unwrap();
+        assert_eq!(again.count(Step::Copy), 0, "{:?}", again.steps);
+    }
+
     #[test]
     fn targets_are_read_as_rsync_reads_them() {
         let t = |s| Target::parse(s, None).unwrap();

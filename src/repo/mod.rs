@@ -16,6 +16,8 @@ pub mod generations;
 pub mod index;
 pub mod policy;
 pub mod pool;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod verify;
 mod write;
 

@@ -602,3 +602,67 @@ fn write_public(path: &Path, data: &[u8]) -> Result<(), RepoError> {
     crate::files::write_atomic(path, data, crate::files::Existing::Replace)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod boundary_tests {
+    //! `repo::write` at its boundary: packages in, a signed repository out,
+    //! checked by our own `verify`; the same inputs again write nothing; a
+    //! pin with no candidate is refused before the swap.
+    use super::super::test_support::{key, tiny_deb, write_repo};
+
+    #[test]
+    fn write_makes_a_repository_verify_accepts_and_the_same_inputs_write_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let debs = [
+            tiny_deb(dir.path(), "liba", "1.0-1", None),
+            tiny_deb(dir.path(), "tool", "2.0-1", Some("liba (= 1.0-1)")),
+        ];
+        let keys = [key()];
+        let out = dir.path().join("repo-out");
+        let report = write_repo(&out, &debs, &keys, 1_600_000_000, "").unwrap();
+        assert!(!report.unchanged);
+        let names: Vec<_> = report.packages.iter().map(|p| p.package.as_str()).collect();
+        assert_eq!(names, ["liba", "tool"]);
+        let keyring = crate::openpgp::sign::export_public(&keys).0;
+        let v = crate::repo::verify::verify(&out, &keyring, 1_600_000_100);
+        assert_eq!(
+            (v.problems.clone(), v.packages),
+            (vec![], 2),
+            "{:?}",
+            v.problems
+        );
+        let again = write_repo(&out, &debs, &keys, 1_600_000_000, "").unwrap();
+        assert!(again.unchanged, "the same inputs wrote the output again");
+    }
+
+    #[test]
+    fn write_refuses_what_verify_would_reject_and_keeps_the_previous_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = [key()];
+        let out = dir.path().join("repo-out");
+        let good = [tiny_deb(dir.path(), "liba", "1.0-1", None)];
+        write_repo(&out, &good, &keys, 1_600_000_000, "").unwrap();
+        let before = std::fs::read(out.join("dists/bionic/InRelease")).unwrap();
+        // A package that needs a version the repository does not have.
+        let broken = [
+            tiny_deb(dir.path(), "liba", "1.0-1", None),
+            tiny_deb(dir.path(), "tool", "2.0-1", Some("liba (= 9.9-1)")),
+        ];
+        let err = write_repo(&out, &broken, &keys, 1_600_000_001, "").unwrap_err();
+        assert!(
+            matches!(err, crate::repo::RepoError::NotInstallable { .. }),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read(out.join("dists/bionic/InRelease")).unwrap(),
+            before
+        );
+        let staging: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("staging"))
+            .collect();
+        assert!(staging.is_empty(), "staging left behind: {staging:?}");
+    }
+}

@@ -527,3 +527,87 @@ impl crate::error::Hint for UpstreamError {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The trust chain at its boundary, over a directory transport: a
+    //! repository written by `repo::write` (the dists layout) read back as
+    //! an upstream — Release verified against the pinned key, index against
+    //! the Release, the package's digests from the index; a changed index
+    //! or another key is refused.
+    use super::*;
+    use crate::recipe::Layout;
+    use crate::repo::test_support::{key, tiny_deb, write_repo};
+    use crate::upstream::transport::DirTransport;
+
+    fn source(key: &crate::openpgp::sign::SigningKey) -> Source {
+        Source {
+            name: "test".into(),
+            url: "file:///unused/".into(),
+            layout: Layout::Dists,
+            suite: Some("bionic".into()),
+            component: Some("main".into()),
+            key: PathBuf::from("unused"),
+            fingerprints: vec![key.fingerprint()],
+            archive: false,
+        }
+    }
+
+    #[test]
+    fn a_package_is_found_through_the_signed_chain_and_a_changed_index_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let signer = key();
+        let out = dir.path().join("repo-out");
+        let deb = tiny_deb(dir.path(), "liba", "1.0-1", None);
+        let sha256 = deb.sha256.clone();
+        write_repo(
+            &out,
+            &[deb],
+            std::slice::from_ref(&signer),
+            1_600_000_000,
+            "",
+        )
+        .unwrap();
+        let public = crate::openpgp::sign::export_public(std::slice::from_ref(&signer)).0;
+        let keyring = PinnedKeyring::from_bytes(&public, &[signer.fingerprint()]).unwrap();
+        let transport = DirTransport { root: out.clone() };
+        let cache = dir.path().join("cache");
+        let src = source(&signer);
+
+        let mut open = OpenSource::open(&src, &keyring, &transport, 1_600_000_100).unwrap();
+        open.load_index("amd64", &[("liba", "1.0-1")], &cache)
+            .unwrap();
+        let found = open.find("liba", "1.0-1", "amd64").unwrap();
+        assert_eq!(found.sha256, sha256);
+        assert!(found.path.starts_with("pool/"), "{}", found.path);
+        assert!(open.find("liba", "9.9", "amd64").is_err());
+
+        // Another key: the Release is not trusted.
+        let other = key();
+        let public = crate::openpgp::sign::export_public(std::slice::from_ref(&other)).0;
+        let wrong = PinnedKeyring::from_bytes(&public, &[other.fingerprint()]).unwrap();
+        let err = OpenSource::open(&source(&other), &wrong, &transport, 1_600_000_100)
+            .err()
+            .unwrap();
+        assert!(
+            matches!(err.kind, UpstreamErrorKind::BadSignature { .. }),
+            "{err}"
+        );
+
+        // An index changed after signing: no index the Release vouches for.
+        for name in ["Packages", "Packages.gz", "Packages.xz"] {
+            let p = out.join("dists/bionic/main/binary-amd64").join(name);
+            if p.exists() {
+                let mut bytes = std::fs::read(&p).unwrap();
+                bytes.push(b'\n');
+                std::fs::write(&p, bytes).unwrap();
+            }
+        }
+        let mut open = OpenSource::open(&src, &keyring, &transport, 1_600_000_100).unwrap();
+        let fresh_cache = dir.path().join("cache2");
+        assert!(
+            open.load_index("amd64", &[("liba", "1.0-1")], &fresh_cache)
+                .is_err()
+        );
+    }
+}
