@@ -67,8 +67,18 @@ pub fn run() -> ExitCode {
         printer: printer::Printer::new(cli.quiet, json),
         env: settings::Environment::read(),
     };
-    let cx = &cx;
-    let result = match cli.command {
+    match dispatch(&cx, cli.command) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            output::error(&f.message, f.hint.as_deref());
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// One command to its file in `commands/`.
+fn dispatch(cx: &Context, command: Command) -> Result<u8, Failure> {
+    match command {
         Command::Vercmp { a, op, b } => vercmp::vercmp(cx, &a, &op, &b),
         Command::Lock(project) => lock::run_lock(cx, &project),
         Command::Fetch {
@@ -76,42 +86,8 @@ pub fn run() -> ExitCode {
             to,
             locked,
         } => fetch::run_fetch(cx, &project, to.as_deref(), locked),
-        Command::Build {
-            project,
-            keys,
-            locked,
-            out,
-            force,
-            mirror,
-            keep,
-        } => build::run_build(
-            cx,
-            &project,
-            &keys,
-            locked,
-            &out,
-            force,
-            mirror.as_deref(),
-            keep,
-        ),
-        Command::Keygen {
-            keys,
-            algo,
-            name,
-            email,
-            expire_days,
-            passphrase_file,
-            add,
-        } => keygen::run_keygen(
-            cx,
-            &keys,
-            algo,
-            &name,
-            email.as_deref(),
-            expire_days,
-            passphrase_file.as_deref(),
-            add,
-        ),
+        c @ Command::Build { .. } => dispatch_build(cx, c),
+        c @ Command::Keygen { .. } => dispatch_keygen(cx, c),
         Command::Index {
             dir,
             cache,
@@ -132,6 +108,66 @@ pub fn run() -> ExitCode {
             out,
             max_connections,
         } => serve::run_serve(cx, &listen, &out, max_connections),
+        c @ (Command::Publish { .. } | Command::Rollback { .. }) => dispatch_publish(cx, c),
+        c @ (Command::History { .. } | Command::Diff { .. } | Command::Policy { .. }) => {
+            dispatch_history(cx, c)
+        }
+        Command::Deb(DebCommand::Info { file, json }) => commands::deb::deb_info(&file, json),
+        Command::Deb(DebCommand::Contents { file, json }) => {
+            commands::deb::deb_contents(&file, json)
+        }
+        Command::Deb(DebCommand::Build(args)) => commands::deb::deb_build(cx, args),
+        Command::Deb(DebCommand::Repack(args)) => commands::deb::deb_repack(cx, args),
+    }
+}
+
+fn dispatch_build(cx: &Context, command: Command) -> Result<u8, Failure> {
+    let Command::Build {
+        project,
+        keys,
+        locked,
+        out,
+        force,
+        mirror,
+        keep,
+    } = command
+    else {
+        unreachable!("dispatch sends Build here")
+    };
+    let mirror = mirror.as_deref();
+    build::run_build(cx, &project, &keys, locked, &out, force, mirror, keep)
+}
+
+fn dispatch_keygen(cx: &Context, command: Command) -> Result<u8, Failure> {
+    let Command::Keygen {
+        keys,
+        algo,
+        name,
+        email,
+        expire_days,
+        passphrase_file,
+        add,
+    } = command
+    else {
+        unreachable!("dispatch sends Keygen here")
+    };
+    let (email, passphrase_file) = (email.as_deref(), passphrase_file.as_deref());
+    keygen::run_keygen(
+        cx,
+        &keys,
+        algo,
+        &name,
+        email,
+        expire_days,
+        passphrase_file,
+        add,
+    )
+}
+
+/// `publish` (of the output, or of a generation) and `rollback`.
+fn dispatch_publish(cx: &Context, command: Command) -> Result<u8, Failure> {
+    use debforge::workflow::publish::Which;
+    match command {
         Command::Publish {
             to,
             out,
@@ -150,17 +186,13 @@ pub fn run() -> ExitCode {
             generation: Some(n),
             keys,
             cache,
-        } => rollback::run_publish_generation(
-            cx,
-            &to,
-            &out,
-            endpoint.as_deref(),
-            dry_run,
-            json,
-            &keys,
-            cache,
-            debforge::workflow::publish::Which::Number(n),
-        ),
+        } => {
+            let endpoint = endpoint.as_deref();
+            let which = Which::Number(n);
+            rollback::run_publish_generation(
+                cx, &to, &out, endpoint, dry_run, json, &keys, cache, which,
+            )
+        }
         Command::Rollback {
             to,
             out,
@@ -169,17 +201,20 @@ pub fn run() -> ExitCode {
             json,
             keys,
             cache,
-        } => rollback::run_publish_generation(
-            cx,
-            &to,
-            &out,
-            endpoint.as_deref(),
-            dry_run,
-            json,
-            &keys,
-            cache,
-            debforge::workflow::publish::Which::BeforeTheServed,
-        ),
+        } => {
+            let endpoint = endpoint.as_deref();
+            let which = Which::BeforeTheServed;
+            rollback::run_publish_generation(
+                cx, &to, &out, endpoint, dry_run, json, &keys, cache, which,
+            )
+        }
+        _ => unreachable!("dispatch sends publish and rollback here"),
+    }
+}
+
+/// `history`, `diff` and `policy`: what a repository holds.
+fn dispatch_history(cx: &Context, command: Command) -> Result<u8, Failure> {
+    match command {
         Command::History { out, json } => history::run_history(&out, json),
         Command::Diff {
             upstream: true,
@@ -196,18 +231,6 @@ pub fn run() -> ExitCode {
             preferences,
             with_index,
         } => policy::run_policy(&packages, &out, preferences, &with_index),
-        Command::Deb(DebCommand::Info { file, json }) => commands::deb::deb_info(&file, json),
-        Command::Deb(DebCommand::Contents { file, json }) => {
-            commands::deb::deb_contents(&file, json)
-        }
-        Command::Deb(DebCommand::Build(args)) => commands::deb::deb_build(cx, args),
-        Command::Deb(DebCommand::Repack(args)) => commands::deb::deb_repack(cx, args),
-    };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(f) => {
-            output::error(&f.message, f.hint.as_deref());
-            ExitCode::from(EXIT_ERROR)
-        }
+        _ => unreachable!("dispatch sends history, diff and policy here"),
     }
 }

@@ -15,6 +15,7 @@ use reqwest::header::{CONTENT_LENGTH, CONTENT_RANGE, RANGE};
 
 use super::{Event, FetchError, FetchErrorKind, Reporter};
 use crate::digest::{StrongDigests, StrongHasher};
+use crate::error::FileError;
 
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -334,132 +335,30 @@ impl Http {
         name: &str,
         observer: &dyn Reporter,
     ) -> Result<StrongDigests, FetchError> {
-        let io_err = |source| {
-            err(
-                url,
-                FetchErrorKind::Io(crate::error::FileError {
-                    path: partial.to_path_buf(),
-                    source,
-                }),
-            )
-        };
+        let io_err = |source| err(url, FetchErrorKind::Io(FileError::new(partial, source)));
         let mut have = fs::metadata(partial).map(|m| m.len()).unwrap_or(0);
         if have >= expected.size {
             // Complete or over-long leftovers cannot be trusted: start over.
             have = 0;
         }
         let resp = self.send(url, have)?;
-        let status = resp.status();
-        let resumed = match status {
-            StatusCode::PARTIAL_CONTENT if have > 0 => {
-                let starts_right = resp
-                    .headers()
-                    .get(CONTENT_RANGE)
-                    .and_then(|v| v.to_str().ok())
-                    .is_some_and(|v| v.starts_with(&format!("bytes {have}-")));
-                if !starts_right {
-                    return Err(err(
-                        url,
-                        FetchErrorKind::Transfer(
-                            "server answered a Range request with another range".into(),
-                        ),
-                    ));
-                }
-                true
-            }
-            s if s.is_success() => false,
-            // Asked for what follows the bytes we have, the server says
-            // there is nothing: its file is shorter than vouched for.
-            StatusCode::RANGE_NOT_SATISFIABLE if have > 0 => {
-                return Err(err(
-                    url,
-                    FetchErrorKind::EndsShort {
-                        expected: expected.size,
-                        have,
-                    },
-                ));
-            }
-            s => return Err(err(url, FetchErrorKind::Status(s.as_u16()))),
-        };
-        let start = if resumed { have } else { 0 };
-        if let Some(len) = resp
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-            && start + len > expected.size
-        {
-            return Err(err(
-                url,
-                FetchErrorKind::TooLong {
-                    expected: expected.size,
-                },
-            ));
-        }
+        let start = resume_point(url, &resp, have, expected.size)?;
         let mut hasher = StrongHasher::new();
-        let mut file = if resumed {
-            // Hash what is already on disk, then append.
-            let mut f = File::open(partial).map_err(io_err)?;
-            let mut buf = vec![0u8; 1 << 20];
-            let mut left = start;
-            while left > 0 {
-                let want = left.min(buf.len() as u64) as usize;
-                let n = f.read(&mut buf[..want]).map_err(io_err)?;
-                if n == 0 {
-                    break;
-                }
-                hasher.update(&buf[..n]);
-                left -= n as u64;
-            }
-            OpenOptions::new()
-                .append(true)
-                .open(partial)
-                .map_err(io_err)?
-        } else {
-            File::create(partial).map_err(io_err)?
-        };
+        let file = open_partial(partial, start, &mut hasher).map_err(io_err)?;
         observer.event(Event::Start {
             name: name.to_string(),
             total: expected.size,
             resumed_from: start,
         });
-
-        let mut received = start;
-        let mut body = Paced::new(resp, self.opts.timeout);
-        let mut buf = vec![0u8; 256 * 1024];
-        let mut last_report = received;
-        loop {
-            let n = match body.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    file.flush().map_err(io_err)?;
-                    return Err(err(url, io_kind(&e, self.opts.timeout)));
-                }
-            };
-            if received + n as u64 > expected.size {
-                drop(file);
-                let _ = fs::remove_file(partial);
-                return Err(err(
-                    url,
-                    FetchErrorKind::TooLong {
-                        expected: expected.size,
-                    },
-                ));
-            }
-            file.write_all(&buf[..n]).map_err(io_err)?;
-            hasher.update(&buf[..n]);
-            received += n as u64;
-            if received - last_report >= 1 << 20 || received == expected.size {
-                observer.event(Event::Progress {
-                    name: name.to_string(),
-                    bytes: received,
-                });
-                last_report = received;
-            }
-        }
-        file.sync_all().map_err(io_err)?;
-        drop(file);
+        let body = Paced::new(resp, self.opts.timeout);
+        let download = Download {
+            url,
+            name,
+            expected_size: expected.size,
+            partial,
+            timeout: self.opts.timeout,
+        };
+        let received = download.copy_body(body, file, start, &mut hasher, observer)?;
         if received < expected.size {
             return Err(err(
                 url,
@@ -475,5 +374,139 @@ impl Http {
             return Err(err(url, kind));
         }
         Ok(digests)
+    }
+}
+
+/// Where the body of `resp` starts in the file: `have` when the server
+/// resumed where asked, 0 for a whole answer; any other answer is an error.
+fn resume_point(
+    url: &str,
+    resp: &reqwest::blocking::Response,
+    have: u64,
+    size: u64,
+) -> Result<u64, FetchError> {
+    let resumed = match resp.status() {
+        StatusCode::PARTIAL_CONTENT if have > 0 => {
+            let starts_right = resp
+                .headers()
+                .get(CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with(&format!("bytes {have}-")));
+            if !starts_right {
+                return Err(err(
+                    url,
+                    FetchErrorKind::Transfer(
+                        "server answered a Range request with another range".into(),
+                    ),
+                ));
+            }
+            true
+        }
+        s if s.is_success() => false,
+        // Asked for what follows the bytes we have, the server says
+        // there is nothing: its file is shorter than vouched for.
+        StatusCode::RANGE_NOT_SATISFIABLE if have > 0 => {
+            return Err(err(
+                url,
+                FetchErrorKind::EndsShort {
+                    expected: size,
+                    have,
+                },
+            ));
+        }
+        s => return Err(err(url, FetchErrorKind::Status(s.as_u16()))),
+    };
+    let start = if resumed { have } else { 0 };
+    if let Some(len) = resp
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        && start + len > size
+    {
+        return Err(err(url, FetchErrorKind::TooLong { expected: size }));
+    }
+    Ok(start)
+}
+
+/// The partial file, ready for bytes from `start` on: the first `start`
+/// bytes already on disk hashed, then opened to append (or created anew).
+fn open_partial(partial: &Path, start: u64, hasher: &mut StrongHasher) -> io::Result<File> {
+    if start == 0 {
+        return File::create(partial);
+    }
+    let mut f = File::open(partial)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = start;
+    while left > 0 {
+        let want = left.min(buf.len() as u64) as usize;
+        let n = f.read(&mut buf[..want])?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        left -= n as u64;
+    }
+    OpenOptions::new().append(true).open(partial)
+}
+
+/// One download's fixed facts, for copying its body.
+struct Download<'a> {
+    url: &'a str,
+    name: &'a str,
+    expected_size: u64,
+    partial: &'a Path,
+    timeout: Duration,
+}
+
+impl Download<'_> {
+    /// Copies the body into `file` (hashing as it goes, reporting progress
+    /// every MiB), refusing more bytes than vouched for; returns the bytes
+    /// the file now holds, synced.
+    fn copy_body(
+        &self,
+        mut body: impl Read,
+        mut file: File,
+        start: u64,
+        hasher: &mut StrongHasher,
+        observer: &dyn Reporter,
+    ) -> Result<u64, FetchError> {
+        let io_err = |source| {
+            err(
+                self.url,
+                FetchErrorKind::Io(FileError::new(self.partial, source)),
+            )
+        };
+        let mut received = start;
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut last_report = received;
+        loop {
+            let n = match body.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    file.flush().map_err(io_err)?;
+                    return Err(err(self.url, io_kind(&e, self.timeout)));
+                }
+            };
+            if received + n as u64 > self.expected_size {
+                drop(file);
+                let _ = fs::remove_file(self.partial);
+                let expected = self.expected_size;
+                return Err(err(self.url, FetchErrorKind::TooLong { expected }));
+            }
+            file.write_all(&buf[..n]).map_err(io_err)?;
+            hasher.update(&buf[..n]);
+            received += n as u64;
+            if received - last_report >= 1 << 20 || received == self.expected_size {
+                observer.event(Event::Progress {
+                    name: self.name.to_string(),
+                    bytes: received,
+                });
+                last_report = received;
+            }
+        }
+        file.sync_all().map_err(io_err)?;
+        Ok(received)
     }
 }

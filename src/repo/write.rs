@@ -152,10 +152,7 @@ pub fn write(
     pins: &str,
     observer: &dyn Reporter,
 ) -> Result<OutputReport, RepoError> {
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let parent = crate::files::parent(out);
     fs::create_dir_all(parent).map_err(FileError::at(parent))?;
     let base = out
         .file_name()
@@ -180,11 +177,58 @@ pub fn write(
         }
         _ => {}
     }
-    // Holding the lock, no other build is running. A build killed between
-    // the two renames of a swap left no output and the previous one moved
-    // aside: put it back first. Then what killed builds left (staging
-    // directories, a moved-aside output once the output is there) can go.
-    restore_moved_aside(parent, &base, out, observer)?;
+    let staging = fresh_staging(parent, &base, out, observer)?;
+    let root = staging.path();
+    let (entries, pooled) = fill_pool(root, packages, params, observer)?;
+    retain_earlier(root, out, &entries, params)?;
+    let index = write_dists(root, &entries, params, observer)?;
+    write_beside_dists(root, params, pins)?;
+    // `verify` would reject a repository apt cannot install from: such a
+    // build fails here, its staging removed, the previous output untouched.
+    let problems = super::verify::installability(root);
+    if !problems.is_empty() {
+        return Err(RepoError::NotInstallable {
+            out: out.to_path_buf(),
+            problems,
+        });
+    }
+    let pause = params.pause_in_swap.as_deref();
+    swap_in(staging.keep(), out, parent, &base, pause)?;
+    let report = OutputReport {
+        pool: entries.into_iter().map(|e| e.filename).collect(),
+        packages: pooled,
+        index,
+        keyring: format!("{KEYRING_NAME}.gpg"),
+        preferences: PREFERENCES_NAME.to_string(),
+        unchanged: false,
+    };
+    // Best effort: without a stamp the next build simply does the work.
+    if let Ok(files) = tree_identity(out) {
+        let stamp = Stamp {
+            key,
+            files,
+            report: report.clone(),
+        };
+        let _ = write_public(&stamp_path, &serde_json::to_vec(&stamp).unwrap_or_default());
+    }
+    drop(lock);
+    Ok(report)
+}
+
+/// A new staging directory beside `out` (0755: the repository is public),
+/// after putting back an output a killed swap moved aside and removing
+/// what killed builds left. Call it holding the output lock.
+fn fresh_staging(
+    parent: &Path,
+    base: &str,
+    out: &Path,
+    observer: &dyn Reporter,
+) -> Result<tempfile::TempDir, RepoError> {
+    // A build killed between the two renames of a swap left no output and
+    // the previous one moved aside: put it back first. Then what killed
+    // builds left (staging directories, a moved-aside output once the
+    // output is there) can go.
+    restore_moved_aside(parent, base, out, observer)?;
     if let Ok(rd) = fs::read_dir(parent) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -199,15 +243,23 @@ pub fn write(
         .prefix(&format!(".{base}.staging-"))
         .tempdir_in(parent)
         .map_err(FileError::at(parent))?;
-    let root = staging.path();
     // The repository is public (served as it is, or published): 0755, not
     // the private mode of a fresh temporary directory.
-    fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .map_err(FileError::at(root))?;
+    fs::set_permissions(
+        staging.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .map_err(FileError::at(staging.path()))?;
+    Ok(staging)
+}
 
-    let (entries, pooled) = fill_pool(root, packages, params, observer)?;
-    retain_earlier(root, out, &entries, params)?;
-
+/// `dists/`: the indexes of the pooled `entries`, the Release files, signed.
+fn write_dists(
+    root: &Path,
+    entries: &[IndexedDeb],
+    params: &RepoParams,
+    observer: &dyn Reporter,
+) -> Result<IndexReport, RepoError> {
     let total = entries.len() as u64;
     let mut dists = DistsWriter::new(root, &params.config)?;
     for (i, e) in entries.iter().enumerate() {
@@ -234,19 +286,26 @@ pub fn write(
         cached: 0,
     };
     let signers = params.keys.len() as u64;
+    let suite = &params.config.suite;
     observer.event(Event::Work {
         task: Task::Sign,
         done: 0,
         total: signers,
-        item: format!("dists/{}/Release", params.config.suite),
+        item: format!("dists/{suite}/Release"),
     });
     let index = dists.finish(params.date, params.keys, stats)?;
     observer.event(Event::Work {
         task: Task::Sign,
         done: signers,
         total: signers,
-        item: format!("dists/{}/InRelease", params.config.suite),
+        item: format!("dists/{suite}/InRelease"),
     });
+    Ok(index)
+}
+
+/// The files beside `dists/`: the public keyring (binary and armored), the
+/// pins, and the marker that says debforge wrote the directory.
+fn write_beside_dists(root: &Path, params: &RepoParams, pins: &str) -> Result<(), RepoError> {
     let (binary, armored) = crate::openpgp::sign::export_public(params.keys);
     write_public(&root.join(format!("{KEYRING_NAME}.gpg")), &binary)?;
     write_public(&root.join(format!("{KEYRING_NAME}.asc")), &armored)?;
@@ -254,43 +313,7 @@ pub fn write(
     write_public(
         &root.join(OUTPUT_MARKER),
         b"This directory is written by `debforge build`, which replaces it whole.\n",
-    )?;
-
-    // `verify` would reject a repository apt cannot install from: such a
-    // build fails here, its staging removed, the previous output untouched.
-    let problems = super::verify::installability(root);
-    if !problems.is_empty() {
-        return Err(RepoError::NotInstallable {
-            out: out.to_path_buf(),
-            problems,
-        });
-    }
-    swap_in(
-        staging.keep(),
-        out,
-        parent,
-        &base,
-        params.pause_in_swap.as_deref(),
-    )?;
-    let report = OutputReport {
-        pool: entries.into_iter().map(|e| e.filename).collect(),
-        packages: pooled,
-        index,
-        keyring: format!("{KEYRING_NAME}.gpg"),
-        preferences: PREFERENCES_NAME.to_string(),
-        unchanged: false,
-    };
-    // Best effort: without a stamp the next build simply does the work.
-    if let Ok(files) = tree_identity(out) {
-        let stamp = Stamp {
-            key,
-            files,
-            report: report.clone(),
-        };
-        let _ = write_public(&stamp_path, &serde_json::to_vec(&stamp).unwrap_or_default());
-    }
-    drop(lock);
-    Ok(report)
+    )
 }
 
 /// Puts the new output in place. Where the filesystem can, in one step

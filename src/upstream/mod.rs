@@ -128,6 +128,39 @@ struct LoadedIndex {
     offers: BTreeMap<String, Vec<(String, String, String)>>,
 }
 
+impl LoadedIndex {
+    /// Keeps what is needed of one stanza: the version it offers (for a
+    /// name asked for) and the stanza itself if its version is asked for
+    /// and not kept already.
+    fn keep(
+        &mut self,
+        p: ControlParagraph,
+        wanted: &[(&str, &str)],
+        seen: &mut std::collections::BTreeSet<(String, String, String)>,
+    ) {
+        let field = |f: &str| p.get(f).unwrap_or_default().to_string();
+        let name = field("Package");
+        if !wanted.iter().any(|(n, _)| *n == name) {
+            return;
+        }
+        let (version, architecture) = (field("Version"), field("Architecture"));
+        let offers = self.offers.entry(name.clone()).or_default();
+        if offers.len() < MAX_OFFERS
+            && !offers
+                .iter()
+                .any(|(v, a, _)| *v == version && *a == architecture)
+        {
+            offers.push((version.clone(), architecture.clone(), field("SHA256")));
+        }
+        let asked = wanted
+            .iter()
+            .any(|(n, v)| *n == name && same_version(v, &version));
+        if asked && seen.insert((name, version, architecture)) {
+            self.stanzas.push(p);
+        }
+    }
+}
+
 /// The most versions of one package kept from an index (Ubuntu's largest
 /// list a few dozen).
 const MAX_OFFERS: usize = 10_000;
@@ -158,6 +191,91 @@ pub fn load_keyring(source: &Source, root: &Path) -> Result<PinnedKeyring, Upstr
         .map_err(|e| fail(UpstreamErrorKind::Keyring { path, source: e }))
 }
 
+/// The Release of the directory `dir`, verified against `keyring`:
+/// InRelease if there is one, else Release and Release.gpg. Returns the
+/// signed text, the signed files as fetched, and where it came from.
+fn signed_release(
+    dir: String,
+    keyring: &PinnedKeyring,
+    transport: &dyn Transport,
+) -> Result<(Vec<u8>, Vec<(String, Vec<u8>)>, String), UpstreamErrorKind> {
+    let inrelease = format!("{dir}InRelease");
+    if let Some(bytes) = transport.get_small(&inrelease, SMALL_LIMIT)? {
+        let what = transport.describe(&inrelease);
+        let (mut body, _) =
+            keyring
+                .verify_cleartext(&bytes)
+                .map_err(|e| UpstreamErrorKind::BadSignature {
+                    what: what.clone(),
+                    source: e,
+                })?;
+        // The cleartext framework does not sign the line ending before the
+        // signature; the Release file published beside InRelease has it,
+        // and `release-sha256` is that file's digest.
+        if !body.ends_with(b"\n") {
+            body.push(b'\n');
+        }
+        return Ok((body, vec![(inrelease, bytes)], what));
+    }
+    let release_path = format!("{dir}Release");
+    let what = transport.describe(&release_path);
+    let release = transport
+        .get_small(&release_path, SMALL_LIMIT)?
+        .ok_or_else(|| UpstreamErrorKind::NoRelease(transport.describe(&dir)))?;
+    let sig_path = format!("{dir}Release.gpg");
+    let sig = transport
+        .get_small(&sig_path, SMALL_LIMIT)?
+        .ok_or_else(|| UpstreamErrorKind::Unsigned(what.clone()))?;
+    keyring
+        .verify_detached(&release, &sig)
+        .map_err(|e| UpstreamErrorKind::BadSignature {
+            what: transport.describe(&sig_path),
+            source: e,
+        })?;
+    let files = vec![(release_path, release.clone()), (sig_path, sig)];
+    Ok((release, files, what))
+}
+
+/// Refuses a Release apt would refuse: past its `Valid-Until` (unless the
+/// source is an archive), or dated in the future beyond a little skew.
+fn check_dates(
+    release: &Release,
+    archive: bool,
+    now: i64,
+    what: &str,
+) -> Result<(), UpstreamErrorKind> {
+    let rel_err = |e| UpstreamErrorKind::Release {
+        what: what.to_string(),
+        source: e,
+    };
+    let field = |name| {
+        release
+            .paragraph()
+            .get(name)
+            .unwrap_or_default()
+            .to_string()
+    };
+    if let Some(until) = release.valid_until().map_err(rel_err)?
+        && until < now
+        && !archive
+    {
+        return Err(UpstreamErrorKind::Expired {
+            what: what.to_string(),
+            until: field("Valid-Until"),
+        });
+    }
+    // apt allows a little clock skew, no more (it says "not valid yet").
+    if let Some(date) = release.date().map_err(rel_err)?
+        && date > now + 10
+    {
+        return Err(UpstreamErrorKind::NotYetValid {
+            what: what.to_string(),
+            date: field("Date"),
+        });
+    }
+    Ok(())
+}
+
 impl<'t> OpenSource<'t> {
     /// Fetches and verifies the source's Release. `now` (seconds since the
     /// epoch) is compared with `Valid-Until`.
@@ -171,56 +289,9 @@ impl<'t> OpenSource<'t> {
             source_name: source.name.clone(),
             kind,
         };
-        let dir = source.release_dir();
-        let inrelease = format!("{dir}InRelease");
-        let (text, signed_files, what) = match transport
-            .get_small(&inrelease, SMALL_LIMIT)
-            .map_err(|e| fail(e.into()))?
-        {
-            Some(bytes) => {
-                let what = transport.describe(&inrelease);
-                let (mut body, _) = keyring.verify_cleartext(&bytes).map_err(|e| {
-                    fail(UpstreamErrorKind::BadSignature {
-                        what: what.clone(),
-                        source: e,
-                    })
-                })?;
-                // The cleartext framework does not sign the line ending before
-                // the signature; the Release file published beside InRelease
-                // has it, and `release-sha256` is that file's digest.
-                if !body.ends_with(b"\n") {
-                    body.push(b'\n');
-                }
-                (body, vec![(inrelease, bytes)], what)
-            }
-            None => {
-                let release_path = format!("{dir}Release");
-                let what = transport.describe(&release_path);
-                let release = transport
-                    .get_small(&release_path, SMALL_LIMIT)
-                    .map_err(|e| fail(e.into()))?
-                    .ok_or_else(|| fail(UpstreamErrorKind::NoRelease(transport.describe(&dir))))?;
-                let sig_path = format!("{dir}Release.gpg");
-                let sig = transport
-                    .get_small(&sig_path, SMALL_LIMIT)
-                    .map_err(|e| fail(e.into()))?
-                    .ok_or_else(|| fail(UpstreamErrorKind::Unsigned(what.clone())))?;
-                keyring.verify_detached(&release, &sig).map_err(|e| {
-                    fail(UpstreamErrorKind::BadSignature {
-                        what: transport.describe(&sig_path),
-                        source: e,
-                    })
-                })?;
-                (
-                    release.clone(),
-                    vec![(release_path, release), (sig_path, sig)],
-                    what,
-                )
-            }
-        };
-        let release_sha256 = crate::digest::strong_digest_reader(&text[..])
-            .expect("in-memory read")
-            .sha256;
+        let (text, signed_files, what) =
+            signed_release(source.release_dir(), keyring, transport).map_err(fail)?;
+        let release_sha256 = crate::digest::sha256_hex(&text);
         let text = String::from_utf8(text).map_err(|_| {
             fail(UpstreamErrorKind::Release {
                 what: what.clone(),
@@ -235,28 +306,7 @@ impl<'t> OpenSource<'t> {
         };
         let release = Release::parse(&text).map_err(rel_err)?;
         release.require_strong_hashes().map_err(rel_err)?;
-        if let Some(until) = release.valid_until().map_err(rel_err)?
-            && until < now
-            && !source.archive
-        {
-            let until = release
-                .paragraph()
-                .get("Valid-Until")
-                .unwrap_or_default()
-                .to_string();
-            return Err(fail(UpstreamErrorKind::Expired { what, until }));
-        }
-        // apt allows a little clock skew, no more (it says "not valid yet").
-        if let Some(date) = release.date().map_err(rel_err)?
-            && date > now + 10
-        {
-            let date = release
-                .paragraph()
-                .get("Date")
-                .unwrap_or_default()
-                .to_string();
-            return Err(fail(UpstreamErrorKind::NotYetValid { what, date }));
-        }
+        check_dates(&release, source.archive, now, &what).map_err(fail)?;
         Ok(OpenSource {
             source: source.clone(),
             transport,
@@ -288,66 +338,9 @@ impl<'t> OpenSource<'t> {
         if self.stanzas.contains_key(arch) {
             return Ok(());
         }
-        let dir = self.source.release_dir();
-        let index_dir = self.source.index_dir(arch);
-        let candidates: Vec<String> = ["Packages.xz", "Packages.gz", "Packages"]
-            .iter()
-            .map(|n| format!("{index_dir}{n}"))
-            .collect();
-        let mut chosen = None;
-        for c in &candidates {
-            let entry = self.release.entry(c).map_err(|e| {
-                self.fail(UpstreamErrorKind::Release {
-                    what: self.transport.describe(&format!("{dir}Release")),
-                    source: e,
-                })
-            })?;
-            if let Some(e) = entry {
-                chosen = Some((c.clone(), e));
-                break;
-            }
-        }
-        let Some((rel_in_release, entry)) = chosen else {
-            return Err(self.fail(UpstreamErrorKind::IndexNotInRelease {
-                candidates: candidates.join(", "),
-                release: self.transport.describe(&format!("{dir}Release")),
-            }));
-        };
-        let index_path = format!("{dir}{rel_in_release}");
-        let expected = Expected {
-            size: entry.size,
-            sha256: entry.sha256.clone(),
-            sha512: entry.sha512.clone(),
-        };
-        let key = entry
-            .sha256
-            .clone()
-            .or(entry.sha512.clone())
-            .unwrap_or_default();
-        let file_name = index_path.replace('/', "_");
-        let local = cache.join("indexes").join(&self.source.name).join(format!(
-            "{}-{file_name}",
-            key.chars().take(16).collect::<String>()
-        ));
-        let digests =
-            if local.exists() && std::fs::metadata(&local).is_ok_and(|m| m.len() == entry.size) {
-                None
-            } else {
-                Some(
-                    self.transport
-                        .fetch(&index_path, &expected, &local, &index_path)
-                        .map_err(|e| self.fail(e.into()))?,
-                )
-            };
-        let index_sha256 = match digests {
-            Some(StrongDigests { sha256, .. }) => sha256,
-            None => entry.sha256.clone().unwrap_or_else(|| {
-                std::fs::File::open(&local)
-                    .and_then(crate::digest::strong_digest_reader)
-                    .map(|d| d.sha256)
-                    .unwrap_or_default()
-            }),
-        };
+        let (rel_in_release, entry) = self.index_entry(arch)?;
+        let index_path = format!("{}{rel_in_release}", self.source.release_dir());
+        let (local, index_sha256) = self.fetch_index(&index_path, &entry, cache)?;
         let what = self.transport.describe(&index_path);
         let bad = |reason: String| UpstreamError {
             source_name: self.source.name.clone(),
@@ -376,30 +369,85 @@ impl<'t> OpenSource<'t> {
         let mut seen = std::collections::BTreeSet::new();
         for p in ParagraphReader::new(BufReader::new(reader)) {
             let p = p.map_err(|e| bad(e.to_string()))?;
-            let field = |f: &str| p.get(f).unwrap_or_default().to_string();
-            let name = field("Package");
-            if !wanted.iter().any(|(n, _)| *n == name) {
-                continue;
-            }
-            let (version, architecture) = (field("Version"), field("Architecture"));
-            let offers = loaded.offers.entry(name.clone()).or_default();
-            if offers.len() < MAX_OFFERS
-                && !offers
-                    .iter()
-                    .any(|(v, a, _)| *v == version && *a == architecture)
-            {
-                offers.push((version.clone(), architecture.clone(), field("SHA256")));
-            }
-            let asked = wanted
-                .iter()
-                .any(|(n, v)| *n == name && same_version(v, &version));
-            if asked && seen.insert((name, version, architecture)) {
-                loaded.stanzas.push(p);
-            }
+            loaded.keep(p, wanted, &mut seen);
         }
         self.index_files.insert(index_path, local);
         self.stanzas.insert(arch.to_string(), loaded);
         Ok(())
+    }
+
+    /// The index for `arch` the Release lists (xz, else gz, else plain),
+    /// with the Release's entry for it.
+    fn index_entry(
+        &self,
+        arch: &str,
+    ) -> Result<(String, crate::format::release::IndexEntry), UpstreamError> {
+        let dir = self.source.release_dir();
+        let index_dir = self.source.index_dir(arch);
+        let candidates: Vec<String> = ["Packages.xz", "Packages.gz", "Packages"]
+            .iter()
+            .map(|n| format!("{index_dir}{n}"))
+            .collect();
+        for c in &candidates {
+            let entry = self.release.entry(c).map_err(|e| {
+                self.fail(UpstreamErrorKind::Release {
+                    what: self.transport.describe(&format!("{dir}Release")),
+                    source: e,
+                })
+            })?;
+            if let Some(e) = entry {
+                return Ok((c.clone(), e));
+            }
+        }
+        Err(self.fail(UpstreamErrorKind::IndexNotInRelease {
+            candidates: candidates.join(", "),
+            release: self.transport.describe(&format!("{dir}Release")),
+        }))
+    }
+
+    /// The index in the cache (fetched and verified against the Release's
+    /// entry unless a file of its size is there under its digest's name),
+    /// and its SHA256.
+    fn fetch_index(
+        &self,
+        index_path: &str,
+        entry: &crate::format::release::IndexEntry,
+        cache: &Path,
+    ) -> Result<(PathBuf, String), UpstreamError> {
+        let expected = Expected {
+            size: entry.size,
+            sha256: entry.sha256.clone(),
+            sha512: entry.sha512.clone(),
+        };
+        let key = entry
+            .sha256
+            .clone()
+            .or(entry.sha512.clone())
+            .unwrap_or_default();
+        let file_name = index_path.replace('/', "_");
+        let local = cache.join("indexes").join(&self.source.name).join(format!(
+            "{}-{file_name}",
+            key.chars().take(16).collect::<String>()
+        ));
+        let cached =
+            local.exists() && std::fs::metadata(&local).is_ok_and(|m| m.len() == entry.size);
+        let digests = if cached {
+            None
+        } else {
+            Some(
+                self.transport
+                    .fetch(index_path, &expected, &local, index_path)
+                    .map_err(|e| self.fail(e.into()))?,
+            )
+        };
+        let sha256 = match digests {
+            Some(StrongDigests { sha256, .. }) => sha256,
+            None => entry
+                .sha256
+                .clone()
+                .unwrap_or_else(|| crate::digest::sha256_file(&local).unwrap_or_default()),
+        };
+        Ok((local, sha256))
     }
 
     /// Every version of `name` the loaded index for `arch` offers (for
