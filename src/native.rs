@@ -41,17 +41,17 @@ pub struct RepoConfigInput<'a> {
     pub install: &'a [String],
 }
 
+/// `text` as one single-quoted shell word (`'` written as `'\''`).
+fn sh_single_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
 /// The repo-config package's postinst: it never fails; it tells the admin
 /// what would stop the stack from installing — packages of the stack held
 /// with `apt-mark hold` (NVIDIA's container images and install guides hold
 /// cuDNN and NCCL), with the one command that moves them to the lab's
 /// builds — and says when the machine is not the release the repository
 /// is built for.
-/// `text` as one single-quoted shell word (`'` written as `'\''`).
-fn sh_single_quoted(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "'\\''"))
-}
-
 fn repo_config_postinst(name: &str, input: &RepoConfigInput) -> String {
     let pinned: Vec<&str> = input
         .pinned
@@ -156,13 +156,45 @@ pub fn build_package(
     date: i64,
     out_dir: &Path,
 ) -> Result<PathBuf, NativeError> {
-    let fail = |message: String| NativeError::Recipe {
+    let tmp = tree_dir(out_dir)?;
+    let root = tmp.path().join("tree");
+
+    let (depends, exact) = exact_depends(recipe, build, versions)?;
+    write_control(&root, recipe, build, &depends)?;
+    let mut conffiles = write_build_files(&root, recipes, versions, recipe, build, &exact)?;
+    match (&build.repo_config, repo_config) {
+        (Some(rc_name), Some(input)) => {
+            conffiles.extend(write_repo_config(&root, recipe, rc_name, input)?);
+        }
+        (Some(_), None) => {
+            return Err(recipe_error(
+                recipe,
+                "a repo-config package is built by `debforge build`, which has the keys and pins"
+                    .into(),
+            ));
+        }
+        (None, _) => {}
+    }
+    write_policy_docs(&root, recipes, recipe, build, date)?;
+    write_conffiles(&root, conffiles)?;
+    // Directories as a packager's umask would leave them, whatever ours is.
+    set_dir_modes(&root)?;
+    build_deb(&root, out_dir, date)
+}
+
+/// A problem with `recipe`, reported against its file.
+fn recipe_error(recipe: &PackageRecipe, message: String) -> NativeError {
+    NativeError::Recipe {
         file: recipe.file.clone(),
         message,
-    };
+    }
+}
+
+/// Makes the temporary directory the package tree is laid out in.
+fn tree_dir(out_dir: &Path) -> Result<tempfile::TempDir, NativeError> {
     // The tree is built beside the package (under the cache, where the next
     // build clears what a killed one left), not in the system temp dir.
-    let tmp = tempfile::Builder::new()
+    tempfile::Builder::new()
         .prefix(".tree-")
         .tempdir_in(out_dir)
         .map_err(|source| {
@@ -170,27 +202,43 @@ pub fn build_package(
                 path: out_dir.to_path_buf(),
                 source,
             })
-        })?;
-    let root = tmp.path().join("tree");
-    let name = &recipe.name;
+        })
+}
 
+/// The package's Depends (its `depends-exact` at their versions, then its
+/// `depends`) and the `name=version` words that fill `@DEPENDS_EXACT@`.
+fn exact_depends(
+    recipe: &PackageRecipe,
+    build: &BuildRecipe,
+    versions: &BTreeMap<String, String>,
+) -> Result<(Vec<String>, Vec<String>), NativeError> {
     let mut depends: Vec<String> = Vec::new();
     // `@DEPENDS_EXACT@` in the package's files: `name=version …`, what a
     // check script compares the machine against.
     let mut exact: Vec<String> = Vec::new();
     for n in &build.depends_exact {
         let version = versions.get(n).ok_or_else(|| {
-            fail(format!(
-                "build.depends-exact names {n}, which no recipe provides"
-            ))
+            recipe_error(
+                recipe,
+                format!("build.depends-exact names {n}, which no recipe provides"),
+            )
         })?;
         depends.push(format!("{n} (= {version})"));
         exact.push(format!("{n}={version}"));
     }
     depends.extend(build.depends.iter().cloned());
+    Ok((depends, exact))
+}
 
+/// Writes `DEBIAN/control` from the recipe and its Depends.
+fn write_control(
+    root: &Path,
+    recipe: &PackageRecipe,
+    build: &BuildRecipe,
+    depends: &[String],
+) -> Result<(), NativeError> {
     let mut control = ControlParagraph::new();
-    control.set("Package", name);
+    control.set("Package", &recipe.name);
     control.set("Version", &recipe.version);
     control.set("Architecture", &recipe.architecture);
     control.set("Maintainer", &build.maintainer);
@@ -211,12 +259,24 @@ pub fn build_package(
         &format!("{}\n{}", build.summary.trim(), build.description.trim_end()),
     );
     write(
-        &root,
+        root,
         "/DEBIAN/control",
         control.to_string().as_bytes(),
         0o644,
-    )?;
+    )
+}
 
+/// Installs the recipe's `build.files`, with the placeholders of text files
+/// filled; returns those under `/etc/` (the conffiles).
+fn write_build_files(
+    root: &Path,
+    recipes: &RecipeSet,
+    versions: &BTreeMap<String, String>,
+    recipe: &PackageRecipe,
+    build: &BuildRecipe,
+    exact: &[String],
+) -> Result<Vec<String>, NativeError> {
+    let fail = |message: String| recipe_error(recipe, message);
     let mut conffiles = Vec::new();
     for f in &build.files {
         let src = recipes
@@ -226,64 +286,82 @@ pub fn build_package(
             .map_err(|e| fail(format!("build.files: {}: {e}", src.display())))?;
         let bytes = match String::from_utf8(bytes) {
             Ok(text) => fill_versions(&text, versions, &src)?
-                .replace("@PACKAGE@", name)
+                .replace("@PACKAGE@", &recipe.name)
                 .replace("@DEPENDS_EXACT@", &exact.join(" "))
                 .into_bytes(),
             Err(e) => e.into_bytes(),
         };
-        write(&root, &f.path, &bytes, f.mode)?;
+        write(root, &f.path, &bytes, f.mode)?;
         if f.path.starts_with("/etc/") {
             conffiles.push(f.path.clone());
         }
     }
+    Ok(conffiles)
+}
 
-    if let (Some(rc_name), Some(input)) = (&build.repo_config, repo_config) {
-        let mirror = input.config.mirror.as_deref().ok_or_else(|| {
-            fail("a repo-config package needs the mirror URL: set `mirror` in recipes/repository.toml".into())
-        })?;
-        let keyring = format!("/usr/share/keyrings/{rc_name}-archive-keyring.gpg");
-        let sources = format!(
-            "Types: deb\nURIs: {mirror}\nSuites: {}\nComponents: {}\nArchitectures: {}\nSigned-By: {keyring}\n",
-            input.config.suite,
-            input.config.component,
-            input.config.architectures.join(" ")
-        );
-        let sources_path = format!("/etc/apt/sources.list.d/{rc_name}.sources");
-        let pref_path = format!("/etc/apt/preferences.d/{rc_name}.pref");
-        write(&root, &sources_path, sources.as_bytes(), 0o644)?;
-        write(&root, &keyring, input.keyring, 0o644)?;
-        write(&root, &pref_path, input.preferences.as_bytes(), 0o644)?;
-        write(
-            &root,
-            "/DEBIAN/postinst",
-            repo_config_postinst(name, input).as_bytes(),
-            0o755,
-        )?;
-        // Debian's own archive forbids packages that configure apt; this
-        // package exists to do exactly that, and says so to lintian.
-        let overrides = format!(
-            "# {name} is the lab's repository configuration: installing an apt source\n\
-             # and pins is its purpose.\n\
-             {name}: package-installs-apt-sources [{}]\n\
-             {name}: package-installs-apt-preferences [{}]\n",
-            sources_path.trim_start_matches('/'),
-            pref_path.trim_start_matches('/')
-        );
-        write(
-            &root,
-            &format!("/usr/share/lintian/overrides/{name}"),
-            overrides.as_bytes(),
-            0o644,
-        )?;
-        conffiles.push(sources_path);
-        conffiles.push(pref_path);
-    } else if build.repo_config.is_some() {
-        return Err(fail(
-            "a repo-config package is built by `debforge build`, which has the keys and pins"
+/// Installs a repo-config package's apt source, keyring, pins, postinst and
+/// lintian overrides; returns its conffiles (the source and the pins).
+fn write_repo_config(
+    root: &Path,
+    recipe: &PackageRecipe,
+    rc_name: &str,
+    input: &RepoConfigInput,
+) -> Result<Vec<String>, NativeError> {
+    let name = &recipe.name;
+    let mirror = input.config.mirror.as_deref().ok_or_else(|| {
+        recipe_error(
+            recipe,
+            "a repo-config package needs the mirror URL: set `mirror` in recipes/repository.toml"
                 .into(),
-        ));
-    }
+        )
+    })?;
+    let keyring = format!("/usr/share/keyrings/{rc_name}-archive-keyring.gpg");
+    let sources = format!(
+        "Types: deb\nURIs: {mirror}\nSuites: {}\nComponents: {}\nArchitectures: {}\nSigned-By: {keyring}\n",
+        input.config.suite,
+        input.config.component,
+        input.config.architectures.join(" ")
+    );
+    let sources_path = format!("/etc/apt/sources.list.d/{rc_name}.sources");
+    let pref_path = format!("/etc/apt/preferences.d/{rc_name}.pref");
+    write(root, &sources_path, sources.as_bytes(), 0o644)?;
+    write(root, &keyring, input.keyring, 0o644)?;
+    write(root, &pref_path, input.preferences.as_bytes(), 0o644)?;
+    write(
+        root,
+        "/DEBIAN/postinst",
+        repo_config_postinst(name, input).as_bytes(),
+        0o755,
+    )?;
+    // Debian's own archive forbids packages that configure apt; this
+    // package exists to do exactly that, and says so to lintian.
+    let overrides = format!(
+        "# {name} is the lab's repository configuration: installing an apt source\n\
+         # and pins is its purpose.\n\
+         {name}: package-installs-apt-sources [{}]\n\
+         {name}: package-installs-apt-preferences [{}]\n",
+        sources_path.trim_start_matches('/'),
+        pref_path.trim_start_matches('/')
+    );
+    write(
+        root,
+        &format!("/usr/share/lintian/overrides/{name}"),
+        overrides.as_bytes(),
+        0o644,
+    )?;
+    Ok(vec![sources_path, pref_path])
+}
 
+/// Writes the copyright file and the gzipped Debian changelog.
+fn write_policy_docs(
+    root: &Path,
+    recipes: &RecipeSet,
+    recipe: &PackageRecipe,
+    build: &BuildRecipe,
+    date: i64,
+) -> Result<(), NativeError> {
+    let name = &recipe.name;
+    let fail = |message: String| recipe_error(recipe, message);
     // What Debian Policy asks of every package: its copyright and changelog.
     let copyright_src = recipes
         .file(&build.copyright)
@@ -291,7 +369,7 @@ pub fn build_package(
     let copyright = crate::input::read(&copyright_src, crate::input::limit::PAYLOAD)
         .map_err(|e| fail(format!("build.copyright: {}: {e}", copyright_src.display())))?;
     write(
-        &root,
+        root,
         &format!("/usr/share/doc/{name}/copyright"),
         &copyright,
         0o644,
@@ -309,23 +387,29 @@ pub fn build_package(
         format_rfc2822(date).replace(" UTC", " +0000")
     );
     write(
-        &root,
+        root,
         &format!("/usr/share/doc/{name}/changelog.Debian.gz"),
         &gzip_n(changelog.as_bytes()),
         0o644,
-    )?;
+    )
+}
+
+/// Writes `DEBIAN/conffiles`, sorted, when there are any.
+fn write_conffiles(root: &Path, mut conffiles: Vec<String>) -> Result<(), NativeError> {
     if !conffiles.is_empty() {
         conffiles.sort();
         write(
-            &root,
+            root,
             "/DEBIAN/conffiles",
             format!("{}\n", conffiles.join("\n")).as_bytes(),
             0o644,
         )?;
     }
-    // Directories as a packager's umask would leave them, whatever ours is.
-    set_dir_modes(&root)?;
+    Ok(())
+}
 
+/// Builds the `.deb` from the laid-out tree into `out_dir`; returns its path.
+fn build_deb(root: &Path, out_dir: &Path, date: i64) -> Result<PathBuf, NativeError> {
     fs::create_dir_all(out_dir).map_err(|source| {
         NativeError::Io(crate::error::FileError {
             path: out_dir.to_path_buf(),
@@ -336,7 +420,7 @@ pub fn build_package(
         source_date_epoch: Some(date.max(0) as u64),
         ..BuildOptions::default()
     };
-    let report = build_from_dir(&root, out_dir, &opts)?;
+    let report = build_from_dir(root, out_dir, &opts)?;
     Ok(report.output)
 }
 

@@ -88,76 +88,96 @@ impl Session<'_> {
             );
         }
         for (name, recipes) in by_source {
-            let source = &self.recipes.sources[name];
-            let Some(transport) = self.transport(name) else {
-                // A directory named after the source is a snapshot: without
-                // its signed files it is broken, not a plain directory of debs.
-                if let Some(dir) = self
-                    .settings
-                    .source_dirs
-                    .iter()
-                    .map(|d| d.join(name))
-                    .find(|d| d.is_dir())
-                {
-                    return Err(PipelineError::SnapshotIncomplete {
-                        source_name: name.to_string(),
-                        missing: format!("{}InRelease (nor Release)", source.release_dir()),
-                        dir,
-                    });
-                }
-                for p in recipes {
-                    out.push(self.resolve_plain(p, name, lock)?);
-                }
-                continue;
-            };
             let keyring = &keyrings[name];
-            for fp in &keyring.missing {
-                self.observer.event(crate::fetch::Event::Warning {
-                    message: format!(
-                        "source '{name}': the key file {} does not hold the pinned key {fp}; a signature by another pinned key is still accepted",
-                        source.key.display()
-                    ),
-                });
+            match self.resolve_signed(name, &recipes, keyring)? {
+                Some((resolved, files)) => {
+                    out.extend(resolved);
+                    opened.push(files);
+                }
+                None => {
+                    for p in recipes {
+                        out.push(self.resolve_plain(p, name, lock)?);
+                    }
+                }
             }
-            let mut open = OpenSource::open(source, keyring, transport, self.settings.now)?;
-            let wanted: Vec<(&str, &str)> = recipes
-                .iter()
-                .map(|p| (p.name.as_str(), p.version.as_str()))
-                .collect();
-            for p in &recipes {
-                open.load_index(&p.architecture, &wanted, &self.settings.cache)?;
-                let f = open.find(&p.name, &p.version, &p.architecture)?;
-                let url = format!("{}{}", source.url, f.path);
-                out.push(Resolved {
-                    recipe: (*p).clone(),
-                    locked: LockedPackage {
-                        name: p.name.clone(),
-                        version: p.version.clone(),
-                        architecture: p.architecture.clone(),
-                        origin: name.to_string(),
-                        path: f.path,
-                        url,
-                        size: f.size,
-                        sha256: f.sha256,
-                        sha512: f.sha512,
-                        index_digests: f.index_digests,
-                        index: f.index,
-                        index_sha256: f.index_sha256,
-                        release_sha256: f.release_sha256,
-                    },
-                    from: FetchFrom::Source(name.to_string()),
-                });
-            }
-            opened.push(OpenSourceFiles {
-                source: name.to_string(),
-                signed: open.signed_files.clone(),
-                indexes: open.index_files.clone(),
-            });
         }
         out.sort_by(|a, b| {
             (&a.locked.name, &a.locked.architecture).cmp(&(&b.locked.name, &b.locked.architecture))
         });
         Ok((out, opened))
+    }
+
+    /// The recipes of source `name` through its signed Release and index:
+    /// `None` where the source is a plain directory of debs (no transport:
+    /// offline, and no snapshot of it).
+    fn resolve_signed(
+        &self,
+        name: &str,
+        recipes: &[&PackageRecipe],
+        keyring: &crate::openpgp::PinnedKeyring,
+    ) -> Result<Option<(Vec<Resolved>, OpenSourceFiles)>, PipelineError> {
+        let source = &self.recipes.sources[name];
+        let Some(transport) = self.transport(name) else {
+            // A directory named after the source is a snapshot: without its
+            // signed files it is broken, not a plain directory of debs.
+            if let Some(dir) = self
+                .settings
+                .source_dirs
+                .iter()
+                .map(|d| d.join(name))
+                .find(|d| d.is_dir())
+            {
+                return Err(PipelineError::SnapshotIncomplete {
+                    source_name: name.to_string(),
+                    missing: format!("{}InRelease (nor Release)", source.release_dir()),
+                    dir,
+                });
+            }
+            return Ok(None);
+        };
+        for fp in &keyring.missing {
+            self.observer.event(crate::fetch::Event::Warning {
+                message: format!(
+                    "source '{name}': the key file {} does not hold the pinned key {fp}; a signature by another pinned key is still accepted",
+                    source.key.display()
+                ),
+            });
+        }
+        let mut open = OpenSource::open(source, keyring, transport, self.settings.now)?;
+        let wanted: Vec<(&str, &str)> = recipes
+            .iter()
+            .map(|p| (p.name.as_str(), p.version.as_str()))
+            .collect();
+        let mut out = Vec::new();
+        for p in recipes {
+            open.load_index(&p.architecture, &wanted, &self.settings.cache)?;
+            let f = open.find(&p.name, &p.version, &p.architecture)?;
+            out.push(Resolved {
+                recipe: (*p).clone(),
+                locked: LockedPackage {
+                    name: p.name.clone(),
+                    version: p.version.clone(),
+                    architecture: p.architecture.clone(),
+                    origin: name.to_string(),
+                    url: format!("{}{}", source.url, f.path),
+                    path: f.path,
+                    size: f.size,
+                    sha256: f.sha256,
+                    sha512: f.sha512,
+                    index_digests: f.index_digests,
+                    index: f.index,
+                    index_sha256: f.index_sha256,
+                    release_sha256: f.release_sha256,
+                },
+                from: FetchFrom::Source(name.to_string()),
+            });
+        }
+        let files = OpenSourceFiles {
+            source: name.to_string(),
+            signed: open.signed_files.clone(),
+            indexes: open.index_files.clone(),
+        };
+        Ok(Some((out, files)))
     }
 
     fn resolve_url(

@@ -60,12 +60,15 @@ pub(super) fn publish(
     dry_run: bool,
     rec: &mut Recorder<'_>,
 ) -> Result<(), PublishError> {
-    let dest_dir = format!("{}/", dest.trim_end_matches('/'));
-    let src_dir = format!("{}/", out.display());
+    let dirs = Dirs {
+        src: format!("{}/", out.display()),
+        dest: format!("{}/", dest.trim_end_matches('/')),
+        target: dest,
+        dry_run,
+    };
     // What the Release in force until now still needs.
     let (_, previous) = current(dest)?;
     refuse_changed_pool(out, files, &previous, dest)?;
-
     let mut first = true;
     for phase in Phase::ALL {
         let batch: Vec<&str> = files
@@ -76,7 +79,41 @@ pub(super) fn publish(
         if batch.is_empty() {
             continue;
         }
-        let mut cmd = rsync(dest);
+        let copied = dirs.send(phase, &batch, first)?;
+        first = false;
+        for f in batch {
+            let step = if copied.contains(f) {
+                Step::Copy
+            } else {
+                Step::Keep
+            };
+            rec.step(step, f);
+        }
+    }
+    for d in dirs.delete_stale(&previous.files)? {
+        rec.step(Step::Delete, &d);
+    }
+    Ok(())
+}
+
+/// One publish's rsync source and destination.
+struct Dirs<'a> {
+    src: String,
+    dest: String,
+    target: &'a str,
+    dry_run: bool,
+}
+
+impl Dirs<'_> {
+    /// One phase's files in one rsync run (the first also makes a new
+    /// mirror's parent directories); returns the files it copied.
+    fn send(
+        &self,
+        phase: Phase,
+        batch: &[&str],
+        first: bool,
+    ) -> Result<BTreeSet<String>, PublishError> {
+        let mut cmd = rsync(self.target);
         // Files world-readable for the web server that serves the mirror.
         cmd.args([
             "-rt",
@@ -95,64 +132,62 @@ pub(super) fn publish(
         if first {
             // A new mirror's parent directories, as for a directory target.
             cmd.arg("--mkpath");
-            first = false;
         }
-        if dry_run {
+        if self.dry_run {
             cmd.arg("--dry-run");
         }
-        cmd.arg(&src_dir).arg(&dest_dir);
+        cmd.arg(&self.src).arg(&self.dest);
         let mut copied = BTreeSet::new();
-        run(cmd, &list_bytes(batch.iter().copied()), dest, &mut |line| {
-            if let Some(name) = itemized_file(line, &[">f", "<f"]) {
-                copied.insert(name.to_string());
-            }
-        })?;
-        for f in batch {
-            let step = if copied.contains(f) {
-                Step::Copy
-            } else {
-                Step::Keep
-            };
-            rec.step(step, f);
-        }
+        run(
+            cmd,
+            &list_bytes(batch.iter().copied()),
+            self.target,
+            &mut |line| {
+                if let Some(name) = itemized_file(line, &[">f", "<f"]) {
+                    copied.insert(name.to_string());
+                }
+            },
+        )?;
+        Ok(copied)
     }
 
-    // Only deletions: nothing is sent (`--existing --ignore-existing`), and
-    // what the previous Release references is protected for one more round.
-    let mut protect =
-        tempfile::NamedTempFile::new().map_err(FileError::at(&std::env::temp_dir()))?;
-    for p in &previous.files {
-        writeln!(protect, "P /{p}").map_err(FileError::at(protect.path()))?;
-    }
-    protect.flush().map_err(FileError::at(protect.path()))?;
-    let mut cmd = rsync(dest);
-    cmd.args([
-        "-r",
-        "--delete",
-        "--existing",
-        "--ignore-existing",
-        "--itemize-changes",
-    ])
-    .arg(format!("--filter=merge {}", protect.path().display()))
-    .arg("--exclude=.*");
-    if dry_run {
-        cmd.arg("--dry-run");
-    }
-    cmd.arg(&src_dir).arg(&dest_dir);
-    let mut deleted = Vec::new();
-    run(cmd, b"", dest, &mut |line| {
-        if let Some(name) = line.strip_prefix("*deleting") {
-            let name = name.trim_start();
-            if !name.ends_with('/') {
-                deleted.push(name.to_string());
-            }
+    /// Deletes what the new repository no longer has, except what the
+    /// previous Release references (`protected`: kept one more round);
+    /// returns the files deleted, sorted. Only deletions: nothing is sent
+    /// (`--existing --ignore-existing`).
+    fn delete_stale(&self, protected: &BTreeSet<String>) -> Result<Vec<String>, PublishError> {
+        let mut protect =
+            tempfile::NamedTempFile::new().map_err(FileError::at(&std::env::temp_dir()))?;
+        for p in protected {
+            writeln!(protect, "P /{p}").map_err(FileError::at(protect.path()))?;
         }
-    })?;
-    deleted.sort();
-    for d in deleted {
-        rec.step(Step::Delete, &d);
+        protect.flush().map_err(FileError::at(protect.path()))?;
+        let mut cmd = rsync(self.target);
+        cmd.args([
+            "-r",
+            "--delete",
+            "--existing",
+            "--ignore-existing",
+            "--itemize-changes",
+        ])
+        .arg(format!("--filter=merge {}", protect.path().display()))
+        .arg("--exclude=.*");
+        if self.dry_run {
+            cmd.arg("--dry-run");
+        }
+        cmd.arg(&self.src).arg(&self.dest);
+        let mut deleted = Vec::new();
+        run(cmd, b"", self.target, &mut |line| {
+            if let Some(name) = line.strip_prefix("*deleting") {
+                let name = name.trim_start();
+                if !name.ends_with('/') {
+                    deleted.push(name.to_string());
+                }
+            }
+        })?;
+        deleted.sort();
+        Ok(deleted)
     }
-    Ok(())
 }
 
 /// Give up on a dead peer instead of hanging: 10 s to connect to a daemon,

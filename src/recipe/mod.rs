@@ -375,94 +375,107 @@ pub fn parse_sources(file: &Path, text: &str) -> Result<BTreeMap<String, Source>
     let raw: RawSources = toml::from_str(text).map_err(|e| toml_error(file, text, e))?;
     let mut out = BTreeMap::new();
     for (name, spanned) in raw.source {
-        let span = spanned.span();
-        let raw = spanned.into_inner();
-        let at = |span: Range<usize>, msg: String| {
-            error_at(file, text, Some(span), format!("source '{name}': {msg}"))
-        };
-        if !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
-            return Err(at(
-                span,
-                "a source name uses letters, digits, '-' and '_' only".into(),
-            ));
-        }
-        let url = raw.url.get_ref().clone();
-        if !(url.starts_with("http://")
-            || url.starts_with("https://")
-            || url.starts_with("file://"))
-        {
-            return Err(at(
-                raw.url.span(),
-                format!("field 'url' {url:?} must start with http://, https:// or file://"),
-            ));
-        }
-        let url = if url.ends_with('/') {
-            url
-        } else {
-            format!("{url}/")
-        };
-        if raw.layout == Layout::Dists && (raw.suite.is_none() || raw.component.is_none()) {
-            return Err(at(
-                span,
-                "layout \"dists\" needs 'suite' and 'component'".into(),
-            ));
-        }
-        for (field, value) in [("suite", &raw.suite), ("component", &raw.component)] {
-            if let Some(v) = value
-                && let Err(e) = crate::format::path::check_relative(v)
-            {
-                return Err(at(span.clone(), format!("field '{field}': {e}")));
-            }
-        }
-        if raw.layout == Layout::Flat && (raw.suite.is_some() || raw.component.is_some()) {
-            return Err(at(
-                span,
-                "layout \"flat\" takes no 'suite' or 'component'".into(),
-            ));
-        }
-        let fingerprints = match raw.fingerprint.get_ref() {
-            OneOrMany::One(f) => vec![f.clone()],
-            OneOrMany::Many(v) => v.clone(),
-        };
-        let mut normalized = Vec::new();
-        for f in fingerprints {
-            let hex: String = f
-                .chars()
-                .filter(|c| !c.is_whitespace())
-                .collect::<String>()
-                .to_ascii_uppercase();
-            if hex.len() != 40 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(at(
-                    raw.fingerprint.span(),
-                    format!("field 'fingerprint' {f:?} is not a full 40-hex-digit v4 fingerprint"),
-                ));
-            }
-            normalized.push(hex);
-        }
-        if normalized.is_empty() {
-            return Err(at(
-                raw.fingerprint.span(),
-                "field 'fingerprint' is empty".into(),
-            ));
-        }
-        out.insert(
-            name.clone(),
-            Source {
-                name,
-                url,
-                layout: raw.layout,
-                suite: raw.suite,
-                component: raw.component,
-                key: PathBuf::from(raw.key.into_inner()),
-                fingerprints: normalized,
-                archive: raw.archive,
-            },
-        );
+        let source = parse_source(file, text, name, spanned)?;
+        out.insert(source.name.clone(), source);
     }
     Ok(out)
+}
+
+/// Checks one `[source.NAME]` table and turns it into a `Source`.
+fn parse_source(
+    file: &Path,
+    text: &str,
+    name: String,
+    spanned: Spanned<RawSource>,
+) -> Result<Source, RecipeError> {
+    let span = spanned.span();
+    let raw = spanned.into_inner();
+    let at = |span: Range<usize>, msg: String| {
+        error_at(file, text, Some(span), format!("source '{name}': {msg}"))
+    };
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(at(
+            span,
+            "a source name uses letters, digits, '-' and '_' only".into(),
+        ));
+    }
+    let url = source_url(&raw.url).map_err(|msg| at(raw.url.span(), msg))?;
+    check_source_layout(&raw).map_err(|msg| at(span, msg))?;
+    let fingerprints = source_fingerprints(raw.fingerprint.get_ref())
+        .map_err(|msg| at(raw.fingerprint.span(), msg))?;
+    Ok(Source {
+        name,
+        url,
+        layout: raw.layout,
+        suite: raw.suite,
+        component: raw.component,
+        key: PathBuf::from(raw.key.into_inner()),
+        fingerprints,
+        archive: raw.archive,
+    })
+}
+
+/// A source's base URL, checked for its scheme and ending in `/`.
+fn source_url(url: &Spanned<String>) -> Result<String, String> {
+    let url = url.get_ref().clone();
+    if !(url.starts_with("http://") || url.starts_with("https://") || url.starts_with("file://")) {
+        return Err(format!(
+            "field 'url' {url:?} must start with http://, https:// or file://"
+        ));
+    }
+    Ok(if url.ends_with('/') {
+        url
+    } else {
+        format!("{url}/")
+    })
+}
+
+/// Checks that a source's suite and component fit its layout.
+fn check_source_layout(raw: &RawSource) -> Result<(), String> {
+    if raw.layout == Layout::Dists && (raw.suite.is_none() || raw.component.is_none()) {
+        return Err("layout \"dists\" needs 'suite' and 'component'".into());
+    }
+    for (field, value) in [("suite", &raw.suite), ("component", &raw.component)] {
+        if let Some(v) = value
+            && let Err(e) = crate::format::path::check_relative(v)
+        {
+            return Err(format!("field '{field}': {e}"));
+        }
+    }
+    if raw.layout == Layout::Flat && (raw.suite.is_some() || raw.component.is_some()) {
+        return Err("layout \"flat\" takes no 'suite' or 'component'".into());
+    }
+    Ok(())
+}
+
+/// A source's fingerprints, upper-case with spaces removed; at least one,
+/// each 40 hex digits.
+fn source_fingerprints(fingerprint: &OneOrMany) -> Result<Vec<String>, String> {
+    let fingerprints = match fingerprint {
+        OneOrMany::One(f) => vec![f.clone()],
+        OneOrMany::Many(v) => v.clone(),
+    };
+    let mut normalized = Vec::new();
+    for f in fingerprints {
+        let hex: String = f
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+            .to_ascii_uppercase();
+        if hex.len() != 40 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "field 'fingerprint' {f:?} is not a full 40-hex-digit v4 fingerprint"
+            ));
+        }
+        normalized.push(hex);
+    }
+    if normalized.is_empty() {
+        return Err("field 'fingerprint' is empty".into());
+    }
+    Ok(normalized)
 }
 
 /// Parses one package recipe; `sources` are the names it may refer to.
@@ -472,6 +485,25 @@ pub fn parse_package(
     sources: &BTreeMap<String, Source>,
 ) -> Result<PackageRecipe, RecipeError> {
     let raw: RawPackage = toml::from_str(text).map_err(|e| toml_error(file, text, e))?;
+    check_package_identity(file, text, &raw)?;
+    let build = parse_build_table(file, text, raw.action, raw.build)?;
+    let origin = parse_origin(file, text, raw.action, raw.from, sources)?;
+    let repack = parse_repack_table(file, text, raw.action, raw.repack)?;
+    Ok(PackageRecipe {
+        name: raw.name.into_inner(),
+        version: raw.version.into_inner(),
+        architecture: raw.architecture.into_inner(),
+        origin,
+        action: raw.action,
+        repack,
+        build,
+        pin: raw.pin,
+        file: file.to_path_buf(),
+    })
+}
+
+/// Checks a package recipe's name, version and architecture.
+fn check_package_identity(file: &Path, text: &str, raw: &RawPackage) -> Result<(), RecipeError> {
     let at = |span: Range<usize>, msg: String| error_at(file, text, Some(span), msg);
     let name = raw.name.get_ref();
     crate::format::control::check_package_name(name)
@@ -493,124 +525,129 @@ pub fn parse_package(
             format!("field 'architecture' {arch:?} is not an architecture name"),
         ));
     }
-    let build = match (raw.action, raw.build) {
-        (Action::Build, Some(b)) => Some(parse_build(file, text, b)?),
-        (Action::Build, None) => {
-            return Err(error_at(
-                file,
-                text,
-                None,
-                "action = \"build\" needs a [build] table",
-            ));
+    Ok(())
+}
+
+/// The `[build]` table, which goes with `action = "build"` and only with it.
+fn parse_build_table(
+    file: &Path,
+    text: &str,
+    action: Action,
+    build: Option<Spanned<RawBuild>>,
+) -> Result<Option<BuildRecipe>, RecipeError> {
+    match (action, build) {
+        (Action::Build, Some(b)) => Ok(Some(parse_build(file, text, b)?)),
+        (Action::Build, None) => Err(error_at(
+            file,
+            text,
+            None,
+            "action = \"build\" needs a [build] table",
+        )),
+        (_, Some(b)) => Err(error_at(
+            file,
+            text,
+            Some(b.span()),
+            "a [build] table needs action = \"build\"",
+        )),
+        (_, None) => Ok(None),
+    }
+}
+
+/// Where the package comes from: the `from` table, which every action but
+/// `build` needs.
+fn parse_origin(
+    file: &Path,
+    text: &str,
+    action: Action,
+    from: Option<Spanned<RawFrom>>,
+    sources: &BTreeMap<String, Source>,
+) -> Result<Origin, RecipeError> {
+    match (action, from) {
+        (Action::Build, None) => Ok(Origin::Built),
+        (Action::Build, Some(f)) => Err(error_at(
+            file,
+            text,
+            Some(f.span()),
+            "action = \"build\" makes the package: it takes no 'from'",
+        )),
+        (_, None) => Err(error_at(
+            file,
+            text,
+            None,
+            "missing table 'from' (where the package file comes from)",
+        )),
+        (_, Some(from)) => parse_from(file, text, from, sources),
+    }
+}
+
+/// The `[repack]` table, which goes with `action = "repack"` and only with it.
+fn parse_repack_table(
+    file: &Path,
+    text: &str,
+    action: Action,
+    repack: Option<Spanned<RawRepack>>,
+) -> Result<Option<RepackRecipe>, RecipeError> {
+    match (action, repack) {
+        (Action::Keep | Action::Build, None) => Ok(None),
+        (Action::Keep | Action::Build, Some(r)) => Err(error_at(
+            file,
+            text,
+            Some(r.span()),
+            "a [repack] table needs action = \"repack\"",
+        )),
+        (Action::Repack, None) => Err(error_at(
+            file,
+            text,
+            None,
+            "action = \"repack\" needs a [repack] table (scripts, vars, set, version-suffix)",
+        )),
+        (Action::Repack, Some(r)) => Ok(Some(parse_repack(file, text, r)?)),
+    }
+}
+
+/// Checks a `[repack]` table's fields and vars and turns it into a
+/// `RepackRecipe`.
+fn parse_repack(
+    file: &Path,
+    text: &str,
+    r: Spanned<RawRepack>,
+) -> Result<RepackRecipe, RecipeError> {
+    let span = r.span();
+    let r = r.into_inner();
+    let at = |msg: String| error_at(file, text, Some(span.clone()), msg);
+    for (k, v) in &r.set {
+        crate::format::field::one_line(v)
+            .map_err(|e| at(format!("repack.set: value of {k:?} {v:?} {e}")))?;
+    }
+    // vars fill `@NAME@` inside the scripts' double quotes.
+    for (k, v) in &r.vars {
+        crate::format::field::shell_quoted(v)
+            .map_err(|e| at(format!("repack.vars: value of {k:?} {v:?} {e}")))?;
+    }
+    for k in r.set.keys() {
+        if k.is_empty()
+            || k.starts_with('-')
+            || !k.bytes().all(|b| b.is_ascii_graphic() && b != b':')
+        {
+            return Err(at(format!("repack.set: {k:?} is not a field name")));
         }
-        (_, Some(b)) => {
-            return Err(at(
-                b.span(),
-                "a [build] table needs action = \"build\"".into(),
-            ));
+    }
+    let mut scripts = Vec::new();
+    for (name, path) in [
+        ("preinst", r.preinst),
+        ("postinst", r.postinst),
+        ("prerm", r.prerm),
+        ("postrm", r.postrm),
+    ] {
+        if let Some(p) = path {
+            scripts.push((name.to_string(), PathBuf::from(p)));
         }
-        (_, None) => None,
-    };
-    let origin = match (raw.action, raw.from) {
-        (Action::Build, None) => Origin::Built,
-        (Action::Build, Some(f)) => {
-            return Err(at(
-                f.span(),
-                "action = \"build\" makes the package: it takes no 'from'".into(),
-            ));
-        }
-        (_, None) => {
-            return Err(error_at(
-                file,
-                text,
-                None,
-                "missing table 'from' (where the package file comes from)",
-            ));
-        }
-        (_, Some(from)) => parse_from(file, text, from, sources)?,
-    };
-    let repack = match (raw.action, raw.repack) {
-        (Action::Keep | Action::Build, None) => None,
-        (Action::Build, Some(r)) => {
-            return Err(at(
-                r.span(),
-                "a [repack] table needs action = \"repack\"".into(),
-            ));
-        }
-        (Action::Keep, Some(r)) => {
-            return Err(at(
-                r.span(),
-                "a [repack] table needs action = \"repack\"".into(),
-            ));
-        }
-        (Action::Repack, None) => {
-            return Err(error_at(
-                file,
-                text,
-                None,
-                "action = \"repack\" needs a [repack] table (scripts, vars, set, version-suffix)",
-            ));
-        }
-        (Action::Repack, Some(r)) => {
-            let span = r.span();
-            let r = r.into_inner();
-            for (k, v) in &r.set {
-                crate::format::field::one_line(v).map_err(|e| {
-                    at(
-                        span.clone(),
-                        format!("repack.set: value of {k:?} {v:?} {e}"),
-                    )
-                })?;
-            }
-            // vars fill `@NAME@` inside the scripts' double quotes.
-            for (k, v) in &r.vars {
-                crate::format::field::shell_quoted(v).map_err(|e| {
-                    at(
-                        span.clone(),
-                        format!("repack.vars: value of {k:?} {v:?} {e}"),
-                    )
-                })?;
-            }
-            for k in r.set.keys() {
-                if k.is_empty()
-                    || k.starts_with('-')
-                    || !k.bytes().all(|b| b.is_ascii_graphic() && b != b':')
-                {
-                    return Err(at(
-                        span.clone(),
-                        format!("repack.set: {k:?} is not a field name"),
-                    ));
-                }
-            }
-            let mut scripts = Vec::new();
-            for (name, path) in [
-                ("preinst", r.preinst),
-                ("postinst", r.postinst),
-                ("prerm", r.prerm),
-                ("postrm", r.postrm),
-            ] {
-                if let Some(p) = path {
-                    scripts.push((name.to_string(), PathBuf::from(p)));
-                }
-            }
-            Some(RepackRecipe {
-                scripts,
-                vars: r.vars,
-                set: r.set,
-                version_suffix: r.version_suffix,
-            })
-        }
-    };
-    Ok(PackageRecipe {
-        name: raw.name.into_inner(),
-        version: raw.version.into_inner(),
-        architecture: raw.architecture.into_inner(),
-        origin,
-        action: raw.action,
-        repack,
-        build,
-        pin: raw.pin,
-        file: file.to_path_buf(),
+    }
+    Ok(RepackRecipe {
+        scripts,
+        vars: r.vars,
+        set: r.set,
+        version_suffix: r.version_suffix,
     })
 }
 
@@ -641,44 +678,77 @@ pub fn parse_repository(
     }
     let top: Top = toml::from_str(text).map_err(|e| toml_error(file, text, e))?;
     let span = top.repository.span();
-    let raw = top.repository.into_inner();
+    let mut raw = top.repository.into_inner();
     let mut c = crate::format::release::RepoConfig::default();
-    let word = |v: &str| {
-        !v.is_empty()
-            && v.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b))
-    };
+    let at = |msg: String| error_at(file, text, Some(span.clone()), msg);
+    set_repository_words(&mut raw, &mut c).map_err(at)?;
+    set_repository_texts(file, text, &mut raw, &mut c)?;
+    if let Some(a) = raw.architectures {
+        if a.is_empty() || !a.iter().all(|x| is_word(x) && x != "all") {
+            return Err(at(
+                "repository.architectures must list architectures such as \"amd64\" (not \"all\")"
+                    .into(),
+            ));
+        }
+        c.architectures = a;
+    }
+    c.valid_for = raw.valid_for_days.map(|d| i64::from(d) * 86_400);
+    if let Some(m) = raw.mirror {
+        c.mirror = Some(check_mirror(&m).map_err(|e| at(format!("repository.mirror: {e}")))?);
+    }
+    Ok(c)
+}
+
+/// Whether `v` is one word of a repository's names: letters, digits and `-_.+`.
+fn is_word(v: &str) -> bool {
+    !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.+".contains(&b))
+}
+
+/// Moves the repository's suite, codename and component, each one word,
+/// from `raw` into `c`.
+fn set_repository_words(
+    raw: &mut RawRepository,
+    c: &mut crate::format::release::RepoConfig,
+) -> Result<(), String> {
     for (field, value, slot) in [
-        ("suite", raw.suite, &mut c.suite),
-        ("codename", raw.codename, &mut c.codename),
-        ("component", raw.component, &mut c.component),
+        ("suite", raw.suite.take(), &mut c.suite),
+        ("codename", raw.codename.take(), &mut c.codename),
+        ("component", raw.component.take(), &mut c.component),
     ] {
         if let Some(v) = value {
-            if !word(&v) {
-                return Err(error_at(
-                    file,
-                    text,
-                    Some(span.clone()),
-                    format!("repository.{field} {v:?} must be one word"),
-                ));
+            if !is_word(&v) {
+                return Err(format!("repository.{field} {v:?} must be one word"));
             }
             *slot = v;
         }
     }
+    Ok(())
+}
+
+/// Moves the repository's origin, label and description, each checked for
+/// where it ends up, from `raw` into `c`.
+fn set_repository_texts(
+    file: &Path,
+    text: &str,
+    raw: &mut RawRepository,
+    c: &mut crate::format::release::RepoConfig,
+) -> Result<(), RecipeError> {
     // Origin and Label end up in the Release and in the pins' `Pin: release
     // o=…,l=…`; Description in the Release.
     use crate::format::field;
     for (field, value, slot, check) in [
         (
             "origin",
-            raw.origin,
+            raw.origin.take(),
             &mut c.origin,
             field::pin_value as fn(&str) -> Result<(), String>,
         ),
-        ("label", raw.label, &mut c.label, field::pin_value),
+        ("label", raw.label.take(), &mut c.label, field::pin_value),
         (
             "description",
-            raw.description,
+            raw.description.take(),
             &mut c.description,
             field::one_line,
         ),
@@ -695,25 +765,7 @@ pub fn parse_repository(
             *slot = v.into_inner();
         }
     }
-    if let Some(a) = raw.architectures {
-        if a.is_empty() || !a.iter().all(|x| word(x) && x != "all") {
-            return Err(error_at(
-                file,
-                text,
-                Some(span),
-                "repository.architectures must list architectures such as \"amd64\" (not \"all\")",
-            ));
-        }
-        c.architectures = a;
-    }
-    c.valid_for = raw.valid_for_days.map(|d| i64::from(d) * 86_400);
-    if let Some(m) = raw.mirror {
-        c.mirror =
-            Some(check_mirror(&m).map_err(|e| {
-                error_at(file, text, Some(span), format!("repository.mirror: {e}"))
-            })?);
-    }
-    Ok(c)
+    Ok(())
 }
 
 /// A mirror URL for lab machines' apt source, ending in `/`.

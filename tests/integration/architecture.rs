@@ -53,8 +53,8 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "pipeline",
         &[
-            "deb", "digest", "error", "fetch", "files", "format", "input", "native", "recipe",
-            "repo", "report", "upstream",
+            "deb", "digest", "error", "fetch", "files", "format", "input", "native", "openpgp",
+            "recipe", "repo", "report", "upstream",
         ],
     ),
     (
