@@ -52,61 +52,13 @@ pub struct BuildReport {
 /// repository, and records the generation.
 pub fn build(s: &BuildSettings, reporter: &dyn Reporter) -> Result<BuildReport, WorkflowError> {
     crate::repo::check_output(&s.out, s.force)?;
-    let mut config = crate::recipe::load_repository(&s.recipes)?;
-    if let Some(m) = &s.mirror {
-        let checked = crate::recipe::check_mirror(m).map_err(|e| WorkflowError::BadMirror {
-            mirror: m.clone(),
-            reason: e.to_string(),
-        })?;
-        config.mirror = Some(checked);
-    }
+    let config = repository_config(s)?;
     check_dates(s.dates, config.valid_for)?;
     let signing = signing_keys(&s.keys, s.dates.now, reporter)?;
-    if config
-        .mirror
-        .as_deref()
-        .is_some_and(|m| m.contains(EXAMPLE_MIRROR))
-    {
-        report::warning(
-            reporter,
-            format!(
-                "the repo-config package points lab machines at {}, the example host in {}: set `mirror` there, or pass --mirror URL",
-                config.mirror.as_deref().unwrap_or_default(),
-                s.recipes.join("repository.toml").display()
-            ),
-        );
-    }
+    warn_example_mirror(&config, &s.recipes, reporter);
     let session = super::open_session(&s.recipes, s.pipeline.clone(), reporter)?;
     let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
-    let sde = s.dates.source_date_epoch.map(|t| t as u64);
-    let mut artifacts = session.prepare(&fetched.packages, sde)?;
-    let (keyring, _) = crate::openpgp::sign::export_public(&signing);
-    // Versions and pins once, from the prepared packages' own control
-    // paragraphs: the metapackage, the repo-config package and the output's
-    // debforge.pref all get the same.
-    let versions = pipeline::package_versions(&artifacts, &session.recipes);
-    // The packages whose exact build is the point are pinned to the
-    // repository (its Release's Origin and Label); the rest (a
-    // distribution's own library) is offered like any repository's (see
-    // format::preferences and pipeline::pinned_packages).
-    let names = pipeline::pinned_packages(&artifacts, &session.recipes);
-    report_unpinned(&artifacts, &names, reporter);
-    let pins = crate::format::preferences::release_pins(
-        &config.origin,
-        &config.label,
-        names.iter().map(String::as_str),
-    );
-    // Packages built here are dated by SOURCE_DATE_EPOCH, else by the newest
-    // of the packages they are built around (a function of the lock), else
-    // 1980-01-01, never by the clock: the same inputs give the same bytes,
-    // so a published package never changes under its name and version.
-    let built_date = match s.dates.source_date_epoch {
-        Some(t) => t,
-        None => pipeline::newest_date(&artifacts)?.unwrap_or(REPRODUCIBLE_EPOCH),
-    };
-    artifacts.extend(
-        session.build_from_recipes(&config, &keyring, built_date, &versions, &pins, &names)?,
-    );
+    let (artifacts, pins) = prepare_all(&session, &fetched, &config, &signing, s.dates, reporter)?;
     let date = s.dates.source_date_epoch.unwrap_or(s.dates.now);
     let params = crate::repo::RepoParams {
         config,
@@ -141,6 +93,78 @@ pub fn build(s: &BuildSettings, reporter: &dyn Reporter) -> Result<BuildReport, 
         keys: signing.len(),
         generation,
     })
+}
+
+/// repository.toml with `--mirror` over its `mirror`.
+fn repository_config(s: &BuildSettings) -> Result<RepoConfig, WorkflowError> {
+    let mut config = crate::recipe::load_repository(&s.recipes)?;
+    if let Some(m) = &s.mirror {
+        let checked = crate::recipe::check_mirror(m).map_err(|e| WorkflowError::BadMirror {
+            mirror: m.clone(),
+            reason: e.to_string(),
+        })?;
+        config.mirror = Some(checked);
+    }
+    Ok(config)
+}
+
+/// A warning while the mirror is still the shipped example host.
+fn warn_example_mirror(config: &RepoConfig, recipes: &Path, reporter: &dyn Reporter) {
+    let example = config
+        .mirror
+        .as_deref()
+        .filter(|m| m.contains(EXAMPLE_MIRROR));
+    if let Some(m) = example {
+        report::warning(
+            reporter,
+            format!(
+                "the repo-config package points lab machines at {m}, the example host in {}: set `mirror` there, or pass --mirror URL",
+                recipes.join("repository.toml").display()
+            ),
+        );
+    }
+}
+
+/// Every package of the repository, ready for the pool, and the pins:
+/// upstream packages kept or repacked, then the project's own, built with
+/// the versions and pins read from the prepared packages.
+fn prepare_all(
+    session: &Session,
+    fetched: &super::Fetched,
+    config: &RepoConfig,
+    signing: &[SigningKey],
+    dates: Dates,
+    reporter: &dyn Reporter,
+) -> Result<(Vec<pipeline::Artifact>, String), WorkflowError> {
+    let sde = dates.source_date_epoch.map(|t| t as u64);
+    let mut artifacts = session.prepare(&fetched.packages, sde)?;
+    let (keyring, _) = crate::openpgp::sign::export_public(signing);
+    // Versions and pins once, from the prepared packages' own control
+    // paragraphs: the metapackage, the repo-config package and the output's
+    // debforge.pref all get the same.
+    let versions = pipeline::package_versions(&artifacts, &session.recipes);
+    // The packages whose exact build is the point are pinned to the
+    // repository (its Release's Origin and Label); the rest (a
+    // distribution's own library) is offered like any repository's (see
+    // format::preferences and pipeline::pinned_packages).
+    let names = pipeline::pinned_packages(&artifacts, &session.recipes);
+    report_unpinned(&artifacts, &names, reporter);
+    let pins = crate::format::preferences::release_pins(
+        &config.origin,
+        &config.label,
+        names.iter().map(String::as_str),
+    );
+    // Packages built here are dated by SOURCE_DATE_EPOCH, else by the newest
+    // of the packages they are built around (a function of the lock), else
+    // 1980-01-01, never by the clock: the same inputs give the same bytes,
+    // so a published package never changes under its name and version.
+    let built_date = match dates.source_date_epoch {
+        Some(t) => t,
+        None => pipeline::newest_date(&artifacts)?.unwrap_or(REPRODUCIBLE_EPOCH),
+    };
+    let own = session.build_from_recipes(config, &keyring, built_date, &versions, &pins, &names)?;
+    artifacts.extend(own);
+    Ok((artifacts, pins))
 }
 
 /// The signing keys; the first build makes the one it signs with. A key
