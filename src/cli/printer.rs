@@ -169,51 +169,9 @@ impl Reporter for Printer {
                 name,
                 total,
                 resumed_from,
-            } => {
-                let from = if resumed_from > 0 {
-                    format!(", resuming at {resumed_from}")
-                } else {
-                    String::new()
-                };
-                match &self.bars {
-                    Some(b) => {
-                        let bar = b.multi.insert_before(&b.total, ProgressBar::new(total));
-                        bar.set_style(
-                            ProgressStyle::with_template(
-                                "{msg:40!} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
-                            )
-                            .expect("template")
-                            .progress_chars("=> "),
-                        );
-                        bar.set_message(name.clone());
-                        bar.set_position(resumed_from);
-                        b.total.inc(resumed_from);
-                        b.files
-                            .lock()
-                            .expect("bars")
-                            .insert(name, (bar, resumed_from));
-                    }
-                    None => self.line(&format!("fetching {name} ({total} bytes{from})")),
-                }
-            }
-            Event::Progress { name, bytes } => {
-                if let Some(b) = &self.bars
-                    && let Some((bar, last)) = b.files.lock().expect("bars").get_mut(&name)
-                {
-                    bar.set_position(bytes);
-                    b.total.inc(bytes.saturating_sub(*last));
-                    *last = bytes;
-                }
-            }
-            Event::Done { name } => match &self.bars {
-                Some(b) => {
-                    if let Some((bar, _)) = b.files.lock().expect("bars").remove(&name) {
-                        bar.finish_and_clear();
-                    }
-                    self.line(&format!("fetched {name}"));
-                }
-                None => self.line(&format!("fetched {name}")),
-            },
+            } => self.download_started(name, total, resumed_from),
+            Event::Progress { name, bytes } => self.download_progress(&name, bytes),
+            Event::Done { name } => self.download_done(&name),
             Event::Cached { name } => self.line(&format!(
                 "cached  {name} (verified earlier; its source was not read again)"
             )),
@@ -242,6 +200,54 @@ impl Reporter for Printer {
                 wait.as_secs_f64()
             )),
         }
+    }
+}
+
+impl Printer {
+    fn download_started(&self, name: String, total: u64, resumed_from: u64) {
+        let Some(b) = &self.bars else {
+            let from = if resumed_from > 0 {
+                format!(", resuming at {resumed_from}")
+            } else {
+                String::new()
+            };
+            self.line(&format!("fetching {name} ({total} bytes{from})"));
+            return;
+        };
+        let bar = b.multi.insert_before(&b.total, ProgressBar::new(total));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{msg:40!} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
+            )
+            .expect("template")
+            .progress_chars("=> "),
+        );
+        bar.set_message(name.clone());
+        bar.set_position(resumed_from);
+        b.total.inc(resumed_from);
+        b.files
+            .lock()
+            .expect("bars")
+            .insert(name, (bar, resumed_from));
+    }
+
+    fn download_progress(&self, name: &str, bytes: u64) {
+        if let Some(b) = &self.bars
+            && let Some((bar, last)) = b.files.lock().expect("bars").get_mut(name)
+        {
+            bar.set_position(bytes);
+            b.total.inc(bytes.saturating_sub(*last));
+            *last = bytes;
+        }
+    }
+
+    fn download_done(&self, name: &str) {
+        if let Some(b) = &self.bars
+            && let Some((bar, _)) = b.files.lock().expect("bars").remove(name)
+        {
+            bar.finish_and_clear();
+        }
+        self.line(&format!("fetched {name}"));
     }
 }
 
