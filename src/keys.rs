@@ -3,6 +3,7 @@
 //! Secret key files are never copied into the output or a bundle: only the
 //! public keyring is exported.
 
+use crate::error::FileError;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -61,22 +62,13 @@ pub fn load_signing_keys(
     let soon = SystemTime::now() + Duration::from_secs(30 * 86_400);
     let mut out = Vec::new();
     for path in files {
-        let meta = fs::metadata(&path).map_err(|source| {
-            KeyError::Io(crate::error::FileError {
-                path: path.clone(),
-                source,
-            })
-        })?;
+        let meta = fs::metadata(&path).map_err(FileError::at(&path))?;
         let mode = meta.permissions().mode() & 0o7777;
         if mode & 0o077 != 0 {
             return Err(KeyError::Permissions { path, mode });
         }
-        let bytes = crate::input::read(&path, crate::input::limit::KEY).map_err(|source| {
-            KeyError::Io(crate::error::FileError {
-                path: path.clone(),
-                source,
-            })
-        })?;
+        let bytes =
+            crate::input::read(&path, crate::input::limit::KEY).map_err(FileError::at(&path))?;
         let key = SigningKey::from_bytes(&bytes, passphrase).map_err(|source| KeyError::Key {
             path: path.clone(),
             source,
@@ -122,28 +114,13 @@ pub fn keygen(
     let key = SigningKey::from_bytes(&secret, passphrase).map_err(KeyError::Generate)?;
     let fpr = key.fingerprint();
     let dir = signing_dir(keys);
-    fs::create_dir_all(&dir).map_err(|source| {
-        KeyError::Io(crate::error::FileError {
-            path: dir.clone(),
-            source,
-        })
-    })?;
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(|source| {
-        KeyError::Io(crate::error::FileError {
-            path: dir.clone(),
-            source,
-        })
-    })?;
+    fs::create_dir_all(&dir).map_err(FileError::at(&dir))?;
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(FileError::at(&dir))?;
     // Ignored by git from the first key on, whatever the project's own
     // .gitignore says.
     let ignore = dir.join(".gitignore");
     if !ignore.exists() {
-        fs::write(&ignore, SIGNING_GITIGNORE).map_err(|source| {
-            KeyError::Io(crate::error::FileError {
-                path: ignore.clone(),
-                source,
-            })
-        })?;
+        fs::write(&ignore, SIGNING_GITIGNORE).map_err(FileError::at(&ignore))?;
     }
     let slug: String = uid
         .chars()
@@ -168,24 +145,9 @@ pub fn keygen(
         .create_new(true)
         .mode(0o600)
         .open(&path)
-        .map_err(|source| {
-            KeyError::Io(crate::error::FileError {
-                path: path.clone(),
-                source,
-            })
-        })?;
-    f.write_all(&secret).map_err(|source| {
-        KeyError::Io(crate::error::FileError {
-            path: path.clone(),
-            source,
-        })
-    })?;
-    f.sync_all().map_err(|source| {
-        KeyError::Io(crate::error::FileError {
-            path: path.clone(),
-            source,
-        })
-    })?;
+        .map_err(FileError::at(&path))?;
+    f.write_all(&secret).map_err(FileError::at(&path))?;
+    f.sync_all().map_err(FileError::at(&path))?;
     Ok((path, fpr))
 }
 

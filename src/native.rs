@@ -194,15 +194,11 @@ fn recipe_error(recipe: &PackageRecipe, message: String) -> NativeError {
 fn tree_dir(out_dir: &Path) -> Result<tempfile::TempDir, NativeError> {
     // The tree is built beside the package (under the cache, where the next
     // build clears what a killed one left), not in the system temp dir.
-    tempfile::Builder::new()
+    let dir = tempfile::Builder::new()
         .prefix(".tree-")
         .tempdir_in(out_dir)
-        .map_err(|source| {
-            NativeError::Io(crate::error::FileError {
-                path: out_dir.to_path_buf(),
-                source,
-            })
-        })
+        .map_err(FileError::at(out_dir))?;
+    Ok(dir)
 }
 
 /// The package's Depends (its `depends-exact` at their versions, then its
@@ -410,12 +406,7 @@ fn write_conffiles(root: &Path, mut conffiles: Vec<String>) -> Result<(), Native
 
 /// Builds the `.deb` from the laid-out tree into `out_dir`; returns its path.
 fn build_deb(root: &Path, out_dir: &Path, date: i64) -> Result<PathBuf, NativeError> {
-    fs::create_dir_all(out_dir).map_err(|source| {
-        NativeError::Io(crate::error::FileError {
-            path: out_dir.to_path_buf(),
-            source,
-        })
-    })?;
+    fs::create_dir_all(out_dir).map_err(FileError::at(&out_dir))?;
     let opts = BuildOptions {
         source_date_epoch: Some(date.max(0) as u64),
         ..BuildOptions::default()

@@ -2,6 +2,7 @@
 //! repository's own indexes (and any others given) under its pins, as
 //! `apt-cache policy` shows it on a machine with nothing installed.
 
+use crate::error::FileError;
 use std::collections::BTreeMap;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -147,12 +148,7 @@ fn own_indexes(dists: &Path) -> Result<Vec<PathBuf>, PolicyError> {
     let mut indexes = Vec::new();
     let mut stack = vec![dists.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let rd = std::fs::read_dir(&d).map_err(|source| {
-            PolicyError::Io(crate::error::FileError {
-                path: d.clone(),
-                source,
-            })
-        })?;
+        let rd = std::fs::read_dir(&d).map_err(FileError::at(&d))?;
         for e in rd.flatten() {
             let p = e.path();
             if p.is_dir() && p.file_name().is_some_and(|n| n != "by-hash") {
