@@ -5,7 +5,7 @@
 //! bundle in one streaming pass.
 
 use crate::error::FileError;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -278,7 +278,7 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
     let mut archive = tar::Archive::new(guarded);
     let mut expected: Option<BTreeMap<String, String>> = None;
     let mut problems = Problems::default();
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = BTreeSet::new();
     let entries = archive.entries().map_err(FileError::at(path))?;
     for entry in entries {
         let mut entry = match entry {
@@ -290,97 +290,144 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
         };
         let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let kind = entry.header().entry_type();
-        if kind.is_dir() && (name == TOP || name == format!("{TOP}/")) {
-            continue;
-        }
-        let Some(rel) = name
-            .strip_prefix(&format!("{TOP}/"))
-            .map(|r| r.trim_end_matches('/').to_string())
-        else {
-            problems.push(format!("{name}: outside {TOP}/"));
+        let Some(rel) = file_entry_path(&name, kind, &mut seen, &mut problems) else {
             continue;
         };
-        if let Err(e) = crate::format::path::check_relative(&rel) {
-            problems.push(format!("{name}: {e}"));
-            continue;
-        }
-        if kind.is_dir() {
-            continue;
-        }
-        if !matches!(kind, tar::EntryType::Regular | tar::EntryType::Continuous) {
-            let what = match kind {
-                tar::EntryType::Symlink => "a symlink",
-                tar::EntryType::Link => "a hard link",
-                tar::EntryType::Fifo => "a FIFO",
-                tar::EntryType::Char | tar::EntryType::Block => "a device",
-                _ => "not a regular file",
-            };
-            problems.push(format!(
-                "{rel}: is {what}; a bundle holds only regular files and directories"
-            ));
-            continue;
-        }
-        if !seen.insert(rel.clone()) {
-            problems.push(format!("{rel}: appears twice in the archive"));
-            continue;
-        }
-        if rel == "SHA256SUMS"
-            && entry.header().size().unwrap_or(u64::MAX) > crate::input::limit::SUMS
-        {
+        let is_sums = rel == "SHA256SUMS";
+        if is_sums && entry.header().size().unwrap_or(u64::MAX) > crate::input::limit::SUMS {
             problems.push(format!(
                 "SHA256SUMS: larger than {} bytes: not a debforge bundle",
                 crate::input::limit::SUMS
             ));
             break;
         }
-        let mut data_hash = Sha256::new();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut sums_text = Vec::new();
-        loop {
-            let n = match entry.read(&mut buf) {
-                Ok(n) => n,
-                Err(e) => {
-                    problems.push(format!("{rel}: unreadable: {e}"));
-                    break;
-                }
-            };
-            if n == 0 {
-                break;
-            }
-            data_hash.update(&buf[..n]);
-            if rel == "SHA256SUMS" {
-                sums_text.extend_from_slice(&buf[..n]);
-            }
-        }
-        if rel == "SHA256SUMS" {
-            let text = String::from_utf8_lossy(&sums_text);
-            let mut sums = BTreeMap::new();
-            // Lines end at '\n' alone, as for grep: a '\r' is refused.
-            for line in text.strip_suffix('\n').unwrap_or(&text).split('\n') {
-                let Some((h, f)) = sums_line(line) else {
-                    problems.push(format!("SHA256SUMS: {line:?} is not '<sha256>  <path>'"));
-                    continue;
-                };
-                if sums.insert(f.to_string(), h.to_string()).is_some() {
-                    problems.push(format!("SHA256SUMS lists {f} twice"));
-                }
-            }
-            expected = Some(sums);
+        let (found, data) = read_entry(&mut entry, &rel, is_sums, &mut problems);
+        if is_sums {
+            expected = Some(parse_sums(&data, &mut problems));
             continue;
         }
         let Some(sums) = expected.as_mut() else {
             problems.push("SHA256SUMS is not the first entry: not a debforge bundle".into());
             break;
         };
-        let found = hex::encode(data_hash.finalize());
-        match sums.remove(&rel) {
-            Some(want) if want == found => {}
-            Some(want) => {
-                problems.push(format!("{rel}: SHA256 is {found}, SHA256SUMS says {want}"))
+        check_listed(sums, &rel, &found, &mut problems);
+    }
+    report_unseen(expected, &mut problems);
+    Ok(problems.into_list())
+}
+
+/// The path under `debforge-bundle/` of an entry to check against
+/// SHA256SUMS, or `None` for an entry to skip: a directory, or one with a
+/// problem, which it reports.
+fn file_entry_path(
+    name: &str,
+    kind: tar::EntryType,
+    seen: &mut BTreeSet<String>,
+    problems: &mut Problems,
+) -> Option<String> {
+    if kind.is_dir() && (name == TOP || name == format!("{TOP}/")) {
+        return None;
+    }
+    let Some(rel) = name
+        .strip_prefix(&format!("{TOP}/"))
+        .map(|r| r.trim_end_matches('/').to_string())
+    else {
+        problems.push(format!("{name}: outside {TOP}/"));
+        return None;
+    };
+    if let Err(e) = crate::format::path::check_relative(&rel) {
+        problems.push(format!("{name}: {e}"));
+        return None;
+    }
+    if kind.is_dir() {
+        return None;
+    }
+    if !matches!(kind, tar::EntryType::Regular | tar::EntryType::Continuous) {
+        let what = match kind {
+            tar::EntryType::Symlink => "a symlink",
+            tar::EntryType::Link => "a hard link",
+            tar::EntryType::Fifo => "a FIFO",
+            tar::EntryType::Char | tar::EntryType::Block => "a device",
+            _ => "not a regular file",
+        };
+        problems.push(format!(
+            "{rel}: is {what}; a bundle holds only regular files and directories"
+        ));
+        return None;
+    }
+    if !seen.insert(rel.clone()) {
+        problems.push(format!("{rel}: appears twice in the archive"));
+        return None;
+    }
+    Some(rel)
+}
+
+/// Reads an entry to its end: the hex SHA-256 of its bytes and, if `keep`,
+/// the bytes themselves. A read error is reported and ends the reading.
+fn read_entry(
+    entry: &mut dyn Read,
+    rel: &str,
+    keep: bool,
+    problems: &mut Problems,
+) -> (String, Vec<u8>) {
+    let mut data_hash = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut kept = Vec::new();
+    loop {
+        let n = match entry.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) => {
+                problems.push(format!("{rel}: unreadable: {e}"));
+                break;
             }
-            None => problems.push(format!("{rel}: not listed in SHA256SUMS")),
+        };
+        if n == 0 {
+            break;
+        }
+        data_hash.update(&buf[..n]);
+        if keep {
+            kept.extend_from_slice(&buf[..n]);
         }
     }
+    (hex::encode(data_hash.finalize()), kept)
+}
+
+/// Parses SHA256SUMS into path → digest, reporting each line that is
+/// malformed or lists a path again.
+fn parse_sums(sums_text: &[u8], problems: &mut Problems) -> BTreeMap<String, String> {
+    let text = String::from_utf8_lossy(sums_text);
+    let mut sums = BTreeMap::new();
+    // Lines end at '\n' alone, as for grep: a '\r' is refused.
+    for line in text.strip_suffix('\n').unwrap_or(&text).split('\n') {
+        let Some((h, f)) = sums_line(line) else {
+            problems.push(format!("SHA256SUMS: {line:?} is not '<sha256>  <path>'"));
+            continue;
+        };
+        if sums.insert(f.to_string(), h.to_string()).is_some() {
+            problems.push(format!("SHA256SUMS lists {f} twice"));
+        }
+    }
+    sums
+}
+
+/// Checks a file's SHA-256 against what SHA256SUMS says, and crosses the
+/// file off the list.
+fn check_listed(
+    sums: &mut BTreeMap<String, String>,
+    rel: &str,
+    found: &str,
+    problems: &mut Problems,
+) {
+    match sums.remove(rel) {
+        Some(want) if want == found => {}
+        Some(want) => problems.push(format!("{rel}: SHA256 is {found}, SHA256SUMS says {want}")),
+        None => problems.push(format!("{rel}: not listed in SHA256SUMS")),
+    }
+}
+
+/// Reports each file SHA256SUMS lists that the archive lacks, or, when
+/// nothing else was wrong, that there was no SHA256SUMS at all.
+fn report_unseen(expected: Option<BTreeMap<String, String>>, problems: &mut Problems) {
     match expected {
         None if problems.is_empty() => problems.push("no SHA256SUMS: not a debforge bundle".into()),
         Some(rest) => {
@@ -390,7 +437,6 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
         }
         None => {}
     }
-    Ok(problems.into_list())
 }
 
 impl crate::error::Hint for BundleError {

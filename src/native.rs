@@ -406,7 +406,7 @@ fn write_conffiles(root: &Path, mut conffiles: Vec<String>) -> Result<(), Native
 
 /// Builds the `.deb` from the laid-out tree into `out_dir`; returns its path.
 fn build_deb(root: &Path, out_dir: &Path, date: i64) -> Result<PathBuf, NativeError> {
-    fs::create_dir_all(out_dir).map_err(FileError::at(&out_dir))?;
+    fs::create_dir_all(out_dir).map_err(FileError::at(out_dir))?;
     let opts = BuildOptions {
         source_date_epoch: Some(date.max(0) as u64),
         ..BuildOptions::default()

@@ -53,8 +53,6 @@ pub fn dir_of(out: &Path) -> PathBuf {
     crate::files::beside(out, "generations")
 }
 
-/// `.<out>.<what>` in the output's parent directory.
-
 /// Every recorded generation, oldest first. Unreadable manifests are
 /// reported, not skipped: history is not to be guessed.
 pub fn list(out: &Path) -> Result<Vec<Generation>, RepoError> {
@@ -321,6 +319,60 @@ pub fn matching<'a>(
     })
 }
 
+/// The pool files of generation `g`, each still in the output's pool.
+fn kept_files(out: &Path, g: &Generation) -> Result<Vec<PathBuf>, RepoError> {
+    let mut files = Vec::with_capacity(g.packages.len());
+    for p in &g.packages {
+        if crate::format::path::check_relative(&p.filename).is_err() {
+            return Err(RepoError::BadGeneration {
+                path: dir_of(out).join(format!("{:06}.json", g.number)),
+                reason: format!("pool path {:?} leaves the repository", p.filename),
+            });
+        }
+        let file = out.join(&p.filename);
+        if !file.is_file() {
+            return Err(RepoError::NotKept {
+                generation: g.number,
+                out: out.to_path_buf(),
+                file,
+            });
+        }
+        files.push(file);
+    }
+    Ok(files)
+}
+
+/// Each package's control paragraph: recorded by its SHA256, else read
+/// from the file.
+fn controls_of(
+    g: &Generation,
+    files: &[PathBuf],
+    records: &DigestStore,
+) -> Result<Vec<crate::format::ControlParagraph>, RepoError> {
+    let mut controls = Vec::with_capacity(files.len());
+    for (p, file) in g.packages.iter().zip(files) {
+        let recorded = records
+            .control(&p.sha256)
+            .and_then(|t| crate::format::ControlParagraph::parse_single(&t).ok());
+        let control = match recorded {
+            Some(c) => c,
+            None => {
+                let bad = |e: crate::deb::DebError| RepoError::BadPackage {
+                    path: file.clone(),
+                    reason: e.to_string(),
+                };
+                crate::deb::DebFile::open(file)
+                    .map_err(bad)?
+                    .control_files()
+                    .map_err(bad)?
+                    .control
+            }
+        };
+        controls.push(control);
+    }
+    Ok(controls)
+}
+
 /// Generation `g` of the output `out` made a complete repository again, in
 /// [`materialized_dir`]: its packages linked from the output's pool (where
 /// `--keep` kept them, checked against the manifest's SHA256), its pins and
@@ -348,45 +400,8 @@ pub fn materialize(
             generation: g.number,
             what: "Release fields",
         })?;
-    let mut files = Vec::with_capacity(g.packages.len());
-    for p in &g.packages {
-        if crate::format::path::check_relative(&p.filename).is_err() {
-            return Err(RepoError::BadGeneration {
-                path: dir_of(out).join(format!("{:06}.json", g.number)),
-                reason: format!("pool path {:?} leaves the repository", p.filename),
-            });
-        }
-        let file = out.join(&p.filename);
-        if !file.is_file() {
-            return Err(RepoError::NotKept {
-                generation: g.number,
-                out: out.to_path_buf(),
-                file,
-            });
-        }
-        files.push(file);
-    }
-    let mut controls = Vec::with_capacity(files.len());
-    for (p, file) in g.packages.iter().zip(&files) {
-        let recorded = records
-            .control(&p.sha256)
-            .and_then(|t| crate::format::deb822::ControlParagraph::parse_single(&t).ok());
-        let control = match recorded {
-            Some(c) => c,
-            None => {
-                let bad = |e: crate::deb::DebError| RepoError::BadPackage {
-                    path: file.clone(),
-                    reason: e.to_string(),
-                };
-                crate::deb::DebFile::open(file)
-                    .map_err(bad)?
-                    .control_files()
-                    .map_err(bad)?
-                    .control
-            }
-        };
-        controls.push(control);
-    }
+    let files = kept_files(out, g)?;
+    let controls = controls_of(g, &files, records)?;
     let inputs: Vec<super::PoolInput> = g
         .packages
         .iter()

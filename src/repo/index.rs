@@ -236,6 +236,17 @@ impl OldCache {
     }
 }
 
+/// The new cache being written, in a temporary file, and where it goes.
+type NewCache = Option<(BufWriter<tempfile::NamedTempFile>, PathBuf)>;
+
+/// A package file met in the walk, with its cached result if any.
+struct Item {
+    path: PathBuf,
+    rel: String,
+    id: [i64; 7],
+    hit: Option<IndexedDeb>,
+}
+
 /// Indexes every `.deb` under `root/sub` and hands the results to `emit` in
 /// path order. Files the cache does not vouch for are read a batch at a time
 /// on all cores; a batch is all that is held in memory.
@@ -252,102 +263,122 @@ pub fn index_tree<E: From<IndexError>>(
         .min(8);
     let cache_file = cache.file_for(root, sub);
     let mut old = OldCache::open(cache_file.as_deref());
-    // The new cache is written beside the old and renamed at the end.
-    let mut new = match &cache_file {
-        Some(f) => {
-            let dir = f.parent().expect("cache file in a directory");
-            fs::create_dir_all(dir)
-                .ok()
-                .and_then(|_| tempfile::NamedTempFile::new_in(dir).ok())
-                .map(|t| (BufWriter::new(t), f.clone()))
-        }
-        None => None,
-    };
-
-    struct Item {
-        path: PathBuf,
-        rel: String,
-        id: [i64; 7],
-        hit: Option<IndexedDeb>,
-    }
+    let mut new = open_new_cache(cache_file.as_deref());
     let mut batch: Vec<Item> = Vec::with_capacity(BATCH);
-    let mut flush = |batch: &mut Vec<Item>,
-                     stats: &mut IndexStats,
-                     new: &mut Option<(BufWriter<tempfile::NamedTempFile>, PathBuf)>|
-     -> Result<(), E> {
-        let misses: Vec<usize> = (0..batch.len())
-            .filter(|&i| batch[i].hit.is_none())
-            .collect();
-        let workers = threads.min(misses.len()).max(1);
-        let items = &*batch;
-        let misses_ref = &misses;
-        let read: Vec<Vec<(usize, Result<IndexedDeb, IndexError>)>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..workers)
-                .map(|t| {
-                    scope.spawn(move || {
-                        misses_ref
-                            .iter()
-                            .skip(t)
-                            .step_by(workers)
-                            .map(|&i| (i, read_deb(&items[i].path, &items[i].rel)))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("index worker"))
-                .collect()
-        });
-        for (i, r) in read.into_iter().flatten() {
-            batch[i].hit = Some(r?);
-            stats.read += 1;
-        }
-        stats.cached += batch.len() - misses.len();
-        for item in batch.drain(..) {
-            let deb = item.hit.expect("every item indexed");
-            if let Some((w, _)) = new.as_mut() {
-                let line = serde_json::to_string(&Record::from_deb(&deb, item.id))
-                    .expect("record serializes");
-                if w.write_all(line.as_bytes())
-                    .and_then(|_| w.write_all(b"\n"))
-                    .is_err()
-                {
-                    // A cache that cannot be written only costs time next run.
-                    *new = None;
-                }
-            }
-            emit(&deb)?;
-        }
-        Ok(())
-    };
     walk_debs(root, sub, &mut |path, rel| -> Result<(), E> {
-        let meta = fs::metadata(path).map_err(|source| {
-            IndexError::Io(crate::error::FileError {
-                path: path.to_path_buf(),
-                source,
-            })
-        })?;
-        let id = identity(&meta);
-        let hit = old.take(rel, id);
-        batch.push(Item {
-            path: path.to_path_buf(),
-            rel: rel.to_string(),
-            id,
-            hit,
-        });
+        batch.push(walk_item(path, rel, &mut old)?);
         if batch.len() == BATCH {
-            flush(&mut batch, stats, &mut new)?;
+            flush_batch(&mut batch, threads, stats, &mut new, emit)?;
         }
         Ok(())
     })?;
-    flush(&mut batch, stats, &mut new)?;
+    flush_batch(&mut batch, threads, stats, &mut new, emit)?;
     if let Some((w, target)) = new
         && let Ok(tmp) = w.into_inner()
     {
         let _ = tmp.persist(&target);
     }
     Ok(())
+}
+
+/// Opens a temporary file beside `cache_file` for the new cache, or `None`
+/// if there is no cache or the file cannot be made.
+fn open_new_cache(cache_file: Option<&Path>) -> NewCache {
+    // The new cache is written beside the old and renamed at the end.
+    let f = cache_file?;
+    let dir = f.parent().expect("cache file in a directory");
+    fs::create_dir_all(dir)
+        .ok()
+        .and_then(|_| tempfile::NamedTempFile::new_in(dir).ok())
+        .map(|t| (BufWriter::new(t), f.to_path_buf()))
+}
+
+/// The item for a file the walk found: its identity, and the old cache's
+/// record of it if that is still valid.
+fn walk_item(path: &Path, rel: &str, old: &mut OldCache) -> Result<Item, IndexError> {
+    let meta = fs::metadata(path).map_err(|source| {
+        IndexError::Io(crate::error::FileError {
+            path: path.to_path_buf(),
+            source,
+        })
+    })?;
+    let id = identity(&meta);
+    let hit = old.take(rel, id);
+    Ok(Item {
+        path: path.to_path_buf(),
+        rel: rel.to_string(),
+        id,
+        hit,
+    })
+}
+
+/// Reads the batch's cache misses, then writes each item to the new cache
+/// and hands it to `emit`, in order, emptying the batch.
+fn flush_batch<E: From<IndexError>>(
+    batch: &mut Vec<Item>,
+    threads: usize,
+    stats: &mut IndexStats,
+    new: &mut NewCache,
+    emit: &mut dyn FnMut(&IndexedDeb) -> Result<(), E>,
+) -> Result<(), E> {
+    let misses: Vec<usize> = (0..batch.len())
+        .filter(|&i| batch[i].hit.is_none())
+        .collect();
+    for (i, r) in read_misses(batch, &misses, threads) {
+        batch[i].hit = Some(r?);
+        stats.read += 1;
+    }
+    stats.cached += batch.len() - misses.len();
+    for item in batch.drain(..) {
+        let deb = item.hit.expect("every item indexed");
+        write_record(new, &deb, item.id);
+        emit(&deb)?;
+    }
+    Ok(())
+}
+
+/// Reads the items at `misses` on up to `threads` threads; each result
+/// comes with its item's position, grouped by thread.
+fn read_misses(
+    items: &[Item],
+    misses: &[usize],
+    threads: usize,
+) -> Vec<(usize, Result<IndexedDeb, IndexError>)> {
+    let workers = threads.min(misses.len()).max(1);
+    let read: Vec<Vec<(usize, Result<IndexedDeb, IndexError>)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|t| {
+                scope.spawn(move || {
+                    misses
+                        .iter()
+                        .skip(t)
+                        .step_by(workers)
+                        .map(|&i| (i, read_deb(&items[i].path, &items[i].rel)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("index worker"))
+            .collect()
+    });
+    read.into_iter().flatten().collect()
+}
+
+/// Appends the record of `deb` to the new cache, dropping the new cache if
+/// the write fails.
+fn write_record(new: &mut NewCache, deb: &IndexedDeb, id: [i64; 7]) {
+    if let Some((w, _)) = new.as_mut() {
+        let line = serde_json::to_string(&Record::from_deb(deb, id)).expect("record serializes");
+        if w.write_all(line.as_bytes())
+            .and_then(|_| w.write_all(b"\n"))
+            .is_err()
+        {
+            // A cache that cannot be written only costs time next run.
+            *new = None;
+        }
+    }
 }
 
 impl crate::error::Hint for IndexError {

@@ -6,9 +6,10 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use crate::deb::{Compression, DebFile};
-use crate::digest::digest_reader;
-use crate::format::deb822::ParagraphReader;
-use crate::format::release::{HashAlgo, Release};
+use crate::digest::{Digests, digest_reader};
+use crate::format::deb822::{ControlParagraph, ParagraphReader};
+use crate::format::preferences::{Offer, Pin, Preferences, candidate};
+use crate::format::release::{HashAlgo, Release, ReleaseFile};
 use crate::openpgp::PinnedKeyring;
 
 /// What `verify` found, and what it looked at.
@@ -82,6 +83,13 @@ fn verify_integrity(
     r
 }
 
+/// A path as a problem names it: relative to the repository root.
+fn shown(root: &Path, p: &Path) -> String {
+    p.strip_prefix(root).unwrap_or(p).display().to_string()
+}
+
+/// Checks one suite: its signatures, its Release fields, and every index
+/// its Release lists.
 fn verify_suite(
     root: &Path,
     suite: &Path,
@@ -90,30 +98,49 @@ fn verify_suite(
     r: &mut VerifyReport,
     listed: &mut Vec<Listed>,
 ) {
-    let show = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
     let release_path = suite.join("Release");
-    let release_bytes = std::fs::read(&release_path).ok();
+    let Some(text) = release_text(root, suite, ring, r) else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let release = match Release::parse(&text) {
+        Ok(rel) => rel,
+        Err(e) => {
+            r.problems
+                .push(format!("{}: {e}", shown(root, &release_path)));
+            return;
+        }
+    };
+    check_release_fields(&release, &shown(root, &release_path), now, r);
+    let by_hash = release.paragraph().get("Acquire-By-Hash") == Some("yes");
+    let Ok(sha256) = release.files(HashAlgo::Sha256) else {
+        return;
+    };
+    for f in sha256 {
+        verify_index(root, suite, &release, &f, by_hash, r, listed);
+    }
+}
+
+/// Checks the suite's signatures and returns the Release text to go on
+/// with (verified where a signature holds), or `None` if there is none.
+fn release_text(
+    root: &Path,
+    suite: &Path,
+    ring: Option<&PinnedKeyring>,
+    r: &mut VerifyReport,
+) -> Option<Vec<u8>> {
+    let show = |p: &Path| shown(root, p);
+    let release_bytes = std::fs::read(suite.join("Release")).ok();
     let inrelease = std::fs::read(suite.join("InRelease")).ok();
     let detached = std::fs::read(suite.join("Release.gpg")).ok();
-    let mut text = None;
-    if let (Some(ring), Some(msg)) = (ring, &inrelease) {
-        match ring.verify_cleartext(msg) {
-            Ok((body, _)) => {
-                if let Some(rel) = &release_bytes
-                    && *rel != body
-                {
-                    r.problems.push(format!(
-                        "{}: its text differs from Release",
-                        show(&suite.join("InRelease"))
-                    ));
-                }
-                text = Some(body);
-            }
-            Err(e) => r
-                .problems
-                .push(format!("{}: {e}", show(&suite.join("InRelease")))),
-        }
-    }
+    let mut text = verified_inrelease(
+        root,
+        suite,
+        ring,
+        inrelease.as_deref(),
+        release_bytes.as_deref(),
+        r,
+    );
     match (&release_bytes, &detached, ring) {
         (Some(rel), Some(sig), Some(ring)) => match ring.verify_detached(rel, sig) {
             Ok(_) => {
@@ -130,110 +157,142 @@ fn verify_suite(
         (None, _, _) if inrelease.is_none() => {
             r.problems
                 .push(format!("{}: no InRelease and no Release", show(suite)));
-            return;
+            return None;
         }
         _ => {}
     }
     // Go on with the unverified text, if that is all there is, to report the rest.
-    let Some(text) = text.or(release_bytes).or(inrelease.and_then(|i| {
+    text.or(release_bytes).or(inrelease.and_then(|i| {
         crate::format::clearsign::split(&String::from_utf8_lossy(&i))
             .ok()
             .map(|c| c.body.into_bytes())
-    })) else {
-        return;
+    }))
+}
+
+/// Checks InRelease's signature and that its text is Release's; returns
+/// its signed text if the signature holds.
+fn verified_inrelease(
+    root: &Path,
+    suite: &Path,
+    ring: Option<&PinnedKeyring>,
+    inrelease: Option<&[u8]>,
+    release_bytes: Option<&[u8]>,
+    r: &mut VerifyReport,
+) -> Option<Vec<u8>> {
+    let (Some(ring), Some(msg)) = (ring, inrelease) else {
+        return None;
     };
-    let text = String::from_utf8_lossy(&text).into_owned();
-    let release = match Release::parse(&text) {
-        Ok(rel) => rel,
-        Err(e) => {
-            r.problems.push(format!("{}: {e}", show(&release_path)));
-            return;
-        }
-    };
-    if let Err(e) = release.require_strong_hashes() {
-        r.problems.push(format!("{}: {e}", show(&release_path)));
-    }
-    match release.valid_until() {
-        Ok(Some(t)) if t < now => r.problems.push(format!(
-            "{}: expired (Valid-Until has passed)",
-            show(&release_path)
-        )),
-        Err(e) => r.problems.push(format!("{}: {e}", show(&release_path))),
-        _ => {}
-    }
-    match release.date() {
-        Ok(Some(t)) if t > now + 10 => r.problems.push(format!(
-            "{}: Date is in the future; apt says \"not valid yet\"",
-            show(&release_path)
-        )),
-        Ok(None) => r
-            .problems
-            .push(format!("{}: no Date field", show(&release_path))),
-        Err(e) => r.problems.push(format!("{}: {e}", show(&release_path))),
-        _ => {}
-    }
-    let by_hash = release.paragraph().get("Acquire-By-Hash") == Some("yes");
-    let Ok(sha256) = release.files(HashAlgo::Sha256) else {
-        return;
-    };
-    for f in sha256 {
-        let path = suite.join(&f.path);
-        let entry = release.entry(&f.path).ok().flatten();
-        let d = match File::open(&path).and_then(digest_reader) {
-            Ok(d) => d,
-            Err(e) => {
-                r.problems
-                    .push(format!("{}: listed in Release but {e}", show(&path)));
-                continue;
-            }
-        };
-        r.indexes += 1;
-        if d.size != f.size
-            || d.sha256 != f.digest
-            || entry
-                .as_ref()
-                .and_then(|e| e.sha512.as_ref())
-                .is_some_and(|h| *h != d.sha512)
-        {
-            r.problems.push(format!(
-                "{}: does not match Release (size {} sha256 {}, Release says size {} sha256 {})",
-                show(&path),
-                d.size,
-                d.sha256,
-                f.size,
-                f.digest
-            ));
-            continue;
-        }
-        if by_hash {
-            let copy = path
-                .parent()
-                .unwrap_or(suite)
-                .join("by-hash/SHA256")
-                .join(&d.sha256);
-            if !copy.exists() {
+    match ring.verify_cleartext(msg) {
+        Ok((body, _)) => {
+            if let Some(rel) = release_bytes
+                && *rel != *body
+            {
                 r.problems.push(format!(
-                    "{}: missing (Release says Acquire-By-Hash: yes)",
-                    show(&copy)
+                    "{}: its text differs from Release",
+                    shown(root, &suite.join("InRelease"))
                 ));
             }
+            Some(body)
         }
-        if f.path.ends_with("/Packages") {
-            let mut in_index = Vec::new();
-            verify_packages(root, &path, r, &mut in_index);
-            check_dependencies(&in_index, r);
-            listed.extend(in_index);
+        Err(e) => {
+            r.problems
+                .push(format!("{}: {e}", shown(root, &suite.join("InRelease"))));
+            None
         }
     }
 }
 
+/// Checks the Release's hashes are strong, it has not expired, and its
+/// Date is given and not in the future.
+fn check_release_fields(release: &Release, shown_path: &str, now: i64, r: &mut VerifyReport) {
+    if let Err(e) = release.require_strong_hashes() {
+        r.problems.push(format!("{shown_path}: {e}"));
+    }
+    match release.valid_until() {
+        Ok(Some(t)) if t < now => r
+            .problems
+            .push(format!("{shown_path}: expired (Valid-Until has passed)")),
+        Err(e) => r.problems.push(format!("{shown_path}: {e}")),
+        _ => {}
+    }
+    match release.date() {
+        Ok(Some(t)) if t > now + 10 => r.problems.push(format!(
+            "{shown_path}: Date is in the future; apt says \"not valid yet\""
+        )),
+        Ok(None) => r.problems.push(format!("{shown_path}: no Date field")),
+        Err(e) => r.problems.push(format!("{shown_path}: {e}")),
+        _ => {}
+    }
+}
+
+/// Checks one index the Release lists: its size and hashes, its by-hash
+/// copy, and, for a Packages index, the packages it lists.
+fn verify_index(
+    root: &Path,
+    suite: &Path,
+    release: &Release,
+    f: &ReleaseFile,
+    by_hash: bool,
+    r: &mut VerifyReport,
+    listed: &mut Vec<Listed>,
+) {
+    let show = |p: &Path| shown(root, p);
+    let path = suite.join(&f.path);
+    let entry = release.entry(&f.path).ok().flatten();
+    let d = match File::open(&path).and_then(digest_reader) {
+        Ok(d) => d,
+        Err(e) => {
+            r.problems
+                .push(format!("{}: listed in Release but {e}", show(&path)));
+            return;
+        }
+    };
+    r.indexes += 1;
+    if d.size != f.size
+        || d.sha256 != f.digest
+        || entry
+            .as_ref()
+            .and_then(|e| e.sha512.as_ref())
+            .is_some_and(|h| *h != d.sha512)
+    {
+        r.problems.push(format!(
+            "{}: does not match Release (size {} sha256 {}, Release says size {} sha256 {})",
+            show(&path),
+            d.size,
+            d.sha256,
+            f.size,
+            f.digest
+        ));
+        return;
+    }
+    if by_hash {
+        let copy = path
+            .parent()
+            .unwrap_or(suite)
+            .join("by-hash/SHA256")
+            .join(&d.sha256);
+        if !copy.exists() {
+            r.problems.push(format!(
+                "{}: missing (Release says Acquire-By-Hash: yes)",
+                show(&copy)
+            ));
+        }
+    }
+    if f.path.ends_with("/Packages") {
+        let mut in_index = Vec::new();
+        verify_packages(root, &path, r, &mut in_index);
+        check_dependencies(&in_index, r);
+        listed.extend(in_index);
+    }
+}
+
+/// Checks every package a Packages index lists, and adds each to `listed`.
 fn verify_packages(root: &Path, index: &Path, r: &mut VerifyReport, listed: &mut Vec<Listed>) {
-    let show = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
     let Ok(file) = File::open(index) else { return };
     let reader = match Compression::None.decoder(BufReader::new(file)) {
         Ok(rd) => rd,
         Err(e) => {
-            r.problems.push(format!("{}: {e}", show(index)));
+            r.problems.push(format!("{}: {e}", shown(root, index)));
             return;
         }
     };
@@ -241,71 +300,103 @@ fn verify_packages(root: &Path, index: &Path, r: &mut VerifyReport, listed: &mut
         let stanza = match stanza {
             Ok(s) => s,
             Err(e) => {
-                r.problems.push(format!("{}: {e}", show(index)));
+                r.problems.push(format!("{}: {e}", shown(root, index)));
                 return;
             }
         };
         r.packages += 1;
-        let name = stanza.get("Package").unwrap_or("?").to_string();
-        let Some(filename) = stanza.get("Filename") else {
-            r.problems
-                .push(format!("{}: {name} has no Filename", show(index)));
-            continue;
-        };
-        let version = stanza.get("Version").unwrap_or_default().to_string();
-        let arch = stanza.get("Architecture").unwrap_or_default();
-        let expected = format!(
-            "{name}_{}_{arch}.deb",
-            version.split_once(':').map_or(version.as_str(), |(_, v)| v)
-        );
-        if filename.rsplit('/').next() != Some(expected.as_str()) {
+        verify_stanza(root, index, &stanza, r, listed);
+    }
+}
+
+/// Checks one stanza of a Packages index: its file name, and that the
+/// package file is there with the digests and control fields it gives.
+fn verify_stanza(
+    root: &Path,
+    index: &Path,
+    stanza: &ControlParagraph,
+    r: &mut VerifyReport,
+    listed: &mut Vec<Listed>,
+) {
+    let name = stanza.get("Package").unwrap_or("?").to_string();
+    let Some(filename) = stanza.get("Filename") else {
+        r.problems
+            .push(format!("{}: {name} has no Filename", shown(root, index)));
+        return;
+    };
+    let version = stanza.get("Version").unwrap_or_default().to_string();
+    let arch = stanza.get("Architecture").unwrap_or_default();
+    let expected = format!(
+        "{name}_{}_{arch}.deb",
+        version.split_once(':').map_or(version.as_str(), |(_, v)| v)
+    );
+    if filename.rsplit('/').next() != Some(expected.as_str()) {
+        r.problems.push(format!(
+            "{filename}: the file name does not match its control paragraph (expected {expected})"
+        ));
+    }
+    listed.push(listed_of(index, stanza, filename));
+    let deb_path = root.join(filename);
+    let d = match File::open(&deb_path).and_then(digest_reader) {
+        Ok(d) => d,
+        Err(e) => {
             r.problems.push(format!(
-                "{filename}: the file name does not match its control paragraph (expected {expected})"
+                "{filename}: listed for {name} in {} but {e}",
+                shown(root, index)
             ));
+            return;
         }
-        listed.push(listed_of(index, &stanza, filename));
-        let deb_path = root.join(filename);
-        let d = match File::open(&deb_path).and_then(digest_reader) {
-            Ok(d) => d,
-            Err(e) => {
-                r.problems.push(format!(
-                    "{filename}: listed for {name} in {} but {e}",
-                    show(index)
-                ));
-                continue;
-            }
-        };
-        for (field, actual) in [
-            ("Size", d.size.to_string()),
-            ("MD5sum", d.md5),
-            ("SHA1", d.sha1),
-            ("SHA256", d.sha256),
-            ("SHA512", d.sha512),
-        ] {
-            match stanza.get(field) {
-                Some(v) if v.eq_ignore_ascii_case(&actual) => {}
-                Some(v) => r.problems.push(format!(
-                    "{filename}: {field} is {actual}, the index says {v}"
-                )),
-                None if field == "SHA256" || field == "Size" => r
-                    .problems
-                    .push(format!("{filename}: the index gives no {field}")),
-                None => {}
-            }
+    };
+    check_package_digests(filename, stanza, d, r);
+    check_package_control(filename, &deb_path, stanza, r);
+}
+
+/// Checks the size and hashes a stanza gives against the package file's.
+fn check_package_digests(
+    filename: &str,
+    stanza: &ControlParagraph,
+    d: Digests,
+    r: &mut VerifyReport,
+) {
+    for (field, actual) in [
+        ("Size", d.size.to_string()),
+        ("MD5sum", d.md5),
+        ("SHA1", d.sha1),
+        ("SHA256", d.sha256),
+        ("SHA512", d.sha512),
+    ] {
+        match stanza.get(field) {
+            Some(v) if v.eq_ignore_ascii_case(&actual) => {}
+            Some(v) => r.problems.push(format!(
+                "{filename}: {field} is {actual}, the index says {v}"
+            )),
+            None if field == "SHA256" || field == "Size" => r
+                .problems
+                .push(format!("{filename}: the index gives no {field}")),
+            None => {}
         }
-        match DebFile::open(&deb_path).and_then(|deb| deb.control_files()) {
-            Ok(c) => {
-                for f in c.control.fields() {
-                    if stanza.get(f.name()) != Some(f.value()) {
-                        r.problems.push(format!(
-                            "{filename}: field {} in the index differs from the package's control",
-                            f.name()
-                        ));
-                    }
+    }
+}
+
+/// Checks that every field of the package's control is in the stanza as is.
+fn check_package_control(
+    filename: &str,
+    deb_path: &Path,
+    stanza: &ControlParagraph,
+    r: &mut VerifyReport,
+) {
+    match DebFile::open(deb_path).and_then(|deb| deb.control_files()) {
+        Ok(c) => {
+            for f in c.control.fields() {
+                if stanza.get(f.name()) != Some(f.value()) {
+                    r.problems.push(format!(
+                        "{filename}: field {} in the index differs from the package's control",
+                        f.name()
+                    ));
                 }
             }
-            Err(e) => r.problems.push(format!("{filename}: {e}")),
         }
+        Err(e) => r.problems.push(format!("{filename}: {e}")),
     }
 }
 
@@ -440,7 +531,6 @@ fn check_dependencies(listed: &[Listed], r: &mut VerifyReport) {
 /// Under our pins apt must find a candidate for every package we list, and
 /// a pin of 1000 or more on an exact version must name one we list.
 fn check_pins(root: &Path, listed: &[Listed], r: &mut VerifyReport) {
-    use crate::format::preferences::{Offer, Pin, Preferences, candidate};
     let path = root.join(super::PREFERENCES_NAME);
     let Ok(text) = std::fs::read_to_string(&path) else {
         return; // a repository need not ship pins
@@ -452,13 +542,22 @@ fn check_pins(root: &Path, listed: &[Listed], r: &mut VerifyReport) {
             return;
         }
     };
-    let versions = |name: &str| -> Vec<&str> {
-        listed
-            .iter()
-            .filter(|l| l.name == name)
-            .map(|l| l.version.as_str())
-            .collect()
-    };
+    check_version_pins(&prefs, listed, r);
+    check_release_pins(&prefs, listed, r);
+    check_candidates(&prefs, listed, r);
+}
+
+/// The versions of `name` that the indexes list.
+fn versions_of<'a>(listed: &'a [Listed], name: &str) -> Vec<&'a str> {
+    listed
+        .iter()
+        .filter(|l| l.name == name)
+        .map(|l| l.version.as_str())
+        .collect()
+}
+
+/// Reports each pin of 1000 or more on an exact version that no index lists.
+fn check_version_pins(prefs: &Preferences, listed: &[Listed], r: &mut VerifyReport) {
     for rec in &prefs.records {
         let Pin::Version(version) = &rec.pin else {
             continue;
@@ -471,7 +570,7 @@ fn check_pins(root: &Path, listed: &[Listed], r: &mut VerifyReport) {
                 .iter()
                 .any(|l| &l.name == name && &l.version == version)
             {
-                let have = versions(name);
+                let have = versions_of(listed, name);
                 r.problems.push(format!(
                     "{}: pins {name} to {version} (priority {}), which no index lists (it has {}); apt would find no candidate",
                     super::PREFERENCES_NAME,
@@ -481,12 +580,17 @@ fn check_pins(root: &Path, listed: &[Listed], r: &mut VerifyReport) {
             }
         }
     }
+}
+
+/// Reports each pin of 1000 or more to this repository on a package it
+/// does not list.
+fn check_release_pins(prefs: &Preferences, listed: &[Listed], r: &mut VerifyReport) {
     for rec in &prefs.records {
         if rec.priority < 1000 || !matches!(rec.pin, Pin::Release(_)) {
             continue;
         }
         for name in rec.packages.iter().filter(|n| !n.contains(['*', '?'])) {
-            if versions(name).is_empty() {
+            if versions_of(listed, name).is_empty() {
                 r.problems.push(format!(
                     "{}: pins {name} to this repository (priority {}), which lists no {name}; apt would find no candidate",
                     super::PREFERENCES_NAME,
@@ -495,6 +599,10 @@ fn check_pins(root: &Path, listed: &[Listed], r: &mut VerifyReport) {
             }
         }
     }
+}
+
+/// Reports each package we list for which the pins leave apt no candidate.
+fn check_candidates(prefs: &Preferences, listed: &[Listed], r: &mut VerifyReport) {
     let mut releases = std::collections::BTreeMap::new();
     for l in listed {
         releases
@@ -518,7 +626,7 @@ fn check_pins(root: &Path, listed: &[Listed], r: &mut VerifyReport) {
                 })
             })
             .collect();
-        let (best, table) = candidate(&prefs, name, &offers);
+        let (best, table) = candidate(prefs, name, &offers);
         if best.is_none() {
             r.problems.push(format!(
                 "{}: leaves apt no candidate for {name} (this repository has {}); apt would refuse to install it",

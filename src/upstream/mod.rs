@@ -191,6 +191,10 @@ pub fn load_keyring(source: &Source, root: &Path) -> Result<PinnedKeyring, Upstr
         .map_err(|e| fail(UpstreamErrorKind::Keyring { path, source: e }))
 }
 
+/// A verified Release: its text, the signed files as fetched (path, bytes),
+/// and where it came from.
+type SignedRelease = (Vec<u8>, Vec<(String, Vec<u8>)>, String);
+
 /// The Release of the directory `dir`, verified against `keyring`:
 /// InRelease if there is one, else Release and Release.gpg. Returns the
 /// signed text, the signed files as fetched, and where it came from.
@@ -198,7 +202,7 @@ fn signed_release(
     dir: String,
     keyring: &PinnedKeyring,
     transport: &dyn Transport,
-) -> Result<(Vec<u8>, Vec<(String, Vec<u8>)>, String), UpstreamErrorKind> {
+) -> Result<SignedRelease, UpstreamErrorKind> {
     let inrelease = format!("{dir}InRelease");
     if let Some(bytes) = transport.get_small(&inrelease, SMALL_LIMIT)? {
         let what = transport.describe(&inrelease);
