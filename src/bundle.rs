@@ -7,7 +7,7 @@
 use crate::error::FileError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, BufWriter, Read};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -170,22 +170,7 @@ pub fn write_bundle(
     mtime: Option<u64>,
     observer: &dyn crate::report::Reporter,
 ) -> Result<usize, BundleError> {
-    use crate::report::{Event, Task};
-    let suites: Vec<String> = fs::read_dir(out.join("dists"))
-        .map_err(|_| BundleError::NotARepository {
-            path: out.to_path_buf(),
-        })?
-        .flatten()
-        .filter(|e| e.path().join("Release").exists())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    let Some(suite) = suites.first() else {
-        return Err(BundleError::NotARepository {
-            path: out.to_path_buf(),
-        });
-    };
-    let release = fs::read_to_string(out.join("dists").join(suite).join("Release"))
-        .map_err(FileError::at(out))?;
+    let (suite, release) = first_suite(out)?;
     let mtime = mtime.unwrap_or_else(|| {
         crate::format::release::Release::parse(&release)
             .ok()
@@ -199,7 +184,7 @@ pub fn write_bundle(
         .unwrap_or("main")
         .to_string();
     let repo_files = files(out)?;
-    let script = install_script(suite, &component);
+    let script = install_script(&suite, &component);
     let mut sums = String::new();
     for f in &repo_files {
         sums.push_str(&format!("{}  repo/{f}\n", sha256_file(&out.join(f))?));
@@ -208,30 +193,75 @@ pub fn write_bundle(
         "{}  install.sh\n",
         crate::digest::sha256_hex(script.as_bytes())
     ));
-
-    let dir = output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = crate::files::parent(output);
     let mut tmp = tempfile::Builder::new()
         .prefix(".debforge-bundle-")
         .tempfile_in(dir)
         .map_err(FileError::at(dir))?;
-    {
-        let mut tar = tar::Builder::new(BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
-        let mut add = |path: &str, data: &mut dyn Read, size: u64, mode: u32| -> io::Result<()> {
-            let mut h = header(size, mode, mtime);
-            tar.append_data(&mut h, format!("{TOP}/{path}"), data)
-        };
-        add("SHA256SUMS", &mut sums.as_bytes(), sums.len() as u64, 0o644)
-            .map_err(FileError::at(output))?;
-        add(
-            "install.sh",
-            &mut script.as_bytes(),
-            script.len() as u64,
-            0o755,
-        )
-        .map_err(FileError::at(output))?;
+    let tar = tar::Builder::new(BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
+    let mut entries = Entries { tar, mtime, output };
+    entries.add("SHA256SUMS", &mut sums.as_bytes(), sums.len() as u64, 0o644)?;
+    entries.add(
+        "install.sh",
+        &mut script.as_bytes(),
+        script.len() as u64,
+        0o755,
+    )?;
+    entries.add_repository(out, &repo_files, observer)?;
+    entries.finish()?;
+    tmp.as_file().sync_all().map_err(FileError::at(output))?;
+    tmp.persist(output)
+        .map_err(|e| FileError::new(output, e.error))?;
+    Ok(repo_files.len() + 2)
+}
+
+/// The first suite of `out` with a Release, and that Release's text.
+fn first_suite(out: &Path) -> Result<(String, String), BundleError> {
+    let not_a_repository = || BundleError::NotARepository {
+        path: out.to_path_buf(),
+    };
+    let suites: Vec<String> = fs::read_dir(out.join("dists"))
+        .map_err(|_| not_a_repository())?
+        .flatten()
+        .filter(|e| e.path().join("Release").exists())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let suite = suites.first().ok_or_else(not_a_repository)?.clone();
+    let release = fs::read_to_string(out.join("dists").join(&suite).join("Release"))
+        .map_err(FileError::at(out))?;
+    Ok((suite, release))
+}
+
+/// The bundle's tar, entries under `debforge-bundle/`, dated `mtime`.
+struct Entries<'a, W: std::io::Write> {
+    tar: tar::Builder<W>,
+    mtime: u64,
+    output: &'a Path,
+}
+
+impl<W: std::io::Write> Entries<'_, W> {
+    fn add(
+        &mut self,
+        path: &str,
+        data: &mut dyn Read,
+        size: u64,
+        mode: u32,
+    ) -> Result<(), BundleError> {
+        let mut h = header(size, mode, self.mtime);
+        self.tar
+            .append_data(&mut h, format!("{TOP}/{path}"), data)
+            .map_err(FileError::at(self.output))?;
+        Ok(())
+    }
+
+    /// Every file of the repository under `repo/`, reporting progress.
+    fn add_repository(
+        &mut self,
+        out: &Path,
+        repo_files: &[String],
+        observer: &dyn crate::report::Reporter,
+    ) -> Result<(), BundleError> {
+        use crate::report::{Event, Task};
         let total = repo_files.len() as u64;
         for (i, f) in repo_files.iter().enumerate() {
             observer.event(Event::Work {
@@ -243,7 +273,10 @@ pub fn write_bundle(
             let p = out.join(f);
             let size = fs::metadata(&p).map_err(FileError::at(&p))?.len();
             let mut file = File::open(&p).map_err(FileError::at(&p))?;
-            add(&format!("repo/{f}"), &mut file, size, 0o644).map_err(FileError::at(&p))?;
+            let mut h = header(size, 0o644, self.mtime);
+            self.tar
+                .append_data(&mut h, format!("{TOP}/repo/{f}"), &mut file)
+                .map_err(FileError::at(&p))?;
         }
         observer.event(Event::Work {
             task: Task::Bundle,
@@ -251,17 +284,14 @@ pub fn write_bundle(
             total,
             item: String::new(),
         });
-        let mut w = tar.into_inner().map_err(FileError::at(output))?;
-        w.flush().map_err(FileError::at(output))?;
+        Ok(())
     }
-    tmp.as_file().sync_all().map_err(FileError::at(output))?;
-    tmp.persist(output).map_err(|e| {
-        BundleError::Io(crate::error::FileError {
-            path: output.to_path_buf(),
-            source: e.error,
-        })
-    })?;
-    Ok(repo_files.len() + 2)
+
+    fn finish(self) -> Result<(), BundleError> {
+        let mut w = self.tar.into_inner().map_err(FileError::at(self.output))?;
+        w.flush().map_err(FileError::at(self.output))?;
+        Ok(())
+    }
 }
 
 /// Checks a bundle in one pass: every file against `SHA256SUMS`, nothing
