@@ -101,6 +101,9 @@ struct TreeEntry {
     meta: Metadata,
 }
 
+/// One file of the control member: (name, mode, mtime, bytes).
+type ControlMember = (String, u32, i64, Vec<u8>);
+
 /// Builds `dir` into a `.deb` at `out` (a file path, or a directory to put
 /// `<package>_<version>_<arch>.deb` in).
 pub fn build_from_dir(
@@ -108,6 +111,64 @@ pub fn build_from_dir(
     out: &Path,
     opts: &BuildOptions,
 ) -> Result<BuildReport, BuildError> {
+    let level = checked_level(opts)?;
+    check_readable(dir)?;
+
+    // Control: parse and check before any output exists.
+    let debian = dir.join("DEBIAN");
+    let control_path = debian.join("control");
+    let mut control = read_control(&control_path)?;
+
+    let control_entries = control_dir_entries(&debian)?;
+    let conffiles = check_conffiles(dir, &debian)?;
+    let tree = walk_tree(dir)?;
+
+    let newest = newest_mtime(&tree, &control_entries);
+    let reference_time = opts.source_date_epoch.unwrap_or(newest);
+    let clamp = |t: i64| clamp_time(t, opts.source_date_epoch);
+
+    let out_path = resolve_output(out, &control)?;
+    let out_dir = output_dir(&out_path);
+
+    // Data first, to a temporary file: md5sums and Installed-Size come from it.
+    let (mut data_tmp, data) = write_data_tmp(&out_dir, &tree, &conffiles, opts, level, &clamp)?;
+
+    let mut generated = Vec::new();
+    let installed_size = fill_installed_size(&mut control, &data, &control_entries, &mut generated);
+    let control_files = control_members(
+        &control_entries,
+        &control,
+        &mut generated,
+        reference_time,
+        data.md5sums,
+    )?;
+    let control_tar =
+        compressed_control_tar(&debian, &control_path, &control_files, &clamp, opts, level)?;
+
+    let digests = write_deb_file(
+        &out_dir,
+        &out_path,
+        reference_time,
+        opts.compression,
+        &control_tar,
+        data_tmp.as_file_mut(),
+    )?;
+
+    Ok(BuildReport {
+        output: out_path,
+        package: control.get("Package").unwrap_or_default().to_string(),
+        version: control.get("Version").unwrap_or_default().to_string(),
+        architecture: control.get("Architecture").unwrap_or_default().to_string(),
+        installed_size,
+        data_entries: tree.len(),
+        size: digests.size,
+        sha256: digests.sha256,
+        generated,
+    })
+}
+
+/// The compression level to use (asked for, or the default), refused if out of range.
+fn checked_level(opts: &BuildOptions) -> Result<u32, BuildError> {
     let level = opts.level.unwrap_or(opts.compression.default_level());
     if level > opts.compression.max_level() {
         return Err(BuildError::Level {
@@ -116,17 +177,23 @@ pub fn build_from_dir(
             max: opts.compression.max_level(),
         });
     }
+    Ok(level)
+}
+
+/// Checks that the package tree `dir` is a directory we can list.
+fn check_readable(dir: &Path) -> Result<(), BuildError> {
     fs::read_dir(dir).map_err(|source| BuildError::UnreadableTree {
         path: dir.to_path_buf(),
         source,
     })?;
+    Ok(())
+}
 
-    // Control: parse and check before any output exists.
-    let debian = dir.join("DEBIAN");
-    let control_path = debian.join("control");
-    let control_text = match fs::read(&control_path) {
+/// Reads `DEBIAN/control` and checks it as a binary package's control paragraph.
+fn read_control(control_path: &Path) -> Result<ControlParagraph, BuildError> {
+    let control_text = match fs::read(control_path) {
         Ok(bytes) => String::from_utf8(bytes).map_err(|_| BuildError::Control {
-            path: control_path.clone(),
+            path: control_path.to_path_buf(),
             source: crate::format::deb822::ParseError {
                 line: 1,
                 kind: crate::format::deb822::ParseErrorKind::NotUtf8,
@@ -134,64 +201,82 @@ pub fn build_from_dir(
             .into(),
         })?,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(BuildError::NoControl { path: control_path });
+            return Err(BuildError::NoControl {
+                path: control_path.to_path_buf(),
+            });
         }
-        Err(e) => return Err(FileError::at(&control_path)(e).into()),
+        Err(e) => return Err(FileError::at(control_path)(e).into()),
     };
     let control_err = |source: ControlError| BuildError::Control {
-        path: control_path.clone(),
+        path: control_path.to_path_buf(),
         source,
     };
-    let mut control =
+    let control =
         ControlParagraph::parse_single(&control_text).map_err(|e| control_err(e.into()))?;
     check_binary_control(&control).map_err(control_err)?;
+    Ok(control)
+}
 
-    let control_entries = control_dir_entries(&debian)?;
-    let conffiles = check_conffiles(dir, &debian)?;
-    let tree = walk_tree(dir)?;
-
-    let newest = tree
-        .iter()
+/// The newest modification time in the data tree and `DEBIAN/` (0 if none).
+fn newest_mtime(tree: &[TreeEntry], control_entries: &[TreeEntry]) -> u64 {
+    tree.iter()
         .chain(control_entries.iter())
         .map(|e| e.meta.mtime().max(0) as u64)
         .max()
-        .unwrap_or(0);
-    let reference_time = opts.source_date_epoch.unwrap_or(newest);
-    let clamp = |t: i64| {
-        let t = t.max(0) as u64;
-        opts.source_date_epoch.map_or(t, |s| t.min(s))
-    };
+        .unwrap_or(0)
+}
 
-    let out_path = resolve_output(out, &control)?;
-    let out_dir = match out_path.parent() {
+/// A time as written to the archive: negative as 0, capped at `SOURCE_DATE_EPOCH` if given.
+fn clamp_time(t: i64, source_date_epoch: Option<u64>) -> u64 {
+    let t = t.max(0) as u64;
+    source_date_epoch.map_or(t, |s| t.min(s))
+}
+
+/// The directory holding `path` (`.` for a bare file name), where temporary files go.
+pub(super) fn output_dir(path: &Path) -> PathBuf {
+    match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
-    };
+    }
+}
 
-    // Data first, to a temporary file: md5sums and Installed-Size come from it.
+/// Writes the data member to a new temporary file in `out_dir`; returns it and the summary.
+fn write_data_tmp(
+    out_dir: &Path,
+    tree: &[TreeEntry],
+    conffiles: &[String],
+    opts: &BuildOptions,
+    level: u32,
+    clamp: &dyn Fn(i64) -> u64,
+) -> Result<(tempfile::NamedTempFile, DataSummary), BuildError> {
     let mut data_tmp = tempfile::Builder::new()
         .prefix(".debforge-data-")
-        .tempfile_in(&out_dir)
-        .map_err(FileError::at(&out_dir))?;
+        .tempfile_in(out_dir)
+        .map_err(FileError::at(out_dir))?;
     let data = write_data(
-        &tree,
-        &conffiles,
+        tree,
+        conffiles,
         opts.compression,
         level,
         opts.threads,
-        &clamp,
+        clamp,
         data_tmp.as_file_mut(),
     )
     .map_err(|e| match e {
         DataError::Build(b) => b,
-        DataError::Io(source) => BuildError::Io(crate::error::FileError {
-            path: data_tmp.path().to_path_buf(),
-            source,
-        }),
+        DataError::Io(source) => BuildError::Io(FileError::new(data_tmp.path(), source)),
     })?;
+    Ok((data_tmp, data))
+}
 
-    let mut generated = Vec::new();
-    let installed_size = match control.get("Installed-Size") {
+/// Installed-Size: the paragraph's own, or else computed and added to the paragraph.
+fn fill_installed_size(
+    control: &mut ControlParagraph,
+    data: &DataSummary,
+    control_entries: &[TreeEntry],
+    generated: &mut Vec<&'static str>,
+) -> u64 {
+    match control.get("Installed-Size") {
         Some(v) => v.parse().unwrap_or(0),
         None => {
             // dpkg-gencontrol counts DEBIAN/ too: the directory and its files.
@@ -209,9 +294,19 @@ pub fn build_from_dir(
             generated.push("Installed-Size");
             total
         }
-    };
-    let mut control_files: Vec<(String, u32, i64, Vec<u8>)> = Vec::new();
-    for e in &control_entries {
+    }
+}
+
+/// The control member's files by name: `DEBIAN/`'s (our `control`), plus md5sums if absent.
+fn control_members(
+    control_entries: &[TreeEntry],
+    control: &ControlParagraph,
+    generated: &mut Vec<&'static str>,
+    reference_time: u64,
+    md5sums: String,
+) -> Result<Vec<ControlMember>, BuildError> {
+    let mut control_files: Vec<ControlMember> = Vec::new();
+    for e in control_entries {
         let file_name = e
             .path
             .file_name()
@@ -229,78 +324,85 @@ pub fn build_from_dir(
         };
         control_files.push((file_name, e.meta.mode() & 0o7777, mtime, bytes));
     }
-    if !control_files.iter().any(|f| f.0 == "md5sums") && !data.md5sums.is_empty() {
+    if !control_files.iter().any(|f| f.0 == "md5sums") && !md5sums.is_empty() {
         control_files.push((
             "md5sums".into(),
             0o644,
             reference_time as i64,
-            data.md5sums.into_bytes(),
+            md5sums.into_bytes(),
         ));
         generated.push("md5sums");
     }
     control_files.sort_by(|a, b| a.0.cmp(&b.0));
-    let debian_meta = fs::metadata(&debian).map_err(FileError::at(&debian))?;
+    Ok(control_files)
+}
+
+/// The compressed control member, its `./` entry dated like `DEBIAN/`.
+fn compressed_control_tar(
+    debian: &Path,
+    control_path: &Path,
+    control_files: &[ControlMember],
+    clamp: &dyn Fn(i64) -> u64,
+    opts: &BuildOptions,
+    level: u32,
+) -> Result<Vec<u8>, BuildError> {
+    let debian_meta = fs::metadata(debian).map_err(FileError::at(debian))?;
     let control_tar = write_control_tar(
-        &control_files,
+        control_files,
         clamp(debian_meta.mtime()),
-        &clamp,
+        clamp,
         opts.compression,
         level,
         opts.threads,
     )
-    .map_err(FileError::at(&control_path))?;
+    .map_err(FileError::at(control_path))?;
+    Ok(control_tar)
+}
 
-    // Assemble the ar container under a temporary name, then rename.
+/// Writes the `.deb` via a temporary file in `out_dir`, renamed to `out_path`; returns digests.
+fn write_deb_file(
+    out_dir: &Path,
+    out_path: &Path,
+    reference_time: u64,
+    compression: Compression,
+    control_tar: &[u8],
+    data_file: &mut File,
+) -> Result<crate::digest::Digests, BuildError> {
     let mut out_tmp = tempfile::Builder::new()
         .prefix(".debforge-deb-")
-        .tempfile_in(&out_dir)
-        .map_err(FileError::at(&out_dir))?;
-    let data_file = data_tmp.as_file_mut();
+        .tempfile_in(out_dir)
+        .map_err(FileError::at(out_dir))?;
     let data_len = data_file
         .stream_position()
-        .map_err(FileError::at(&out_dir))?;
-    data_file.rewind().map_err(FileError::at(&out_dir))?;
-    let ext = opts.compression.extension();
+        .map_err(FileError::at(out_dir))?;
+    data_file.rewind().map_err(FileError::at(out_dir))?;
+    let ext = compression.extension();
     let tmp_path = out_tmp.path().to_path_buf();
     let digests = {
         let writer = HashingWriter::new(BufWriter::with_capacity(1 << 20, out_tmp.as_file_mut()));
         let writer = super::ar::write_deb(
             writer,
             reference_time,
-            (&format!("control.tar{ext}"), &control_tar),
+            (&format!("control.tar{ext}"), control_tar),
             (&format!("data.tar{ext}"), data_len, &mut *data_file),
         )
         .map_err(FileError::at(&tmp_path))?;
         let (mut buffered, digests) = writer.finish();
-        buffered.flush().map_err(FileError::at(&out_path))?;
+        buffered.flush().map_err(FileError::at(out_path))?;
         digests
     };
     out_tmp
         .as_file()
         .set_permissions(fs::Permissions::from_mode(0o644))
-        .map_err(FileError::at(&out_path))?;
+        .map_err(FileError::at(out_path))?;
     out_tmp
         .as_file()
         .sync_all()
-        .map_err(FileError::at(&out_path))?;
-    out_tmp.persist(&out_path).map_err(|e| {
-        BuildError::Io(crate::error::FileError {
-            path: out_path.clone(),
-            source: e.error,
-        })
-    })?;
-
-    Ok(BuildReport {
-        output: out_path,
-        package: control.get("Package").unwrap_or_default().to_string(),
-        version: control.get("Version").unwrap_or_default().to_string(),
-        architecture: control.get("Architecture").unwrap_or_default().to_string(),
-        installed_size,
-        data_entries: tree.len(),
-        size: digests.size,
-        sha256: digests.sha256,
-        generated,
-    })
+        .map_err(FileError::at(out_path))?;
+    out_tmp
+        .persist(out_path)
+        .map_err(|e| BuildError::Io(FileError::new(out_path, e.error)))?;
+    Ok(digests)
 }
 
 fn resolve_output(out: &Path, control: &ControlParagraph) -> Result<PathBuf, BuildError> {
@@ -473,6 +575,9 @@ impl From<io::Error> for DataError {
     }
 }
 
+/// First archive name and MD5 of each multiply-linked inode, by (device, inode).
+type FirstLinks = HashMap<(u64, u64), (String, String)>;
+
 /// Writes the compressed data tar to `file`, hashing regular files with MD5
 /// as they stream through, and sums the data's part of Installed-Size as
 /// dpkg-gencontrol does (KiB rounded up per file or symlink, hard links once,
@@ -495,93 +600,159 @@ fn write_data(
     let mut tar = tar::Builder::new(BufWriter::with_capacity(1 << 20, encoder));
     let mut installed_kib = 0u64;
     let mut sums: Vec<(String, String)> = Vec::new();
-    // First archive name and MD5 of each multiply-linked inode.
-    let mut first_link: HashMap<(u64, u64), (String, String)> = HashMap::new();
+    let mut first_link = FirstLinks::new();
     for e in tree {
-        let m = &e.meta;
-        let ft = m.file_type();
-        let mut h = base_header(m.mode() & 0o7777, clamp(m.mtime()));
-        let name = e.name.as_bytes();
-        if ft.is_file() || ft.is_symlink() {
-            if !(m.nlink() > 1 && first_link.contains_key(&(m.dev(), m.ino()))) {
-                installed_kib += m.len().div_ceil(1024);
-            }
-        } else {
-            installed_kib += 1;
-        }
-        if ft.is_dir() {
-            h.set_entry_type(tar::EntryType::Directory);
-            append(&mut tar, h, name, None, io::empty())?;
-        } else if ft.is_symlink() {
-            let target = fs::read_link(&e.path)?;
-            h.set_entry_type(tar::EntryType::Symlink);
-            append(
-                &mut tar,
-                h,
-                name,
-                Some(target.as_os_str().as_bytes()),
-                io::empty(),
-            )?;
-        } else if ft.is_file() {
-            let key = (m.dev(), m.ino());
-            let rel = e.name.trim_start_matches("./");
-            let listed = !conffiles.iter().any(|c| c.trim_start_matches('/') == rel);
-            if let Some((target, md5)) = first_link.get(&key) {
-                // Like dh_md5sums, every name of a hard-linked file is listed.
-                if listed {
-                    sums.push((rel.to_string(), md5.clone()));
-                }
-                h.set_entry_type(tar::EntryType::Link);
-                append(&mut tar, h, name, Some(target.as_bytes()), io::empty())?;
-                continue;
-            }
-            h.set_entry_type(tar::EntryType::Regular);
-            h.set_size(m.len());
-            let f = File::open(&e.path)?;
-            let mut reader = Md5Reader {
-                inner: io::BufReader::with_capacity(64 * 1024, f.take(m.len())),
-                md5: Md5::new(),
-                count: 0,
-            };
-            append(&mut tar, h, name, None, &mut reader)?;
-            if reader.count != m.len() {
-                return Err(DataError::Build(BuildError::Changed {
-                    path: e.path.clone(),
-                }));
-            }
-            let md5 = hex::encode(reader.md5.finalize());
-            if m.nlink() > 1 {
-                first_link.insert(key, (e.name.clone(), md5.clone()));
-            }
-            if listed {
-                sums.push((rel.to_string(), md5));
-            }
-        } else {
-            let (kind, dev) = if ft.is_fifo() {
-                (tar::EntryType::Fifo, None)
-            } else if ft.is_char_device() {
-                (tar::EntryType::Char, Some(m.rdev()))
-            } else {
-                (tar::EntryType::Block, Some(m.rdev()))
-            };
-            h.set_entry_type(kind);
-            if let Some(rdev) = dev {
-                h.set_device_major(((rdev >> 8) & 0xfff | (rdev >> 32) & !0xfff) as u32)?;
-                h.set_device_minor((rdev & 0xff | (rdev >> 12) & !0xff) as u32)?;
-            }
-            append(&mut tar, h, name, None, io::empty())?;
-        }
+        let h = base_header(e.meta.mode() & 0o7777, clamp(e.meta.mtime()));
+        installed_kib += entry_kib(&e.meta, &first_link);
+        append_data_entry(&mut tar, h, e, conffiles, &mut first_link, &mut sums)?;
     }
-    let encoder = tar.into_inner()?.into_inner().map_err(|e| e.into_error())?;
-    let mut buffered = encoder.finish()?;
-    buffered.flush()?;
-    drop(buffered);
+    finish_data_tar(tar)?;
     sums.sort();
     let md5sums = sums.iter().map(|(p, s)| format!("{s}  {p}\n")).collect();
     Ok(DataSummary {
         installed_size: installed_kib,
         md5sums,
     })
+}
+
+/// One entry's KiB of Installed-Size: a file's or symlink's size (hard links once), else 1.
+fn entry_kib(m: &Metadata, first_link: &FirstLinks) -> u64 {
+    let ft = m.file_type();
+    if ft.is_file() || ft.is_symlink() {
+        if m.nlink() > 1 && first_link.contains_key(&(m.dev(), m.ino())) {
+            0
+        } else {
+            m.len().div_ceil(1024)
+        }
+    } else {
+        1
+    }
+}
+
+/// Appends one data-tree entry of any kind; a regular file's MD5 goes into `sums`.
+fn append_data_entry<W: Write>(
+    tar: &mut tar::Builder<W>,
+    mut h: tar::Header,
+    e: &TreeEntry,
+    conffiles: &[String],
+    first_link: &mut FirstLinks,
+    sums: &mut Vec<(String, String)>,
+) -> Result<(), DataError> {
+    let ft = e.meta.file_type();
+    let name = e.name.as_bytes();
+    if ft.is_dir() {
+        h.set_entry_type(tar::EntryType::Directory);
+        append(tar, h, name, None, io::empty())?;
+    } else if ft.is_symlink() {
+        let target = fs::read_link(&e.path)?;
+        h.set_entry_type(tar::EntryType::Symlink);
+        append(
+            tar,
+            h,
+            name,
+            Some(target.as_os_str().as_bytes()),
+            io::empty(),
+        )?;
+    } else if ft.is_file() {
+        append_regular(tar, h, e, conffiles, first_link, sums)?;
+    } else {
+        append_special(tar, h, &e.meta, name)?;
+    }
+    Ok(())
+}
+
+/// Appends a regular file (or a hard link to it) and lists its MD5 unless it is a conffile.
+fn append_regular<W: Write>(
+    tar: &mut tar::Builder<W>,
+    mut h: tar::Header,
+    e: &TreeEntry,
+    conffiles: &[String],
+    first_link: &mut FirstLinks,
+    sums: &mut Vec<(String, String)>,
+) -> Result<(), DataError> {
+    let m = &e.meta;
+    let key = (m.dev(), m.ino());
+    let rel = e.name.trim_start_matches("./");
+    let listed = !conffiles.iter().any(|c| c.trim_start_matches('/') == rel);
+    if let Some((target, md5)) = first_link.get(&key) {
+        // Like dh_md5sums, every name of a hard-linked file is listed.
+        if listed {
+            sums.push((rel.to_string(), md5.clone()));
+        }
+        h.set_entry_type(tar::EntryType::Link);
+        append(
+            tar,
+            h,
+            e.name.as_bytes(),
+            Some(target.as_bytes()),
+            io::empty(),
+        )?;
+        return Ok(());
+    }
+    let md5 = append_file_contents(tar, h, e)?;
+    if m.nlink() > 1 {
+        first_link.insert(key, (e.name.clone(), md5.clone()));
+    }
+    if listed {
+        sums.push((rel.to_string(), md5));
+    }
+    Ok(())
+}
+
+/// Appends a regular file's contents, streamed from disk; returns their MD5 in hex.
+fn append_file_contents<W: Write>(
+    tar: &mut tar::Builder<W>,
+    mut h: tar::Header,
+    e: &TreeEntry,
+) -> Result<String, DataError> {
+    let len = e.meta.len();
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_size(len);
+    let f = File::open(&e.path)?;
+    let mut reader = Md5Reader {
+        inner: io::BufReader::with_capacity(64 * 1024, f.take(len)),
+        md5: Md5::new(),
+        count: 0,
+    };
+    append(tar, h, e.name.as_bytes(), None, &mut reader)?;
+    if reader.count != len {
+        return Err(DataError::Build(BuildError::Changed {
+            path: e.path.clone(),
+        }));
+    }
+    Ok(hex::encode(reader.md5.finalize()))
+}
+
+/// Appends a FIFO or a character or block device (device numbers in the header).
+fn append_special<W: Write>(
+    tar: &mut tar::Builder<W>,
+    mut h: tar::Header,
+    m: &Metadata,
+    name: &[u8],
+) -> io::Result<()> {
+    let ft = m.file_type();
+    let (kind, dev) = if ft.is_fifo() {
+        (tar::EntryType::Fifo, None)
+    } else if ft.is_char_device() {
+        (tar::EntryType::Char, Some(m.rdev()))
+    } else {
+        (tar::EntryType::Block, Some(m.rdev()))
+    };
+    h.set_entry_type(kind);
+    if let Some(rdev) = dev {
+        h.set_device_major(((rdev >> 8) & 0xfff | (rdev >> 32) & !0xfff) as u32)?;
+        h.set_device_minor((rdev & 0xff | (rdev >> 12) & !0xff) as u32)?;
+    }
+    append(tar, h, name, None, io::empty())
+}
+
+/// Ends the tar stream, finishes the compressor and flushes it all to the file.
+fn finish_data_tar<W: Write>(
+    tar: tar::Builder<BufWriter<super::compression::Encoder<BufWriter<W>>>>,
+) -> io::Result<()> {
+    let encoder = tar.into_inner()?.into_inner().map_err(|e| e.into_error())?;
+    let mut buffered = encoder.finish()?;
+    buffered.flush()
 }
 
 /// MD5 while streaming into the tar builder; counts bytes to catch files

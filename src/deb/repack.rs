@@ -9,9 +9,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::compression::Compression;
-use super::read::DebFile;
+use super::read::{ControlFile, DebFile};
 use super::{DebError, DebErrorKind};
+use crate::error::FileError;
 use crate::format::control::check_binary_control;
+use crate::format::deb822::ControlParagraph;
 use crate::format::scripts::{SCRIPT_NAMES, merge};
 use crate::format::version::Version;
 
@@ -101,24 +103,8 @@ pub fn repack(
     // that a package dpkg-deb would refuse is never written again.
     deb.check_data()?;
     let mut paragraph = control.control.clone();
-    for (k, v) in &opts.set {
-        if k.is_empty() || k.contains(char::is_whitespace) || k.contains(':') || k.starts_with('-')
-        {
-            return Err(RepackError::BadSet(format!("{k}={v}")));
-        }
-        if v.contains(['\n', '\r']) {
-            return Err(RepackError::SetNewline { field: k.clone() });
-        }
-        paragraph.set(k, v);
-    }
-    for (name, script) in &opts.scripts {
-        if std::str::from_utf8(script).is_err() || script.contains(&0) {
-            return Err(RepackError::ScriptNotText { name: name.clone() });
-        }
-        if !script.starts_with(b"#!") {
-            return Err(RepackError::ScriptNoInterpreter { name: name.clone() });
-        }
-    }
+    apply_set(&mut paragraph, &opts.set)?;
+    check_scripts(&opts.scripts)?;
     let old = paragraph.get("Version").unwrap_or_default().to_string();
     if let Some(suffix) = &opts.version_suffix {
         let v = format!("{old}{suffix}");
@@ -128,16 +114,79 @@ pub fn repack(
     retarget_relations(&mut paragraph, &old, opts);
     check_binary_control(&paragraph).map_err(|e| RepackError::Control(e.to_string()))?;
 
-    let mut files: Vec<(String, u32, Vec<u8>)> = control
-        .files
+    let mut files = control_files_with(&control.files, &paragraph);
+    let (merged, added) = merge_scripts(&mut files, &opts.scripts)?;
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+
+    let compression = control_compression(&deb);
+    let control_tar =
+        super::build::control_tar(&files, opts.mtime, compression).map_err(FileError::at(input))?;
+    let (size, sha256) = write_repacked(&deb, output, opts.mtime, compression, &control_tar)?;
+    check_written(output)?;
+    Ok(RepackReport {
+        output: output.to_path_buf(),
+        package: paragraph.get("Package").unwrap_or_default().to_string(),
+        version: paragraph.get("Version").unwrap_or_default().to_string(),
+        merged,
+        added,
+        size,
+        sha256,
+    })
+}
+
+/// Sets the `--set` fields in `paragraph`, refusing bad names and multi-line values.
+fn apply_set(
+    paragraph: &mut ControlParagraph,
+    set: &[(String, String)],
+) -> Result<(), RepackError> {
+    for (k, v) in set {
+        if k.is_empty() || k.contains(char::is_whitespace) || k.contains(':') || k.starts_with('-')
+        {
+            return Err(RepackError::BadSet(format!("{k}={v}")));
+        }
+        if v.contains(['\n', '\r']) {
+            return Err(RepackError::SetNewline { field: k.clone() });
+        }
+        paragraph.set(k, v);
+    }
+    Ok(())
+}
+
+/// Checks that each of our maintainer scripts is text starting with a `#!` line.
+fn check_scripts(scripts: &[(String, Vec<u8>)]) -> Result<(), RepackError> {
+    for (name, script) in scripts {
+        if std::str::from_utf8(script).is_err() || script.contains(&0) {
+            return Err(RepackError::ScriptNotText { name: name.clone() });
+        }
+        if !script.starts_with(b"#!") {
+            return Err(RepackError::ScriptNoInterpreter { name: name.clone() });
+        }
+    }
+    Ok(())
+}
+
+/// Upstream's control files as (name, mode, bytes), `control` replaced by `paragraph`.
+fn control_files_with(
+    files: &[ControlFile],
+    paragraph: &ControlParagraph,
+) -> Vec<(String, u32, Vec<u8>)> {
+    let mut files: Vec<(String, u32, Vec<u8>)> = files
         .iter()
         .map(|f| (f.name.clone(), f.mode, f.data.clone()))
         .collect();
     if let Some(c) = files.iter_mut().find(|f| f.0 == "control") {
         c.2 = paragraph.to_string().into_bytes();
     }
+    files
+}
+
+/// Merges our scripts into `files` (mode 0755); returns the names merged and the names added.
+fn merge_scripts(
+    files: &mut Vec<(String, u32, Vec<u8>)>,
+    scripts: &[(String, Vec<u8>)],
+) -> Result<(Vec<String>, Vec<String>), RepackError> {
     let (mut merged, mut added) = (Vec::new(), Vec::new());
-    for (name, ours) in &opts.scripts {
+    for (name, ours) in scripts {
         if !SCRIPT_NAMES.contains(&name.as_str()) {
             return Err(RepackError::BadScriptName { name: name.clone() });
         }
@@ -153,39 +202,32 @@ pub fn repack(
             }
         }
     }
-    files.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok((merged, added))
+}
 
+/// The compression for the new control member.
+fn control_compression(deb: &DebFile) -> Compression {
     // The control member keeps upstream's compression (zstd becomes xz: not
     // every client reads zstd).
-    let compression = match deb.control_member().compression {
+    match deb.control_member().compression {
         Some(Compression::Zstd) | None => Compression::Xz,
         Some(c) => c,
-    };
-    let control_tar =
-        super::build::control_tar(&files, opts.mtime, compression).map_err(|source| {
-            RepackError::Io(crate::error::FileError {
-                path: input.to_path_buf(),
-                source,
-            })
-        })?;
+    }
+}
 
-    let out_dir = match output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let io_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| {
-            RepackError::Io(crate::error::FileError {
-                path: path.clone(),
-                source,
-            })
-        }
-    };
+/// Writes the new package via a temporary file beside `output`; returns its size and SHA-256.
+fn write_repacked(
+    deb: &DebFile,
+    output: &Path,
+    mtime: u64,
+    compression: Compression,
+    control_tar: &[u8],
+) -> Result<(u64, String), RepackError> {
+    let out_dir = super::build::output_dir(output);
     let mut tmp = tempfile::Builder::new()
         .prefix(".debforge-repack-")
         .tempfile_in(&out_dir)
-        .map_err(io_err(&out_dir))?;
+        .map_err(FileError::at(&out_dir))?;
     let data = deb.data_member().clone();
     let digests = {
         let writer =
@@ -193,43 +235,35 @@ pub fn repack(
         // The data member's bytes as they are.
         let writer = super::ar::write_deb(
             writer,
-            opts.mtime,
+            mtime,
             (
                 &format!("control.tar{}", compression.extension()),
-                &control_tar,
+                control_tar,
             ),
             (&data.name, data.size, &mut deb.raw_member(&data)),
         )
-        .map_err(io_err(output))?;
+        .map_err(FileError::at(output))?;
         let (mut buffered, size, sha256) = writer.finish();
-        buffered.flush().map_err(io_err(output))?;
+        buffered.flush().map_err(FileError::at(output))?;
         (size, sha256)
     };
     tmp.as_file()
         .set_permissions(fs::Permissions::from_mode(0o644))
-        .map_err(io_err(output))?;
-    tmp.persist(output).map_err(|e| {
-        RepackError::Io(crate::error::FileError {
-            path: output.to_path_buf(),
-            source: e.error,
-        })
-    })?;
-    // Re-read what was written: a repack that dpkg could not open is a bug.
+        .map_err(FileError::at(output))?;
+    tmp.persist(output)
+        .map_err(|e| FileError::new(output, e.error))?;
+    Ok(digests)
+}
+
+/// Re-reads what was written: a repack that dpkg could not open is a bug.
+fn check_written(output: &Path) -> Result<(), RepackError> {
     DebFile::open(output)?
         .control_files()
         .map_err(|e| match e.kind {
             DebErrorKind::Control(c) => RepackError::Control(c.to_string()),
             _ => RepackError::Deb(e),
         })?;
-    Ok(RepackReport {
-        output: output.to_path_buf(),
-        package: paragraph.get("Package").unwrap_or_default().to_string(),
-        version: paragraph.get("Version").unwrap_or_default().to_string(),
-        merged,
-        added,
-        size: digests.0,
-        sha256: digests.1,
-    })
+    Ok(())
 }
 
 impl crate::error::Hint for RepackError {
