@@ -15,11 +15,12 @@ slow=(
   stack::installed_in_a_chroot stack::publish_over_rsync_to_an_nginx_mirror
   stack::publish_to_a_directory_served_by_nginx stack::publish_to_s3
   bundles::hostile_bundles_are_refused
-  # Load tests.
-  serve::serve_degrades serve::serve_holds_up
+  # Load tests, bombs and mutants (memory limits, thousands of packages).
+  serve::serve_degrades serve::serve_holds_up bombs:: mutants::
 )
 args=()
 for s in "${slow[@]}"; do args+=(--skip "$s"); done
 start=$(date +%s)
-cargo test --locked -q -- "${args[@]}" "$@"
+# Many tests wait on servers and timeouts: more threads than cores helps.
+cargo test --locked -q -- --test-threads 4 "${args[@]}" "$@"
 echo "fast tier: $(( $(date +%s) - start )) s (the full suite: cargo test --locked)"

@@ -42,7 +42,7 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "bundle",
         &[
-            "deb", "digest", "error", "format", "input", "publish", "report",
+            "deb", "digest", "error", "files", "format", "input", "publish", "report",
         ],
     ),
     (
