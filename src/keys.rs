@@ -41,10 +41,12 @@ pub fn signing_dir(keys: &Path) -> PathBuf {
 }
 
 /// Loads every `*.key` under `keys/signing/`, refusing files that others can
-/// read. `passphrase` unlocks protected keys.
+/// read. `passphrase` unlocks protected keys; a key that expires within 30
+/// days of `now` (seconds since the epoch) is marked.
 pub fn load_signing_keys(
     keys: &Path,
     passphrase: Option<&str>,
+    now: i64,
 ) -> Result<Vec<LoadedKey>, KeyError> {
     let dir = signing_dir(keys);
     let mut files: Vec<PathBuf> = match fs::read_dir(&dir) {
@@ -59,7 +61,7 @@ pub fn load_signing_keys(
     if files.is_empty() {
         return Err(KeyError::NoKeys { dir });
     }
-    let soon = SystemTime::now() + Duration::from_secs(30 * 86_400);
+    let soon = SystemTime::UNIX_EPOCH + Duration::from_secs(now.max(0) as u64 + 30 * 86_400);
     let mut out = Vec::new();
     for path in files {
         let meta = fs::metadata(&path).map_err(FileError::at(&path))?;

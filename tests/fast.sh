@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 slow=(
-  chroot:: machines:: publish_remote:: real_archives:: gpu_check:: corpus::
+  support::chroot:: machines:: publish_remote:: real_archives:: gpu_check:: support::corpus::
   # The tests below install into the bionic root.
   stack::a_machine_with_nvidias_own_builds stack::a_version_suffix_flows
   stack::air_gapped_install stack::apt_install_gpu_stack_from_debforge_serve

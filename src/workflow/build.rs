@@ -175,7 +175,7 @@ fn signing_keys(
     reporter: &dyn Reporter,
 ) -> Result<Vec<SigningKey>, WorkflowError> {
     let pass = keys.passphrase.as_deref();
-    let loaded = match crate::keys::load_signing_keys(&keys.dir, pass) {
+    let loaded = match crate::keys::load_signing_keys(&keys.dir, pass, now) {
         Err(crate::keys::KeyError::NoKeys { .. }) => {
             let (path, fpr) = crate::keys::keygen(
                 &keys.dir,
@@ -193,7 +193,7 @@ fn signing_keys(
                     crate::keys::signing_dir(&keys.dir).display()
                 ),
             );
-            crate::keys::load_signing_keys(&keys.dir, pass)?
+            crate::keys::load_signing_keys(&keys.dir, pass, now)?
         }
         other => other?,
     };

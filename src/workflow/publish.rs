@@ -107,7 +107,7 @@ pub fn publish_generation(
     // floor for ours) and, for a rollback, which generation that is.
     let served = crate::publish::published(&s.publish.target)?;
     let g = choose(&all, s.which, &served.pool, out, &s.publish.target)?;
-    let signing = trusted_keys(g, &s.keys)?;
+    let signing = trusted_keys(g, &s.keys, s.now)?;
     // A fresh Date, later than the Release in force: apt 1.6 treats an
     // older Release as if nothing had changed and says nothing.
     let date = served.date.map_or(s.now, |d| s.now.max(d + 1));
@@ -173,11 +173,16 @@ fn choose<'a>(
 /// machines that go back install that generation's repo-config package, and
 /// with it its keyring, so the Releases after it must be signed by a key it
 /// has.
-fn trusted_keys(g: &Generation, keys: &KeySettings) -> Result<Vec<SigningKey>, WorkflowError> {
-    let signing: Vec<_> = crate::keys::load_signing_keys(&keys.dir, keys.passphrase.as_deref())?
-        .into_iter()
-        .map(|k| k.key)
-        .collect();
+fn trusted_keys(
+    g: &Generation,
+    keys: &KeySettings,
+    now: i64,
+) -> Result<Vec<SigningKey>, WorkflowError> {
+    let signing: Vec<_> =
+        crate::keys::load_signing_keys(&keys.dir, keys.passphrase.as_deref(), now)?
+            .into_iter()
+            .map(|k| k.key)
+            .collect();
     let ours: Vec<String> = signing.iter().map(|k| k.fingerprint()).collect();
     if !g.keys.is_empty() && !ours.iter().any(|f| g.keys.contains(f)) {
         return Err(WorkflowError::KeyNotTrusted {

@@ -7,8 +7,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::{debforge, fixture, ok};
-use crate::standin::{Lab, TestKey};
+use crate::support::common::{debforge, fixture, ok};
+use crate::support::standin::{Lab, TestKey};
 
 /// The peak RSS, in KB, a refused bomb may take (the goal: under 64 MB).
 const MAX_RSS_KB: u64 = 64 * 1024;
@@ -156,7 +156,7 @@ fn a_signed_index_of_blank_lines_or_one_endless_line_stays_small() {
             for f in ["Packages", "Packages.gz"] {
                 fs::remove_file(repo.join(f)).unwrap();
             }
-            let release = crate::standin::write_release(&repo, &[("Origin", "NVIDIA")]);
+            let release = crate::support::standin::write_release(&repo, &[("Origin", "NVIDIA")]);
             TestKey::shared().sign_detached(&release);
         });
         let (code, err, rss) = measured(&mut lab.cmd("lock"), lab.dir.path());
@@ -276,7 +276,7 @@ fn inputs_that_are_fifos_devices_or_huge_are_refused_at_once() {
     let key_bytes = fs::read(&key).unwrap();
     zero(&key);
     call(lock(&[]), "is a character device, not a regular file");
-    let (_, _, err) = crate::common::run(debforge().args(lock(&[])));
+    let (_, _, err) = crate::support::common::run(debforge().args(lock(&[])));
     assert!(!err.contains("is missing"), "{err}");
     fs::remove_file(&key).unwrap();
     fs::write(&key, &key_bytes).unwrap();
@@ -462,7 +462,7 @@ fn an_index_repeating_one_stanza_a_million_times_stays_small() {
             repo.display(),
             REPEATS * lines
         )));
-        let release = crate::standin::write_release(&repo, &[("Origin", "NVIDIA")]);
+        let release = crate::support::standin::write_release(&repo, &[("Origin", "NVIDIA")]);
         TestKey::shared().sign_detached(&release);
     });
     let gz = fs::metadata(lab.www().join("nvidia/Packages.gz"))

@@ -8,9 +8,9 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::chroot::Chroot;
-use crate::common::{ok, run};
-use crate::standin::Lab;
+use crate::support::chroot::Chroot;
+use crate::support::common::{ok, run};
+use crate::support::standin::Lab;
 
 /// The entries of a bundle: (path, type, link target, data).
 type Entries = Vec<(String, tar::EntryType, Option<String>, Vec<u8>)>;
@@ -75,7 +75,7 @@ fn hostile_bundles_are_refused_by_verify_and_by_install_sh() {
     let out = lab.dir.path().join("repo-out");
     ok(lab.cmd("build").arg("--out").arg(&out));
     let good = lab.dir.path().join("good.tar");
-    ok(crate::common::debforge()
+    ok(crate::support::common::debforge()
         .args(["bundle", "-o"])
         .arg(&good)
         .arg("--out")
@@ -208,7 +208,7 @@ fn hostile_bundles_are_refused_by_verify_and_by_install_sh() {
         make(&mut e);
         let bad = lab.dir.path().join(format!("bad-{i}.tar"));
         write(&e, &bad);
-        let (code, stdout, err) = run(crate::common::debforge()
+        let (code, stdout, err) = run(crate::support::common::debforge()
             .args(["bundle", "verify"])
             .arg(&bad));
         assert_eq!(code, 1, "{what}: {stdout}{err}");

@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{EPOCH, debforge, dpkg_contents, fixture, ok, run, sample_tree};
+use crate::support::common::{EPOCH, debforge, dpkg_contents, fixture, ok, run, sample_tree};
 
 fn build(tree: &Path, out: &Path, extra: &[&str]) -> String {
     ok(debforge()

@@ -4,7 +4,7 @@
 use std::fs;
 use std::process::Command;
 
-use crate::common::{EPOCH, debforge, dpkg_contents, fixture, ok, run, sample_tree};
+use crate::support::common::{EPOCH, debforge, dpkg_contents, fixture, ok, run, sample_tree};
 
 #[test]
 fn a_real_debian_package_matches_its_golden_files() {

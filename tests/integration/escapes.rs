@@ -5,8 +5,8 @@
 use std::fs;
 use std::path::Path;
 
-use crate::common::{ok, run};
-use crate::standin::Lab;
+use crate::support::common::{ok, run};
+use crate::support::standin::Lab;
 
 /// `debforge build` fails with exit 2, saying `needle`, and writes no output.
 fn build_fails(lab: &Lab, args: &[&str], needle: &str) {
@@ -20,7 +20,7 @@ fn build_fails(lab: &Lab, args: &[&str], needle: &str) {
 /// No file appeared anywhere under `dir` named `name`.
 fn nothing_named(dir: &Path, name: &str) -> bool {
     let mut found = false;
-    crate::common::walk_files(dir, &mut |p| {
+    crate::support::common::walk_files(dir, &mut |p| {
         if p.to_string_lossy().contains(name) {
             found = true;
         }

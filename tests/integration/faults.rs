@@ -5,8 +5,8 @@ use std::fs;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::common::{ok, run};
-use crate::standin::Lab;
+use crate::support::common::{ok, run};
+use crate::support::standin::Lab;
 
 /// A build killed between the two renames of a swap (the fallback where
 /// the filesystem cannot exchange two paths in one step) leaves no output
@@ -17,7 +17,7 @@ fn a_build_killed_inside_the_swap_loses_nothing() {
     let lab = Lab::new();
     let out = lab.dir.path().join("repo-out");
     ok(lab.cmd("build").arg("--out").arg(&out));
-    ok(crate::common::debforge().arg("verify").arg(&out));
+    ok(crate::support::common::debforge().arg("verify").arg(&out));
     let release = fs::read(out.join("dists/bionic/Release")).unwrap();
     let manifest = lab.dir.path().join(".repo-out.generations/000001.json");
     let recorded = fs::read(&manifest).unwrap();
@@ -58,7 +58,7 @@ fn a_build_killed_inside_the_swap_loses_nothing() {
     assert_eq!(aside.len(), 1, "the previous output is kept aside");
     // The generations survive it: the manifest as it was, history readable.
     assert_eq!(fs::read(&manifest).unwrap(), recorded);
-    let history = ok(crate::common::debforge()
+    let history = ok(crate::support::common::debforge()
         .arg("history")
         .arg("--out")
         .arg(&out));
@@ -76,7 +76,7 @@ fn a_build_killed_inside_the_swap_loses_nothing() {
         "Package: zz-broken\nVersion: 1.0\nArchitecture: all\nMaintainer: x <x@example.org>\nDepends: libnccl2 (= 9.9)\nDescription: needs what is not there\n x.\n",
     )
     .unwrap();
-    ok(crate::common::debforge()
+    ok(crate::support::common::debforge()
         .args(["deb", "build"])
         .arg(&tree)
         .arg("-o")
@@ -94,12 +94,12 @@ fn a_build_killed_inside_the_swap_loses_nothing() {
         "{err}"
     );
     assert_eq!(fs::read(out.join("dists/bionic/Release")).unwrap(), release);
-    ok(crate::common::debforge().arg("verify").arg(&out));
+    ok(crate::support::common::debforge().arg("verify").arg(&out));
 
     // And with the duplicate gone, the build completes.
     fs::remove_file(&dup).unwrap();
     ok(lab.cmd("build").arg("--out").arg(&out));
-    ok(crate::common::debforge().arg("verify").arg(&out));
+    ok(crate::support::common::debforge().arg("verify").arg(&out));
     assert!(
         !fs::read_dir(lab.dir.path()).unwrap().flatten().any(|e| e
             .file_name()
@@ -109,7 +109,7 @@ fn a_build_killed_inside_the_swap_loses_nothing() {
     );
     // The same packages: still generation 1, its manifest untouched.
     assert_eq!(fs::read(&manifest).unwrap(), recorded);
-    let history = ok(crate::common::debforge()
+    let history = ok(crate::support::common::debforge()
         .arg("history")
         .arg("--out")
         .arg(&out));
@@ -125,7 +125,7 @@ fn a_second_publish_to_the_same_directory_waits_for_nothing() {
     ok(lab.cmd("build").arg("--out").arg(&out));
     let target = lab.dir.path().join("mirror");
     let publish = || {
-        run(crate::common::debforge()
+        run(crate::support::common::debforge()
             .arg("publish")
             .arg("--to")
             .arg(&target)
@@ -170,7 +170,7 @@ fn a_full_disk_during_publish_leaves_no_partial_file() {
         .collect();
     fs::write(tree.join("usr/share/big/noise"), noise).unwrap();
     let deb = lab.recipes.join("big_1.0_all.deb");
-    ok(crate::common::debforge()
+    ok(crate::support::common::debforge()
         .args(["deb", "build", "-Z", "none"])
         .arg(&tree)
         .arg("-o")
@@ -200,7 +200,7 @@ fn a_full_disk_during_publish_leaves_no_partial_file() {
         }
     }
     let _unmount = Unmount(&target);
-    let (code, _, err) = run(crate::common::debforge()
+    let (code, _, err) = run(crate::support::common::debforge()
         .arg("publish")
         .arg("--to")
         .arg(&target)
@@ -209,7 +209,7 @@ fn a_full_disk_during_publish_leaves_no_partial_file() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("No space left on device"), "{err}");
     let mut parts = Vec::new();
-    crate::common::walk_files(&target, &mut |p| {
+    crate::support::common::walk_files(&target, &mut |p| {
         if p.to_string_lossy().ends_with(".debforge-part") {
             parts.push(p.to_path_buf());
         }
@@ -231,7 +231,7 @@ fn impossible_timeouts_are_usage_errors() {
         ("--retry-wait", "1e300"),
         ("--timeout", "-1"),
     ] {
-        let (code, _, err) = run(crate::common::debforge()
+        let (code, _, err) = run(crate::support::common::debforge()
             .args(["lock", "--recipes"])
             .arg(&lab.recipes)
             .arg(format!("{flag}={value}")));
@@ -285,12 +285,12 @@ fn index_names_a_file_name_that_is_not_utf8() {
     let pool = dir.path().join("pool");
     fs::create_dir_all(&pool).unwrap();
     let name = std::ffi::OsStr::from_bytes(b"latin-\xe9_1.0_all.deb");
-    ok(crate::common::debforge()
+    ok(crate::support::common::debforge()
         .args(["deb", "build"])
         .arg(&tree)
         .arg("-o")
         .arg(pool.join(name)));
-    let (code, _, err) = run(crate::common::debforge()
+    let (code, _, err) = run(crate::support::common::debforge()
         .args(["index", "--no-cache"])
         .arg(&pool));
     assert_eq!(code, 2, "{err}");

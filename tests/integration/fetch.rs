@@ -6,9 +6,9 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use crate::common::{ok, run};
-use crate::server::Fault;
-use crate::standin::{Lab, TestKey, write_release};
+use crate::support::common::{ok, run};
+use crate::support::server::Fault;
+use crate::support::standin::{Lab, TestKey, write_release};
 
 const CUDNN: &str = "libcudnn7_7.5.0.56-1+cuda10.1_amd64.deb";
 
@@ -86,10 +86,11 @@ fn locked_refuses_an_upstream_that_changed() {
     let before = lock_text(&lab);
     // Upstream rebuilds libnccl2 with other bytes and re-signs its index.
     let repo = lab.www().join("nvidia");
-    let mut nccl = crate::standin::nvidia_debs("7.5.0.56-1+cuda10.1", "2.4.2-1+cuda10.1").remove(3);
+    let mut nccl =
+        crate::support::standin::nvidia_debs("7.5.0.56-1+cuda10.1", "2.4.2-1+cuda10.1").remove(3);
     nccl.files[0].1 = b"\x7fELF rebuilt libnccl, other bytes\n".to_vec();
-    crate::standin::build_deb(&nccl, "amd64", &repo, &lab.dir.path().join("rebuild"));
-    crate::standin::write_packages(&repo, ".", &repo.join("Packages"), true);
+    crate::support::standin::build_deb(&nccl, "amd64", &repo, &lab.dir.path().join("rebuild"));
+    crate::support::standin::write_packages(&repo, ".", &repo.join("Packages"), true);
     let release = write_release(&repo, &[("Origin", "NVIDIA")]);
     TestKey::shared().sign_detached(&release);
 
@@ -142,7 +143,7 @@ fn air_gapped_from_a_snapshot_and_from_a_plain_directory() {
     drop(server);
     let offline = |source_dir: &Path, cache: &str| {
         let out = dir.path().join(format!("out-{cache}"));
-        let mut c = crate::common::debforge();
+        let mut c = crate::support::common::debforge();
         c.arg("build")
             .arg("--recipes")
             .arg(&recipes)
@@ -412,7 +413,7 @@ fn trust_chain_failures() {
             |www, _| {
                 let repo = www.join("nvidia");
                 let release = write_release(&repo, &[("Origin", "NVIDIA")]);
-                crate::standin::edit_release(&release, |p| {
+                crate::support::standin::edit_release(&release, |p| {
                     p.remove("SHA256");
                     p.remove("SHA512");
                 });
@@ -431,7 +432,7 @@ fn trust_chain_failures() {
                         fs::remove_file(p).unwrap();
                     }
                 }
-                crate::standin::write_packages(&repo, ".", &repo.join("Packages"), true);
+                crate::support::standin::write_packages(&repo, ".", &repo.join("Packages"), true);
                 let release = write_release(&repo, &[("Origin", "NVIDIA")]);
                 TestKey::shared().sign_detached(&release);
             },
@@ -464,7 +465,7 @@ fn trust_chain_failures() {
             "a Release dated in the future",
             |www, _| {
                 let release = www.join("nvidia/Release");
-                crate::standin::edit_release(&release, |p| {
+                crate::support::standin::edit_release(&release, |p| {
                     p.set("Date", "Thu, 01 Jan 2099 00:00:00 UTC");
                 });
                 TestKey::shared().sign_detached(&release);
@@ -474,7 +475,7 @@ fn trust_chain_failures() {
         (
             "expired Valid-Until on a live source",
             |www, work| {
-                crate::standin::dists_repo(
+                crate::support::standin::dists_repo(
                     www,
                     work,
                     TestKey::shared(),
@@ -509,7 +510,7 @@ fn an_archived_source_may_be_past_valid_until() {
     let lab = Lab::with(|www, _| {
         let repo = www.join("nvidia");
         let release = write_release(&repo, &[("Origin", "NVIDIA")]);
-        crate::standin::edit_release(&release, |p| {
+        crate::support::standin::edit_release(&release, |p| {
             p.insert_after("Date", "Valid-Until", "Tue, 23 Apr 2019 06:13:20 UTC")
         });
         TestKey::shared().sign_detached(&release);
@@ -704,7 +705,7 @@ fn a_build_with_nothing_changed_writes_nothing_and_a_touched_output_is_rebuilt()
             .cmd("build")
             .arg("--out")
             .arg(&out)
-            .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+            .env("SOURCE_DATE_EPOCH", crate::support::common::EPOCH));
         assert_eq!(code, 0, "{err}");
         stdout
     };
@@ -742,7 +743,7 @@ fn a_build_with_nothing_changed_writes_nothing_and_a_touched_output_is_rebuilt()
         out.join("dists/bionic/main/binary-amd64/Packages.gz")
             .exists()
     );
-    ok(crate::common::debforge().arg("verify").arg(&out));
+    ok(crate::support::common::debforge().arg("verify").arg(&out));
 
     // Another date is another Release.
     let (code, stdout, err) = run(lab

@@ -5,8 +5,8 @@
 
 use std::fs;
 
-use crate::common::{debforge, ok, run};
-use crate::standin::Lab;
+use crate::support::common::{debforge, ok, run};
+use crate::support::standin::Lab;
 
 #[test]
 fn build_replaces_only_its_own_output() {
@@ -281,9 +281,9 @@ fn verify_says_not_valid_yet_for_a_future_signature() {
     let lab = Lab::new();
     let out = lab.dir.path().join("repo-out");
     ok(lab.cmd("build").arg("--out").arg(&out));
-    let key = crate::standin::TestKey::shared();
+    let key = crate::support::standin::TestKey::shared();
     let release = out.join("dists/bionic/Release");
-    let gpg = crate::standin::gpg_lock();
+    let gpg = crate::support::standin::gpg_lock();
     for (args, to) in [
         (vec!["--armor", "--detach-sign"], "Release.gpg"),
         (vec!["--clearsign"], "InRelease"),

@@ -10,9 +10,9 @@
 
 use std::fs;
 
-use crate::chroot::{Chroot, Dist};
 use crate::stack::{pool, shipped_build};
-use crate::standin::{nccl_lib, shared_lib_with};
+use crate::support::chroot::{Chroot, Dist};
+use crate::support::standin::{nccl_lib, shared_lib_with};
 
 #[test]
 fn gpu_stack_check_without_a_gpu_on_python_3_6() {

@@ -3,8 +3,8 @@
 
 use std::fs;
 
-use crate::common::{debforge, ok, run};
-use crate::standin::Lab;
+use crate::support::common::{debforge, ok, run};
+use crate::support::standin::Lab;
 
 #[test]
 fn builds_record_generations_that_history_lists_and_diff_compares() {
@@ -168,7 +168,7 @@ fn builds_record_generations_that_history_lists_and_diff_compares() {
 /// bytes changed (the red flag), a locked version gone.
 #[test]
 fn diff_upstream_compares_the_lock_with_the_signed_indexes() {
-    use crate::standin::{TestKey, write_release};
+    use crate::support::standin::{TestKey, write_release};
     let lab = Lab::new();
     ok(&mut lab.cmd("lock"));
     let (code, stdout, err) = run(lab.cmd("diff").arg("--upstream"));

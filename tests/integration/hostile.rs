@@ -4,7 +4,7 @@
 
 use std::fs;
 
-use crate::common::{debforge, fixture, run};
+use crate::support::common::{debforge, fixture, run};
 
 const EXPECTED: &[(&str, &str)] = &[
     ("not-an-ar-archive.deb", "not an ar archive"),

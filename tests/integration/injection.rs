@@ -5,8 +5,8 @@
 
 use std::fs;
 
-use crate::common::run;
-use crate::standin::{FakeDeb, Lab, TestKey, build_deb, write_packages, write_release};
+use crate::support::common::run;
+use crate::support::standin::{FakeDeb, Lab, TestKey, build_deb, write_packages, write_release};
 
 /// `debforge build` must fail with exit 2, print `message` in its error, and
 /// leave no output.
@@ -272,7 +272,7 @@ fn a_url_that_names_no_file_is_refused_before_any_download() {
 fn a_file_shorter_than_vouched_for_is_named_as_such() {
     let lab = Lab::new();
     let out = lab.dir.path().join("repo-out");
-    crate::common::ok(lab.cmd("build").arg("--out").arg(&out));
+    crate::support::common::ok(lab.cmd("build").arg("--out").arg(&out));
     let port = crate::publish_remote::free_port();
     let _server = crate::stack::Serve::start(&out, port);
     let rel = "pool/main/libn/libnccl2/libnccl2_2.4.2-1+cuda10.1_amd64.deb";

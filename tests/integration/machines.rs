@@ -11,10 +11,10 @@ use std::path::Path;
 
 use debforge::format::version::Version;
 
-use crate::chroot::{Chroot, Dist};
 use crate::publish_remote::free_port;
 use crate::stack::{Serve, pool, shipped_build_in};
-use crate::standin::Lab;
+use crate::support::chroot::{Chroot, Dist};
+use crate::support::standin::Lab;
 
 /// The packages a pins file holds (its `Package:` lines).
 fn pinned(pref: &str) -> Vec<String> {
@@ -191,8 +191,8 @@ fn installing_the_stack_never_removes_or_downgrades_a_package_outside_it_on_five
 fn the_cuda13_example_carries_the_dev_package_and_moves_held_builds_on_ubuntu_24_04() {
     use std::process::Command;
 
-    use crate::common::{debforge, ok, run};
-    use crate::standin::{TestKey, cuda13_repo};
+    use crate::support::common::{debforge, ok, run};
+    use crate::support::standin::{TestKey, cuda13_repo};
 
     let lab = Lab::with(|root, work| cuda13_repo(root, work, TestKey::shared()));
     let key = TestKey::shared();
@@ -225,7 +225,7 @@ fn the_cuda13_example_carries_the_dev_package_and_moves_held_builds_on_ubuntu_24
         .arg(&out)
         .arg("--mirror")
         .arg(format!("http://127.0.0.1:{port}/"))
-        .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+        .env("SOURCE_DATE_EPOCH", crate::support::common::EPOCH));
     assert_eq!(code, 0, "{stdout}{err}");
     assert!(
         err.lines().any(|l| l

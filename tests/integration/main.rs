@@ -1,12 +1,8 @@
 //! The one integration suite: it runs the real `debforge` binary and the real
 //! Debian tools (dpkg, dpkg-deb) of this machine against what debforge writes.
+//! Helpers live in `support/`; every other module is tests.
 
-mod apt;
-mod chroot;
-mod common;
-mod corpus;
-mod server;
-mod standin;
+mod support;
 
 mod architecture;
 mod bombs;

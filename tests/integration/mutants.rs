@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{debforge, fixture, ok, run};
+use crate::support::common::{debforge, fixture, ok, run};
 
 fn base(dir: &Path, compression: &str) -> std::path::PathBuf {
     let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes/trees/debforge-hello");
@@ -17,7 +17,7 @@ fn base(dir: &Path, compression: &str) -> std::path::PathBuf {
         .arg(&tree)
         .arg("-o")
         .arg(&out)
-        .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+        .env("SOURCE_DATE_EPOCH", crate::support::common::EPOCH));
     out
 }
 
@@ -30,7 +30,7 @@ fn mutated_packages_never_crash_and_never_pass_where_dpkg_deb_refuses() {
     // maintainer scripts and md5sums).
     for compression in ["none", "gzip", "xz", "real"] {
         let deb = if compression == "real" {
-            crate::common::fixture("real/hello_2.10-3_amd64.deb")
+            crate::support::common::fixture("real/hello_2.10-3_amd64.deb")
         } else {
             base(dir.path(), compression)
         };

@@ -3,10 +3,10 @@
 
 use std::fs;
 
-use crate::apt::{Apt, sources};
-use crate::common::{debforge, ok, run, verify_published};
-use crate::server::Server;
-use crate::standin::Lab;
+use crate::support::apt::{Apt, sources};
+use crate::support::common::{debforge, ok, run, verify_published};
+use crate::support::server::Server;
+use crate::support::standin::Lab;
 
 #[test]
 fn publish_to_a_directory_incrementally_and_safely() {

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::apt::{Apt, sources};
-use crate::common::{debforge, ok, run, verify_published};
-use crate::server::Server;
-use crate::standin::Lab;
+use crate::support::apt::{Apt, sources};
+use crate::support::common::{debforge, ok, run, verify_published};
+use crate::support::server::Server;
+use crate::support::standin::Lab;
 
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

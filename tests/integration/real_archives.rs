@@ -15,8 +15,8 @@ use std::process::Command;
 
 use debforge::recipe::lock::Lock;
 
-use crate::chroot::Chroot;
-use crate::common::{debforge, ok, run};
+use crate::support::chroot::Chroot;
+use crate::support::common::{debforge, ok, run};
 
 /// True (and says so, past the test harness's capture) when the suite was
 /// asked not to reach the real archives.

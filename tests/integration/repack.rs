@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::{EPOCH, debforge, ok, run};
+use crate::support::common::{EPOCH, debforge, ok, run};
 
 /// An upstream-like package built by the real dpkg-deb: a bash postinst that
 /// logs its arguments (or fails with `fail`), a perl prerm.
@@ -202,7 +202,9 @@ fn fields_version_suffix_and_errors() {
     }
     let (code, _, err) = run(debforge()
         .args(["deb", "repack"])
-        .arg(crate::common::fixture("hostile/truncated-member.deb"))
+        .arg(crate::support::common::fixture(
+            "hostile/truncated-member.deb",
+        ))
         .arg("-o")
         .arg(tmp.path().join("x.deb")));
     assert_eq!(code, 2);

@@ -9,8 +9,8 @@ use std::process::Command;
 
 use debforge::format::deb822::Document;
 
-use crate::common::{debforge, ok, run};
-use crate::standin::{Lab, build_deb, nvidia_debs};
+use crate::support::common::{debforge, ok, run};
+use crate::support::standin::{Lab, build_deb, nvidia_debs};
 
 fn stanzas(text: &str) -> BTreeMap<String, BTreeMap<String, String>> {
     Document::parse(text)
@@ -252,7 +252,7 @@ fn a_concurrent_build_is_refused_and_a_failed_one_keeps_the_previous_output() {
     fs::remove_dir_all(&lab.cache).unwrap();
     lab.server.fault(
         "nvidia/libnccl-dev_2.4.2-1+cuda10.1_amd64.deb",
-        crate::server::Fault::Status(404),
+        crate::support::server::Fault::Status(404),
     );
     let (code, _, _) = run(lab.cmd("build").arg("--out").arg(&out));
     assert_eq!(code, 2);
@@ -263,7 +263,7 @@ fn a_concurrent_build_is_refused_and_a_failed_one_keeps_the_previous_output() {
     // removed by the next build.
     lab.server.fault(
         "nvidia/libnccl-dev_2.4.2-1+cuda10.1_amd64.deb",
-        crate::server::Fault::Stall(10),
+        crate::support::server::Fault::Stall(10),
     );
     let mut child = lab
         .cmd("build")
@@ -300,7 +300,7 @@ fn the_same_inputs_give_the_same_repository_bytes() {
             .cmd("build")
             .arg("--out")
             .arg(&out)
-            .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+            .env("SOURCE_DATE_EPOCH", crate::support::common::EPOCH));
         out
     };
     let (a, b) = (build("a"), build("b"));
@@ -456,7 +456,7 @@ fn secret_keys_stay_out_of_git_and_out_of_everything_published() {
 
     let mut files = vec![bundle];
     for dir in [&out, &published] {
-        crate::common::walk_files(dir, &mut |p| files.push(p.to_path_buf()));
+        crate::support::common::walk_files(dir, &mut |p| files.push(p.to_path_buf()));
     }
     // The secret key's last 64 bytes (secret material and checksum) appear
     // nowhere; no armored private key; the keyrings hold public keys only.

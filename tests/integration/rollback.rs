@@ -5,10 +5,10 @@
 use std::fs;
 use std::path::Path;
 
-use crate::apt::{Apt, sources};
-use crate::common::{debforge, ok, run};
-use crate::server::Server;
-use crate::standin::Lab;
+use crate::support::apt::{Apt, sources};
+use crate::support::common::{debforge, ok, run};
+use crate::support::server::Server;
+use crate::support::standin::Lab;
 
 fn release_date(www: &Path) -> i64 {
     let text = fs::read_to_string(www.join("dists/bionic/Release")).unwrap();
@@ -38,7 +38,7 @@ fn two_generations(lab: &Lab, out: &Path, www: &Path) {
         .cmd("build")
         .arg("--out")
         .arg(out)
-        .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+        .env("SOURCE_DATE_EPOCH", crate::support::common::EPOCH));
     ok(debforge()
         .arg("publish")
         .arg("--to")
@@ -50,7 +50,7 @@ fn two_generations(lab: &Lab, out: &Path, www: &Path) {
         .cmd("build")
         .arg("--out")
         .arg(out)
-        .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+        .env("SOURCE_DATE_EPOCH", crate::support::common::EPOCH));
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("recorded generation 2"), "{err}");
     ok(debforge()
@@ -288,7 +288,7 @@ fn rollback_to_an_rsync_daemon_and_an_s3_bucket() {
             .cmd("build")
             .arg("--out")
             .arg(&out)
-            .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+            .env("SOURCE_DATE_EPOCH", crate::support::common::EPOCH));
         ok(debforge()
             .arg("publish")
             .arg("--to")

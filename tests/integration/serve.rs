@@ -4,9 +4,9 @@
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 
-use crate::apt::Apt;
-use crate::common::{debforge, ok, run};
-use crate::standin::Lab;
+use crate::support::apt::Apt;
+use crate::support::common::{debforge, ok, run};
+use crate::support::standin::Lab;
 
 struct Served {
     child: Child,

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use debforge::openpgp::PinnedKeyring;
 
-use crate::common::ok;
+use crate::support::common::ok;
 
 const DEBIAN_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
 

@@ -8,10 +8,10 @@ use std::process::Command;
 
 use std::os::unix::fs::PermissionsExt;
 
-use crate::chroot::{Chroot, Dist};
-use crate::common::{ok, run};
 use crate::publish_remote::{RsyncDaemon, S3Server, free_port};
-use crate::standin::{Lab, OtherRepo};
+use crate::support::chroot::{Chroot, Dist};
+use crate::support::common::{ok, run};
+use crate::support::standin::{Lab, OtherRepo};
 
 fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
@@ -67,7 +67,7 @@ pub(crate) fn shipped_build_with(
         .cmd("build")
         .arg("--out")
         .arg(&out)
-        .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+        .env("SOURCE_DATE_EPOCH", crate::support::common::EPOCH));
     out
 }
 
@@ -264,7 +264,7 @@ fn air_gapped_install_from_a_bundle_with_no_server() {
     let tar = lab.dir.path().join("lab.tar");
     let again = lab.dir.path().join("lab2.tar");
     for t in [&tar, &again] {
-        ok(crate::common::debforge()
+        ok(crate::support::common::debforge()
             .args(["bundle", "-o"])
             .arg(t)
             .arg("--out")
@@ -275,7 +275,7 @@ fn air_gapped_install_from_a_bundle_with_no_server() {
         fs::read(&again).unwrap(),
         "deterministic bundle"
     );
-    let v = ok(crate::common::debforge()
+    let v = ok(crate::support::common::debforge()
         .args(["bundle", "verify"])
         .arg(&tar));
     assert!(v.contains("all files match SHA256SUMS"), "{v}");
@@ -286,7 +286,7 @@ fn air_gapped_install_from_a_bundle_with_no_server() {
     bytes[at] ^= 0x20;
     let bad = lab.dir.path().join("bad.tar");
     fs::write(&bad, &bytes).unwrap();
-    let (code, out_text, _) = run(crate::common::debforge()
+    let (code, out_text, _) = run(crate::support::common::debforge()
         .args(["bundle", "verify"])
         .arg(&bad));
     assert_eq!(code, 1, "{out_text}");
@@ -489,7 +489,7 @@ pub(crate) struct Serve(std::process::Child);
 
 impl Serve {
     pub(crate) fn start(dir: &Path, port: u16) -> Serve {
-        let mut child = crate::common::debforge()
+        let mut child = crate::support::common::debforge()
             .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--out"])
             .arg(dir)
             .stdout(std::process::Stdio::piped())
@@ -609,7 +609,7 @@ fn publish_to_a_directory_served_by_nginx_then_the_lab_day() {
     let port = free_port();
     let out = shipped_build_in(&lab, &format!("http://127.0.0.1:{port}/gpu-lab/"));
     let docroot = lab.dir.path().join("docroot");
-    ok(crate::common::debforge()
+    ok(crate::support::common::debforge()
         .arg("publish")
         .arg("--to")
         .arg(docroot.join("gpu-lab"))
@@ -617,7 +617,7 @@ fn publish_to_a_directory_served_by_nginx_then_the_lab_day() {
         .arg(&out));
     // Everything published is world-readable; nothing secret went along.
     let mut files = 0;
-    crate::common::walk_files(&docroot, &mut |p| {
+    crate::support::common::walk_files(&docroot, &mut |p| {
         let mode = fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o644, "{}", p.display());
         files += 1;
@@ -731,7 +731,7 @@ fn a_version_suffix_flows_from_the_repacked_files_to_apt() {
         pins,
         "one pins text for the output and the repo-config package"
     );
-    let policy = ok(crate::common::debforge()
+    let policy = ok(crate::support::common::debforge()
         .args(["policy", "libnccl2", "--out"])
         .arg(&out));
     assert!(
@@ -743,7 +743,7 @@ fn a_version_suffix_flows_from_the_repacked_files_to_apt() {
         .cmd("build")
         .arg("--out")
         .arg(&out)
-        .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+        .env("SOURCE_DATE_EPOCH", crate::support::common::EPOCH));
     assert_eq!(code, 0, "{err}");
     // Nothing changed: nothing written, the same report.
     assert!(
@@ -757,7 +757,7 @@ fn a_version_suffix_flows_from_the_repacked_files_to_apt() {
         .cmd("build")
         .arg("--out")
         .arg(&out)
-        .env("SOURCE_DATE_EPOCH", crate::common::EPOCH));
+        .env("SOURCE_DATE_EPOCH", crate::support::common::EPOCH));
     assert_eq!(code, 0, "{err}");
     // libcudnn7-doc (kept) names libcudnn7-dev's exact version: carried along.
     assert!(
@@ -781,7 +781,7 @@ fn a_version_suffix_flows_from_the_repacked_files_to_apt() {
         )),
         "{stdout}"
     );
-    ok(crate::common::debforge().arg("verify").arg(&out));
+    ok(crate::support::common::debforge().arg("verify").arg(&out));
 
     let _server = Serve::start(&out, port);
     let c = Chroot::new();
@@ -833,7 +833,7 @@ fn build_refuses_a_repository_apt_could_not_install_from_and_keeps_the_previous_
             .cmd("build")
             .arg("--out")
             .arg(&out)
-            .env("SOURCE_DATE_EPOCH", crate::common::EPOCH))
+            .env("SOURCE_DATE_EPOCH", crate::support::common::EPOCH))
     };
     let untouched = || {
         assert!(tree_bytes(&out) == before, "the previous output changed");
@@ -876,7 +876,7 @@ fn build_refuses_a_repository_apt_could_not_install_from_and_keeps_the_previous_
         "Package: other-tool\nVersion: 1.0\nArchitecture: all\nMaintainer: x <x@example.org>\nDescription: x\n",
     )
     .unwrap();
-    ok(crate::common::debforge()
+    ok(crate::support::common::debforge()
         .args(["deb", "build"])
         .arg(&tree)
         .arg("-o")
@@ -905,7 +905,7 @@ fn the_output_transaction_refuses_a_pin_with_no_candidate() {
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys");
     debforge::keys::keygen(&keys, "test", KeyAlgo::Ed25519, None, None, false).unwrap();
-    let signing: Vec<_> = debforge::keys::load_signing_keys(&keys, None)
+    let signing: Vec<_> = debforge::keys::load_signing_keys(&keys, None, debforge_now())
         .unwrap()
         .into_iter()
         .map(|k| k.key)
@@ -918,7 +918,7 @@ fn the_output_transaction_refuses_a_pin_with_no_candidate() {
     )
     .unwrap();
     let deb = dir.path().join("tool_1.0_all.deb");
-    ok(crate::common::debforge()
+    ok(crate::support::common::debforge()
         .args(["deb", "build"])
         .arg(&tree)
         .arg("-o")
@@ -988,7 +988,7 @@ fn verify_rejects_a_repository_apt_could_not_install_from() {
     // exact pin on a version no index has.
     let lab = Lab::new();
     let out = shipped_build_in(&lab, &lab.server.url("repo/"));
-    ok(crate::common::debforge().arg("verify").arg(&out));
+    ok(crate::support::common::debforge().arg("verify").arg(&out));
     let pref = out.join("debforge.pref");
     let pins = fs::read_to_string(&pref).unwrap();
     fs::write(
@@ -1000,7 +1000,7 @@ fn verify_rejects_a_repository_apt_could_not_install_from() {
         ),
     )
     .unwrap();
-    let (code, stdout, _) = run(crate::common::debforge().arg("verify").arg(&out));
+    let (code, stdout, _) = run(crate::support::common::debforge().arg("verify").arg(&out));
     assert_eq!(code, 1, "{stdout}");
     assert!(
         stdout.contains("debforge.pref: leaves apt no candidate for libnccl2 (this repository has 2.4.2-1+cuda10.1+debforge1 at priority -1); apt would refuse to install it"),
@@ -1013,7 +1013,7 @@ fn verify_rejects_a_repository_apt_could_not_install_from() {
         ),
     )
     .unwrap();
-    let (code, stdout, _) = run(crate::common::debforge().arg("verify").arg(&out));
+    let (code, stdout, _) = run(crate::support::common::debforge().arg("verify").arg(&out));
     assert_eq!(code, 1, "{stdout}");
     assert!(
         stdout.contains("debforge.pref: pins libnccl2 to 2.4.2-1+cuda10.1+lab1 (priority 1001), which no index lists (it has 2.4.2-1+cuda10.1+debforge1); apt would find no candidate"),
@@ -1102,7 +1102,7 @@ fn publish_refuses_to_change_a_published_package_in_place() {
     let target = lab.dir.path().join("mirror");
     let build = || ok(lab.cmd("build").arg("--out").arg(&out));
     let publish = || {
-        run(crate::common::debforge()
+        run(crate::support::common::debforge()
             .arg("publish")
             .arg("--to")
             .arg(&target)
@@ -1180,7 +1180,7 @@ fn forward_one_generation_then_rollback_on_ubuntu_18_04() {
     // (Not lab.www(): that is the stand-in upstreams' docroot.)
     let www = lab.dir.path().join("lab-mirror");
     let publish = |extra: &[&str]| {
-        let mut c = crate::common::debforge();
+        let mut c = crate::support::common::debforge();
         c.args(extra)
             .arg("--to")
             .arg(&www)
@@ -1351,4 +1351,11 @@ fn held_nvidia_builds_move_to_the_labs_with_the_one_command_named() {
             "{p} was removed:\n{after}"
         );
     }
+}
+
+/// Seconds since the epoch, now (what the binary's settings would say).
+fn debforge_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }

@@ -8,7 +8,7 @@ use debforge::format::Version;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
-use crate::common::{debforge, run};
+use crate::support::common::{debforge, run};
 
 fn dpkg_holds(a: &str, op: &str, b: &str) -> bool {
     let status = Command::new("dpkg")

@@ -3,6 +3,7 @@
 use super::prelude::*;
 
 pub(crate) fn run_verify(
+    cx: &Context,
     dir: &std::path::Path,
     keyring: Option<PathBuf>,
     json: bool,
@@ -33,11 +34,7 @@ pub(crate) fn run_verify(
             "a published mirror may not carry debforge's keyring: pass the lab's keyring with --keyring FILE (e.g. /usr/share/keyrings/gpu-lab-archive-keyring.gpg)",
         ))
     })?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let report = debforge::repo::verify::verify(dir, &bytes, now);
+    let report = debforge::repo::verify::verify(dir, &bytes, cx.env.dates.now);
     output::verify_report(&report, dir, json);
     Ok(if report.problems.is_empty() {
         EXIT_OK

@@ -5,9 +5,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::{ok, run};
-use crate::server::Server;
-use crate::standin::{Lab, TestKey, build_deb, nvidia_debs, write_packages};
+use crate::support::common::{ok, run};
+use crate::support::server::Server;
+use crate::support::standin::{Lab, TestKey, build_deb, nvidia_debs, write_packages};
 
 /// An apt that sees only what the test gives it.
 pub struct Apt {
@@ -142,7 +142,7 @@ fn apt_accepts_the_repository_and_obeys_the_pins() {
     let (other, other_entry) = other_repo(s.lab.dir.path());
 
     // debforge verify agrees.
-    let (code, out, err) = run(crate::common::debforge().arg("verify").arg(&s.out));
+    let (code, out, err) = run(crate::support::common::debforge().arg("verify").arg(&s.out));
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("7 package(s) checked; all good"), "{out}");
 

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::common::{EPOCH, debforge, ok};
-use crate::server::Server;
+use crate::support::common::{EPOCH, debforge, ok};
+use crate::support::server::Server;
 
 /// A throwaway GnuPG home with one signing key.
 pub struct TestKey {

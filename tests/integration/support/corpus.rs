@@ -19,8 +19,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::chroot::{Chroot, Dist, test_cache};
-use crate::common::{debforge, ok};
+use crate::support::chroot::{Chroot, Dist, test_cache};
+use crate::support::common::{debforge, ok};
 
 const BIONIC: &[&str] = &[
     "tzdata",

@@ -6,8 +6,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::{ok, run};
-use crate::standin::Lab;
+use crate::support::common::{ok, run};
+use crate::support::standin::Lab;
 
 /// The systems a test can install on. Bionic is the lab's client; bookworm
 /// (apt 2.6, close to Ubuntu 22.04's) is the newer one. The `*Cares` roots
@@ -271,7 +271,7 @@ fn link_scripts_install_reconfigure_upgrade_remove_and_purge() {
         fs::write(work.join(s), text).unwrap();
     }
     let newer = work.join("libnccl2_2.4.8-1+cuda10.1_amd64.deb");
-    ok(crate::common::debforge()
+    ok(crate::support::common::debforge()
         .args(["deb", "repack"])
         .arg(
             _lab.www()
