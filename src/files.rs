@@ -71,6 +71,50 @@ pub fn sorted_files(root: &Path) -> std::io::Result<Vec<String>> {
     Ok(out)
 }
 
+/// What says a file is the one seen before, without reading it: device,
+/// inode, size, modification time and change time, to the nanosecond. The
+/// change time is what a user cannot set back (`touch -d` sets only the
+/// modification time); files debforge hard-links into each new pool get a
+/// new change time from the link alone, so their check leaves it out
+/// ([`FileIdentity::same_bytes_ignoring_links`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FileIdentity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileIdentity {
+    pub fn of(meta: &fs::Metadata) -> FileIdentity {
+        use std::os::unix::fs::MetadataExt;
+        FileIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// The same inode, untouched since (nothing about it changed).
+    pub fn unchanged(&self, now: &FileIdentity) -> bool {
+        self == now
+    }
+
+    /// The same inode with the same size and modification time; its change
+    /// time may differ (a hard link added or removed changes only that).
+    pub fn same_bytes_ignoring_links(&self, now: &FileIdentity) -> bool {
+        (self.dev, self.ino, self.size, self.mtime) == (now.dev, now.ino, now.size, now.mtime)
+    }
+
+    /// `dev-ino`: where a record of the file is kept.
+    pub fn key(&self) -> String {
+        format!("{}-{}", self.dev, self.ino)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +156,22 @@ mod tests {
             sorted_files(dir.path()).unwrap(),
             ["a/1", "a/10", "b/2", "c"]
         );
+    }
+
+    #[test]
+    fn a_hard_link_changes_the_identity_but_not_the_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("pool.deb");
+        fs::write(&p, b"bytes").unwrap();
+        let before = FileIdentity::of(&fs::metadata(&p).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::hard_link(&p, dir.path().join("link.deb")).unwrap();
+        let after = FileIdentity::of(&fs::metadata(&p).unwrap());
+        assert!(!before.unchanged(&after), "a new link changes the ctime");
+        assert!(before.same_bytes_ignoring_links(&after));
+        assert_eq!(before.key(), after.key());
+        fs::write(&p, b"other").unwrap();
+        let written = FileIdentity::of(&fs::metadata(&p).unwrap());
+        assert!(!before.same_bytes_ignoring_links(&written));
     }
 }

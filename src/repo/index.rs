@@ -16,7 +16,6 @@
 use std::cmp::Ordering;
 use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::deb::{DebError, DebFile};
@@ -54,7 +53,7 @@ pub struct IndexStats {
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Record {
     path: String,
-    id: [i64; 7],
+    id: crate::files::FileIdentity,
     arch: String,
     stanza: String,
     size: u64,
@@ -80,7 +79,7 @@ impl Record {
         }
     }
 
-    fn from_deb(d: &IndexedDeb, id: [i64; 7]) -> Record {
+    fn from_deb(d: &IndexedDeb, id: crate::files::FileIdentity) -> Record {
         Record {
             path: d.filename.clone(),
             id,
@@ -95,20 +94,9 @@ impl Record {
     }
 }
 
-fn identity(meta: &fs::Metadata) -> [i64; 7] {
-    [
-        meta.dev() as i64,
-        meta.ino() as i64,
-        meta.size() as i64,
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.ctime(),
-        meta.ctime_nsec(),
-    ]
-}
-
-/// Bumped whenever `format::packages::stanza` renders differently.
-const STANZA_FORMAT: u32 = 2;
+/// Bumped whenever `format::packages::stanza` renders differently or a
+/// record changes shape (3: `FileIdentity`).
+const STANZA_FORMAT: u32 = 3;
 
 /// Where index caches live; `None` disables caching.
 pub struct IndexCache {
@@ -220,7 +208,7 @@ impl OldCache {
     }
 
     /// The record for `rel` if it is still valid for `id`.
-    fn take(&mut self, rel: &str, id: [i64; 7]) -> Option<IndexedDeb> {
+    fn take(&mut self, rel: &str, id: crate::files::FileIdentity) -> Option<IndexedDeb> {
         loop {
             let order = Path::new(&self.next.as_ref()?.path).cmp(Path::new(rel));
             match order {
@@ -229,7 +217,7 @@ impl OldCache {
                 Ordering::Equal => {
                     let r = self.next.take().expect("peeked");
                     self.advance();
-                    return (r.id == id).then(|| r.into_deb());
+                    return r.id.unchanged(&id).then(|| r.into_deb());
                 }
             }
         }
@@ -243,7 +231,7 @@ type NewCache = Option<(BufWriter<tempfile::NamedTempFile>, PathBuf)>;
 struct Item {
     path: PathBuf,
     rel: String,
-    id: [i64; 7],
+    id: crate::files::FileIdentity,
     hit: Option<IndexedDeb>,
 }
 
@@ -302,7 +290,7 @@ fn walk_item(path: &Path, rel: &str, old: &mut OldCache) -> Result<Item, IndexEr
             source,
         })
     })?;
-    let id = identity(&meta);
+    let id = crate::files::FileIdentity::of(&meta);
     let hit = old.take(rel, id);
     Ok(Item {
         path: path.to_path_buf(),
@@ -368,7 +356,7 @@ fn read_misses(
 
 /// Appends the record of `deb` to the new cache, dropping the new cache if
 /// the write fails.
-fn write_record(new: &mut NewCache, deb: &IndexedDeb, id: [i64; 7]) {
+fn write_record(new: &mut NewCache, deb: &IndexedDeb, id: crate::files::FileIdentity) {
     if let Some((w, _)) = new.as_mut() {
         let line = serde_json::to_string(&Record::from_deb(deb, id)).expect("record serializes");
         if w.write_all(line.as_bytes())

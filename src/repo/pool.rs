@@ -10,7 +10,6 @@
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::digest::{Digests, HashingWriter, digest_reader};
@@ -47,26 +46,12 @@ struct Records {
     controls: std::collections::BTreeMap<String, String>,
 }
 
-const RECORDS_VERSION: u32 = 1;
+const RECORDS_VERSION: u32 = 2;
 
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
 struct Record {
-    identity: [i64; 5],
+    identity: crate::files::FileIdentity,
     digests: Digests,
-}
-
-fn identity(meta: &fs::Metadata) -> [i64; 5] {
-    [
-        meta.dev() as i64,
-        meta.ino() as i64,
-        meta.size() as i64,
-        meta.mtime(),
-        meta.mtime_nsec(),
-    ]
-}
-
-fn key(meta: &fs::Metadata) -> String {
-    format!("{}-{}", meta.dev(), meta.ino())
 }
 
 impl DigestStore {
@@ -91,16 +76,22 @@ impl DigestStore {
 
     fn get(&self, meta: &fs::Metadata) -> Option<Digests> {
         let records = self.records.lock().ok()?;
-        let r = records.digests.get(&key(meta))?;
-        (r.identity == identity(meta)).then(|| r.digests.clone())
+        let now = crate::files::FileIdentity::of(meta);
+        let r = records.digests.get(&now.key())?;
+        // Pool files are hard-linked into every new output: the link alone
+        // changes their ctime, so it is not part of this check.
+        r.identity
+            .same_bytes_ignoring_links(&now)
+            .then(|| r.digests.clone())
     }
 
     fn put(&self, meta: &fs::Metadata, digests: &Digests) {
         if let Ok(mut records) = self.records.lock() {
+            let identity = crate::files::FileIdentity::of(meta);
             records.digests.insert(
-                key(meta),
+                identity.key(),
                 Record {
-                    identity: identity(meta),
+                    identity,
                     digests: digests.clone(),
                 },
             );
