@@ -140,6 +140,7 @@ async fn connection(
 ) {
     // Without NODELAY, Nagle plus delayed ACKs stall keep-alive answers ~40 ms.
     let _ = stream.set_nodelay(true);
+    limit_send_buffer(&stream, SEND_BUFFER);
     let log = reporter.clone();
     let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
         let (response, entry) = answer(&root, peer, &req);
@@ -442,6 +443,25 @@ impl Body for ServeBody {
             // A HEAD answer announces the length of what GET would send.
             BodyKind::Head(n) | BodyKind::File { left: n, .. } => SizeHint::with_exact(*n),
         }
+    }
+}
+
+/// A connection's kernel send buffer: small enough that a fast reader's
+/// writes wait for the network like everyone's (loopback autotunes to
+/// megabytes, which let one connection hold a worker), large enough for a LAN.
+const SEND_BUFFER: i32 = 256 * 1024;
+
+fn limit_send_buffer(stream: &tokio::net::TcpStream, bytes: i32) {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(stream);
+    // SAFETY: setsockopt on the stream's own descriptor, with a c_int value.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&bytes as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        );
     }
 }
 
