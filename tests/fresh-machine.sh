@@ -11,7 +11,9 @@ cd "$(dirname "$0")/.."
 suite=${1:-bookworm}
 case $suite in
   bookworm) mirror=http://deb.debian.org/debian ;;
-  noble) mirror=http://archive.ubuntu.com/ubuntu ;;
+  noble) mirror=http://archive.ubuntu.com/ubuntu
+         # Ubuntu's archive key, as shipped (the host may lack ubuntu-keyring).
+         KEYRING=${KEYRING:-$PWD/keys/ubuntu-archive-keyring.gpg} ;;
   *) echo "fresh-machine.sh: bookworm or noble, not $suite" >&2; exit 2 ;;
 esac
 rustup_home=${RUSTUP_HOME:-$HOME/.rustup}
