@@ -71,6 +71,15 @@ pub fn sorted_files(root: &Path) -> std::io::Result<Vec<String>> {
     Ok(out)
 }
 
+/// A test hook's wait: creates `marker`, returns once something removes it
+/// (a test kills the process in between).
+pub fn pause_at(marker: &Path) {
+    let _ = fs::write(marker, b"");
+    while marker.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// What says a file is the one seen before, without reading it: device,
 /// inode, size, modification time and change time, to the nanosecond. The
 /// change time is what a user cannot set back (`touch -d` sets only the

@@ -344,10 +344,7 @@ fn swap_in(
     let old = parent.join(format!(".{base}.old-{}", std::process::id()));
     fs::rename(out, &old).map_err(FileError::at(out))?;
     if let Some(p) = pause {
-        let _ = fs::write(p, b"");
-        while p.exists() {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        crate::files::pause_at(p);
     }
     if let Err(e) = fs::rename(&staged, out) {
         let _ = fs::rename(&old, out);

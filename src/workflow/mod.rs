@@ -191,11 +191,3 @@ pub fn resolve_and_fetch(
         lock,
     })
 }
-
-/// Waits at a test hook's marker: creates it, returns once it is removed.
-fn pause_at(marker: &Path) {
-    let _ = std::fs::write(marker, b"");
-    while marker.exists() {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}

@@ -87,7 +87,7 @@ impl Reporter for PauseBefore<'_> {
         let here = matches!(&event, Event::Published { path, .. } if path == self.rel);
         self.inner.event(event);
         if here {
-            super::pause_at(self.marker);
+            crate::files::pause_at(self.marker);
         }
     }
 }

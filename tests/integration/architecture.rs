@@ -60,8 +60,8 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "workflow",
         &[
-            "bundle", "digest", "error", "format", "keys", "openpgp", "pipeline", "publish",
-            "recipe", "repo", "report",
+            "bundle", "digest", "error", "files", "format", "keys", "openpgp", "pipeline",
+            "publish", "recipe", "repo", "report",
         ],
     ),
 ];

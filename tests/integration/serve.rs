@@ -21,13 +21,16 @@ impl Drop for Served {
 }
 
 fn serve(dir: &std::path::Path) -> Served {
-    let mut child = debforge()
-        .args(["serve", "--listen", "127.0.0.1:0", "--out"])
+    let mut cmd = debforge();
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--out"])
         .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    started(cmd)
+}
+
+/// Starts `cmd` (a `debforge serve`) and waits for its `serving … on URL` line.
+fn started(mut cmd: Command) -> Served {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -381,8 +384,8 @@ fn serve_degrades_with_503_and_never_aborts() {
         eprintln!("skipped: the open-files limit is {}", lim.rlim_cur);
         return;
     }
-    let mut child = Command::new("prlimit")
-        .arg("--as=1610612736")
+    let mut cmd = Command::new("prlimit");
+    cmd.arg("--as=1610612736")
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_debforge"))
         .args([
@@ -394,18 +397,8 @@ fn serve_degrades_with_503_and_never_aborts() {
             "--out",
         ])
         .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let s = Served {
-        url: line.trim().rsplit(' ').next().unwrap().to_string(),
-        child,
-    };
+        .stderr(Stdio::null());
+    let s = started(cmd);
     let addr = s
         .url
         .trim_start_matches("http://")
