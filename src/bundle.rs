@@ -227,8 +227,9 @@ fn first_suite(out: &Path) -> Result<(String, String), BundleError> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     let suite = suites.first().ok_or_else(not_a_repository)?.clone();
-    let release = fs::read_to_string(out.join("dists").join(&suite).join("Release"))
-        .map_err(FileError::at(out))?;
+    let path = out.join("dists").join(&suite).join("Release");
+    let release = crate::input::read_to_string(&path, crate::input::limit::RELEASE)
+        .map_err(FileError::at(&path))?;
     Ok((suite, release))
 }
 
