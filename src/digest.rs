@@ -1,57 +1,212 @@
-//! One pass over a stream computes every digest apt and dpkg use: MD5 (dpkg's
-//! md5sums, Packages' MD5sum), SHA1, SHA256 and SHA512 (Release, Packages).
+//! Digests of byte streams: the four apt and dpkg use (MD5 for dpkg's
+//! md5sums, SHA1, SHA256 and SHA512 for Release and Packages), any subset of
+//! them in one pass. SHA256 is always computed: it is a file's identity here
+//! (cache names, the lock, pool records). Several digests of one big stream
+//! run on threads of their own ([`Hasher::parallel`]), each fed the same
+//! chunks, so the wall time is the slowest digest's, not their sum.
 
 use std::io::{self, Read, Write};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread::JoinHandle;
 
 use md5::Md5;
 use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha512};
 
-/// The size and digests of a byte stream, as lower-case hex.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// Which digests to compute besides SHA256 (always computed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DigestSet {
+    pub md5: bool,
+    pub sha1: bool,
+    pub sha512: bool,
+}
+
+impl DigestSet {
+    /// SHA256 alone: what a pool file is listed with and checked by.
+    pub const SHA256: DigestSet = DigestSet {
+        md5: false,
+        sha1: false,
+        sha512: false,
+    };
+    /// All four: Release files list their indexes with every digest.
+    pub const ALL: DigestSet = DigestSet {
+        md5: true,
+        sha1: true,
+        sha512: true,
+    };
+
+    /// The union of two sets.
+    pub fn and(self, other: DigestSet) -> DigestSet {
+        DigestSet {
+            md5: self.md5 || other.md5,
+            sha1: self.sha1 || other.sha1,
+            sha512: self.sha512 || other.sha512,
+        }
+    }
+
+    fn algorithms(self) -> Vec<Algorithm> {
+        let mut v = vec![Algorithm::Sha256(Sha256::new())];
+        if self.sha512 {
+            v.push(Algorithm::Sha512(Sha512::new()));
+        }
+        if self.md5 {
+            v.push(Algorithm::Md5(Md5::new()));
+        }
+        if self.sha1 {
+            v.push(Algorithm::Sha1(Sha1::new()));
+        }
+        v
+    }
+}
+
+/// The size and digests of a byte stream, as lower-case hex; the ones not
+/// asked for are `None`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Digests {
     pub size: u64,
-    pub md5: String,
-    pub sha1: String,
     pub sha256: String,
-    pub sha512: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub md5: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha1: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha512: Option<String>,
 }
 
-/// A `Write` sink that feeds all four hashes; also usable as a tee target.
-#[derive(Clone, Default)]
-pub struct MultiHasher {
-    size: u64,
-    md5: Md5,
-    sha1: Sha1,
-    sha256: Sha256,
-    sha512: Sha512,
-}
-
-impl MultiHasher {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    pub fn update(&mut self, data: &[u8]) {
-        self.size += data.len() as u64;
-        self.md5.update(data);
-        self.sha1.update(data);
-        self.sha256.update(data);
-        self.sha512.update(data);
-    }
-
-    pub fn finish(self) -> Digests {
-        Digests {
-            size: self.size,
-            md5: hex::encode(self.md5.finalize()),
-            sha1: hex::encode(self.sha1.finalize()),
-            sha256: hex::encode(self.sha256.finalize()),
-            sha512: hex::encode(self.sha512.finalize()),
+impl Digests {
+    /// The digest Release and Packages name `field` (MD5Sum/MD5sum, SHA1,
+    /// SHA256, SHA512), if it was computed.
+    pub fn by_field(&self, field: &str) -> Option<&str> {
+        match field {
+            "MD5Sum" | "MD5sum" => self.md5.as_deref(),
+            "SHA1" => self.sha1.as_deref(),
+            "SHA256" => Some(&self.sha256),
+            "SHA512" => self.sha512.as_deref(),
+            _ => None,
         }
     }
 }
 
-impl Write for MultiHasher {
+enum Algorithm {
+    Md5(Md5),
+    Sha1(Sha1),
+    Sha256(Sha256),
+    Sha512(Sha512),
+}
+
+impl Algorithm {
+    fn update(&mut self, data: &[u8]) {
+        match self {
+            Algorithm::Md5(h) => h.update(data),
+            Algorithm::Sha1(h) => h.update(data),
+            Algorithm::Sha256(h) => h.update(data),
+            Algorithm::Sha512(h) => h.update(data),
+        }
+    }
+
+    fn finish_into(self, d: &mut Digests) {
+        match self {
+            Algorithm::Md5(h) => d.md5 = Some(hex::encode(h.finalize())),
+            Algorithm::Sha1(h) => d.sha1 = Some(hex::encode(h.finalize())),
+            Algorithm::Sha256(h) => d.sha256 = hex::encode(h.finalize()),
+            Algorithm::Sha512(h) => d.sha512 = Some(hex::encode(h.finalize())),
+        }
+    }
+}
+
+/// One digest on a thread of its own, fed shared chunks.
+struct Worker {
+    chunks: SyncSender<Arc<[u8]>>,
+    done: JoinHandle<Algorithm>,
+}
+
+impl Worker {
+    fn spawn(mut algorithm: Algorithm) -> Worker {
+        // A few chunks in flight: enough to keep every digest busy, little
+        // memory (4 × 1 MiB per digest with `copy`'s chunks).
+        let (chunks, rx): (_, Receiver<Arc<[u8]>>) = sync_channel(4);
+        let done = std::thread::spawn(move || {
+            for chunk in rx {
+                algorithm.update(&chunk);
+            }
+            algorithm
+        });
+        Worker { chunks, done }
+    }
+}
+
+/// Computes a [`DigestSet`] over what it is fed. Inline by default; with
+/// [`Hasher::parallel`] and more than one digest, each digest beyond the
+/// first runs on its own thread.
+pub struct Hasher {
+    size: u64,
+    /// Computed on the caller's thread.
+    inline: Vec<Algorithm>,
+    workers: Vec<Worker>,
+}
+
+impl Hasher {
+    pub fn new(set: DigestSet) -> Hasher {
+        Hasher {
+            size: 0,
+            inline: set.algorithms(),
+            workers: Vec::new(),
+        }
+    }
+
+    /// Like [`Hasher::new`], the digests beyond the first on threads of their
+    /// own when the machine has more than one core: for big streams (a
+    /// thread costs tens of microseconds; a small file should not pay it).
+    pub fn parallel(set: DigestSet) -> Hasher {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut algorithms = set.algorithms();
+        if cores < 2 || algorithms.len() < 2 {
+            return Hasher::new(set);
+        }
+        let workers = algorithms.split_off(1).into_iter().map(Worker::spawn).collect();
+        Hasher {
+            size: 0,
+            inline: algorithms,
+            workers,
+        }
+    }
+
+    pub fn update(&mut self, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        self.size += data.len() as u64;
+        if !self.workers.is_empty() {
+            let chunk: Arc<[u8]> = Arc::from(data);
+            for w in &self.workers {
+                // A worker only stops when its sender is dropped.
+                let _ = w.chunks.send(Arc::clone(&chunk));
+            }
+        }
+        for a in &mut self.inline {
+            a.update(data);
+        }
+    }
+
+    pub fn finish(self) -> Digests {
+        let mut d = Digests {
+            size: self.size,
+            ..Digests::default()
+        };
+        for a in self.inline {
+            a.finish_into(&mut d);
+        }
+        for w in self.workers {
+            drop(w.chunks);
+            let a = w.done.join().expect("a digest thread does not panic");
+            a.finish_into(&mut d);
+        }
+        d
+    }
+}
+
+impl Write for Hasher {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.update(buf);
         Ok(buf.len())
@@ -64,15 +219,12 @@ impl Write for MultiHasher {
 /// A reader that hashes what passes through it (hash while copying).
 pub struct HashingReader<R> {
     inner: R,
-    hasher: MultiHasher,
+    hasher: Hasher,
 }
 
 impl<R: Read> HashingReader<R> {
-    pub fn new(inner: R) -> Self {
-        HashingReader {
-            inner,
-            hasher: MultiHasher::new(),
-        }
+    pub fn new(inner: R, hasher: Hasher) -> Self {
+        HashingReader { inner, hasher }
     }
     pub fn finish(self) -> Digests {
         self.hasher.finish()
@@ -87,66 +239,15 @@ impl<R: Read> Read for HashingReader<R> {
     }
 }
 
-/// Size, SHA256 and SHA512: what downloads are checked against and what the
-/// lock file records (cheaper than all four when MD5/SHA1 are not needed).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct StrongDigests {
-    pub size: u64,
-    pub sha256: String,
-    pub sha512: String,
-}
-
-#[derive(Clone, Default)]
-pub struct StrongHasher {
-    size: u64,
-    sha256: Sha256,
-    sha512: Sha512,
-}
-
-impl StrongHasher {
-    pub fn new() -> Self {
-        Self::default()
-    }
-    pub fn update(&mut self, data: &[u8]) {
-        self.size += data.len() as u64;
-        self.sha256.update(data);
-        self.sha512.update(data);
-    }
-    pub fn finish(self) -> StrongDigests {
-        StrongDigests {
-            size: self.size,
-            sha256: hex::encode(self.sha256.finalize()),
-            sha512: hex::encode(self.sha512.finalize()),
-        }
-    }
-}
-
-/// Size, SHA256 and SHA512 of everything `reader` yields.
-pub fn strong_digest_reader(mut reader: impl Read) -> io::Result<StrongDigests> {
-    let mut hasher = StrongHasher::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match reader.read(&mut buf) {
-            Ok(0) => return Ok(hasher.finish()),
-            Ok(n) => hasher.update(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-}
-
 /// A writer that hashes what passes through it on the way to `inner`.
 pub struct HashingWriter<W> {
     inner: W,
-    hasher: MultiHasher,
+    hasher: Hasher,
 }
 
 impl<W: Write> HashingWriter<W> {
-    pub fn new(inner: W) -> Self {
-        HashingWriter {
-            inner,
-            hasher: MultiHasher::new(),
-        }
+    pub fn new(inner: W, hasher: Hasher) -> Self {
+        HashingWriter { inner, hasher }
     }
     pub fn finish(self) -> (W, Digests) {
         (self.inner, self.hasher.finish())
@@ -164,45 +265,9 @@ impl<W: Write> Write for HashingWriter<W> {
     }
 }
 
-/// A writer that computes only size and SHA256 on the way to `inner`: for
-/// large copies where nothing else is needed (SHA256 runs on the CPU's SHA
-/// instructions where there are some; all four hashes cost several times more).
-pub struct Sha256Writer<W> {
-    inner: W,
-    size: u64,
-    sha256: Sha256,
-}
-
-impl<W: Write> Sha256Writer<W> {
-    pub fn new(inner: W) -> Self {
-        Sha256Writer {
-            inner,
-            size: 0,
-            sha256: Sha256::new(),
-        }
-    }
-    /// The inner writer, the size and the SHA256 (hex).
-    pub fn finish(self) -> (W, u64, String) {
-        (self.inner, self.size, hex::encode(self.sha256.finalize()))
-    }
-}
-
-impl<W: Write> Write for Sha256Writer<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.size += n as u64;
-        self.sha256.update(&buf[..n]);
-        Ok(n)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-/// Reads `reader` to the end and returns its digests.
-pub fn digest_reader(mut reader: impl Read) -> io::Result<Digests> {
-    let mut hasher = MultiHasher::new();
-    let mut buf = vec![0u8; 64 * 1024];
+/// Reads `reader` to the end in 1 MiB reads, feeding `hasher`.
+pub fn digest_with(mut reader: impl Read, mut hasher: Hasher) -> io::Result<Digests> {
+    let mut buf = vec![0u8; 1 << 20];
     loop {
         let n = match reader.read(&mut buf) {
             Ok(0) => break,
@@ -213,6 +278,11 @@ pub fn digest_reader(mut reader: impl Read) -> io::Result<Digests> {
         hasher.update(&buf[..n]);
     }
     Ok(hasher.finish())
+}
+
+/// All four digests of what `reader` yields (small inputs: indexes, tests).
+pub fn digest_reader(reader: impl Read) -> io::Result<Digests> {
+    digest_with(reader, Hasher::new(DigestSet::ALL))
 }
 
 /// SHA-256 of `data`, lowercase hex: the one helper for a digest of bytes
@@ -261,15 +331,34 @@ mod tests {
     fn known_vectors() {
         let d = digest_reader(&b"abc"[..]).unwrap();
         assert_eq!(d.size, 3);
-        assert_eq!(d.md5, "900150983cd24fb0d6963f7d28e17f72");
-        assert_eq!(d.sha1, "a9993e364706816aba3e25717850c26c9cd0d89d");
+        assert_eq!(d.md5.as_deref(), Some("900150983cd24fb0d6963f7d28e17f72"));
+        assert_eq!(
+            d.sha1.as_deref(),
+            Some("a9993e364706816aba3e25717850c26c9cd0d89d")
+        );
         assert_eq!(
             d.sha256,
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
-        assert!(d.sha512.starts_with("ddaf35a193617aba"));
-        let mut r = HashingReader::new(&b"abc"[..]);
+        assert!(d.sha512.unwrap().starts_with("ddaf35a193617aba"));
+        let mut r = HashingReader::new(&b"abc"[..], Hasher::new(DigestSet::SHA256));
         io::copy(&mut r, &mut io::sink()).unwrap();
-        assert_eq!(r.finish(), d);
+        let only = r.finish();
+        assert_eq!((only.size, &only.sha256, only.md5), (3, &d.sha256, None));
+    }
+
+    #[test]
+    fn parallel_digests_equal_inline_ones_over_many_chunks() {
+        let data: Vec<u8> = (0..5_000_000u32).map(|i| (i * 7 + i / 3) as u8).collect();
+        let mut a = Hasher::new(DigestSet::ALL);
+        let mut b = Hasher::parallel(DigestSet::ALL);
+        for chunk in data.chunks(65_537) {
+            a.update(chunk);
+            b.update(chunk);
+        }
+        let (a, b) = (a.finish(), b.finish());
+        assert_eq!(a, b);
+        assert_eq!(a.size, 5_000_000);
+        assert!(a.md5.is_some() && a.sha1.is_some() && a.sha512.is_some());
     }
 }

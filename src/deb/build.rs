@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use md5::{Digest, Md5};
 
 use super::compression::Compression;
-use crate::digest::HashingWriter;
+use crate::digest::{DigestSet, Hasher, HashingWriter};
 use crate::format::control::{ControlError, check_binary_control};
 use crate::format::deb822::ControlParagraph;
 
@@ -379,7 +379,10 @@ fn write_deb_file(
     let ext = compression.extension();
     let tmp_path = out_tmp.path().to_path_buf();
     let digests = {
-        let writer = HashingWriter::new(BufWriter::with_capacity(1 << 20, out_tmp.as_file_mut()));
+        let writer = HashingWriter::new(
+            BufWriter::with_capacity(1 << 20, out_tmp.as_file_mut()),
+            Hasher::new(DigestSet::SHA256),
+        );
         let writer = super::ar::write_deb(
             writer,
             reference_time,

@@ -231,7 +231,10 @@ fn write_repacked(
     let data = deb.data_member().clone();
     let digests = {
         let writer =
-            crate::digest::Sha256Writer::new(BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
+            crate::digest::HashingWriter::new(
+                BufWriter::with_capacity(1 << 20, tmp.as_file_mut()),
+                crate::digest::Hasher::new(crate::digest::DigestSet::SHA256),
+            );
         // The data member's bytes as they are.
         let writer = super::ar::write_deb(
             writer,
@@ -243,9 +246,9 @@ fn write_repacked(
             (&data.name, data.size, &mut deb.raw_member(&data)),
         )
         .map_err(FileError::at(output))?;
-        let (mut buffered, size, sha256) = writer.finish();
+        let (mut buffered, d) = writer.finish();
         buffered.flush().map_err(FileError::at(output))?;
-        (size, sha256)
+        (d.size, d.sha256)
     };
     tmp.as_file()
         .set_permissions(fs::Permissions::from_mode(0o644))

@@ -14,7 +14,7 @@ use reqwest::blocking::{Client, Response};
 use reqwest::header::{CONTENT_LENGTH, CONTENT_RANGE, RANGE};
 
 use super::{Event, FetchError, FetchErrorKind, Reporter};
-use crate::digest::{StrongDigests, StrongHasher};
+use crate::digest::{DigestSet, Digests, Hasher};
 use crate::error::FileError;
 
 #[derive(Debug, Clone)]
@@ -41,14 +41,30 @@ impl Default for HttpOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expected {
     pub size: u64,
-    /// At least one of the two is given; both are checked when known.
+    /// At least one of the two is given. SHA256 is checked when given (it is
+    /// what apt trusts, and the file's identity here); SHA512 only when
+    /// there is no SHA256: a second digest of the same bytes adds nothing a
+    /// SHA256 match does not already prove, and costs three times as much.
     pub sha256: Option<String>,
     pub sha512: Option<String>,
 }
 
 impl Expected {
+    /// The digests to compute to check a file against this.
+    pub fn digest_set(&self) -> DigestSet {
+        DigestSet {
+            sha512: self.sha256.is_none(),
+            ..DigestSet::SHA256
+        }
+    }
+
+    /// A hasher for [`Expected::digest_set`] (two digests on two threads).
+    pub fn hasher(&self) -> Hasher {
+        Hasher::parallel(self.digest_set())
+    }
+
     /// Checks finished digests; the error names what differed.
-    pub fn check(&self, d: &StrongDigests) -> Result<(), FetchErrorKind> {
+    pub fn check(&self, d: &Digests) -> Result<(), FetchErrorKind> {
         if d.size != self.size {
             return Err(FetchErrorKind::TooShort {
                 expected: self.size,
@@ -63,12 +79,12 @@ impl Expected {
                 found: d.sha256.clone(),
             });
         }
-        if let Some(want) = &self.sha512
-            && *want != d.sha512
+        if let (None, Some(want)) = (&self.sha256, &self.sha512)
+            && Some(want) != d.sha512.as_ref()
         {
             return Err(FetchErrorKind::Sha512 {
                 expected: want.clone(),
-                found: d.sha512.clone(),
+                found: d.sha512.clone().unwrap_or_default(),
             });
         }
         Ok(())
@@ -288,7 +304,7 @@ impl Http {
         dest: &Path,
         name: &str,
         observer: &dyn Reporter,
-    ) -> Result<StrongDigests, FetchError> {
+    ) -> Result<Digests, FetchError> {
         let partial = dest.with_file_name(format!(
             "{}.part",
             dest.file_name()
@@ -334,7 +350,7 @@ impl Http {
         partial: &Path,
         name: &str,
         observer: &dyn Reporter,
-    ) -> Result<StrongDigests, FetchError> {
+    ) -> Result<Digests, FetchError> {
         let io_err = |source| err(url, FetchErrorKind::Io(FileError::new(partial, source)));
         let mut have = fs::metadata(partial).map(|m| m.len()).unwrap_or(0);
         if have >= expected.size {
@@ -343,7 +359,7 @@ impl Http {
         }
         let resp = self.send(url, have)?;
         let start = resume_point(url, &resp, have, expected.size)?;
-        let mut hasher = StrongHasher::new();
+        let mut hasher = expected.hasher();
         let file = open_partial(partial, start, &mut hasher).map_err(io_err)?;
         observer.event(Event::Start {
             name: name.to_string(),
@@ -430,7 +446,7 @@ fn resume_point(
 
 /// The partial file, ready for bytes from `start` on: the first `start`
 /// bytes already on disk hashed, then opened to append (or created anew).
-fn open_partial(partial: &Path, start: u64, hasher: &mut StrongHasher) -> io::Result<File> {
+fn open_partial(partial: &Path, start: u64, hasher: &mut Hasher) -> io::Result<File> {
     if start == 0 {
         return File::create(partial);
     }
@@ -467,7 +483,7 @@ impl Download<'_> {
         mut body: impl Read,
         mut file: File,
         start: u64,
-        hasher: &mut StrongHasher,
+        hasher: &mut Hasher,
         observer: &dyn Reporter,
     ) -> Result<u64, FetchError> {
         let io_err = |source| {

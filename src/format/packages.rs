@@ -84,27 +84,27 @@ pub fn pool_path(component: &str, control: &ControlParagraph) -> Result<String, 
     ))
 }
 
+/// The fields that say where the file is and what it is: never taken from
+/// the control paragraph (a package cannot name its own digests).
+const FILE_FIELDS: [&str; 6] = ["Filename", "Size", "MD5sum", "SHA1", "SHA256", "SHA512"];
+
 /// The index stanza for a package whose control paragraph is `control`,
-/// stored at `filename` (relative to the repository root) with `digests`.
+/// stored at `filename` (relative to the repository root) with `digests`:
+/// Size, SHA256, and whichever of MD5sum, SHA1 and SHA512 were computed.
 pub fn stanza(control: &ControlParagraph, filename: &str, digests: &Digests) -> ControlParagraph {
     let mut out = ControlParagraph::new();
     for name in FIELD_ORDER {
-        let computed = match name {
-            "Filename" => Some(filename.to_string()),
-            "Size" => Some(digests.size.to_string()),
-            "MD5sum" => Some(digests.md5.clone()),
-            "SHA1" => Some(digests.sha1.clone()),
-            "SHA256" => Some(digests.sha256.clone()),
-            "SHA512" => Some(digests.sha512.clone()),
-            _ => None,
-        };
-        match computed {
-            Some(v) => out.set(name, &v),
-            None => {
-                if let Some(f) = control.field(name) {
-                    out.set_verbatim(name, f.verbatim());
-                }
+        if FILE_FIELDS.contains(&name) {
+            let value = match name {
+                "Filename" => Some(filename.to_string()),
+                "Size" => Some(digests.size.to_string()),
+                _ => digests.by_field(name).map(str::to_string),
+            };
+            if let Some(v) = value {
+                out.set(name, &v);
             }
+        } else if let Some(f) = control.field(name) {
+            out.set_verbatim(name, f.verbatim());
         }
     }
     let mut others: Vec<_> = control
@@ -156,10 +156,10 @@ mod tests {
         .unwrap();
         let d = Digests {
             size: 10,
-            md5: "m".into(),
-            sha1: "s1".into(),
+            md5: Some("m".into()),
+            sha1: Some("s1".into()),
             sha256: "s256".into(),
-            sha512: "s512".into(),
+            sha512: Some("s512".into()),
         };
         let s = stanza(
             &control,
@@ -192,5 +192,25 @@ mod tests {
             s.to_string()
                 .contains("Description: NCCL \n long text\n .\n more\n")
         );
+    }
+
+    #[test]
+    fn lists_only_computed_digests_and_never_the_controls_own() {
+        let control = ControlParagraph::parse_single(
+            "Package: evil\nVersion: 1\nArchitecture: amd64\nMD5sum: 0000\nSHA512: 1111\nSize: 1\nDescription: x\n",
+        )
+        .unwrap();
+        let d = Digests {
+            size: 10,
+            sha256: "s256".into(),
+            ..Digests::default()
+        };
+        let s = stanza(&control, "pool/main/e/evil/evil_1_amd64.deb", &d);
+        let names: Vec<&str> = s.fields().map(|f| f.name()).collect();
+        assert_eq!(
+            names,
+            ["Package", "Version", "Architecture", "Filename", "Size", "SHA256", "Description"]
+        );
+        assert_eq!(s.get("Size"), Some("10"));
     }
 }

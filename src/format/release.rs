@@ -250,20 +250,22 @@ pub fn render(fields: &ReleaseFields, files: &[(String, crate::digest::Digests)]
     let mut sorted: Vec<&(String, crate::digest::Digests)> = files.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
     let mut text = p.to_string();
-    for (field, pick) in [
-        (
-            "MD5Sum",
-            (|d: &crate::digest::Digests| d.md5.clone()) as fn(&crate::digest::Digests) -> String,
-        ),
-        ("SHA1", |d| d.sha1.clone()),
-        ("SHA256", |d| d.sha256.clone()),
-        ("SHA512", |d| d.sha512.clone()),
-    ] {
+    for field in ["MD5Sum", "SHA1", "SHA256", "SHA512"] {
+        // A section lists every file or is left out (indexes are hashed
+        // with all four, so in practice all four are there).
+        let Some(lines) = sorted
+            .iter()
+            .map(|(path, d)| {
+                let digest = d.by_field(field)?;
+                Some(format!(" {digest} {:>16} {path}\n", d.size))
+            })
+            .collect::<Option<Vec<String>>>()
+        else {
+            continue;
+        };
         text.push_str(field);
         text.push_str(":\n");
-        for (path, d) in &sorted {
-            text.push_str(&format!(" {} {:>16} {path}\n", pick(d), d.size));
-        }
+        text.extend(lines);
     }
     text
 }
@@ -348,7 +350,7 @@ mod tests {
         assert_eq!(r.valid_until().unwrap(), Some(1_556_600_000));
         let e = r.entry("main/binary-amd64/Packages").unwrap().unwrap();
         assert_eq!(e.sha256.as_deref(), Some(SHA256_EMPTY));
-        assert_eq!(r.files(HashAlgo::Md5).unwrap()[0].digest, d.md5);
+        assert_eq!(Some(&r.files(HashAlgo::Md5).unwrap()[0].digest), d.md5.as_ref());
         assert_eq!(r.paragraph().get("Acquire-By-Hash"), Some("yes"));
     }
 

@@ -6,7 +6,7 @@ use crate::error::FileError;
 use std::collections::BTreeMap;
 use std::fs;
 
-use crate::digest::strong_digest_reader;
+use crate::digest::{DigestSet, Hasher, digest_with};
 use crate::repo::RepoConfig;
 
 use super::{Artifact, PipelineError, Session};
@@ -63,7 +63,10 @@ impl Session<'_> {
                 package: p.name.clone(),
                 source,
             })?;
-            let d = strong_digest_reader(fs::File::open(&built).map_err(FileError::at(&built))?)
+            let d = digest_with(
+                fs::File::open(&built).map_err(FileError::at(&built))?,
+                Hasher::new(DigestSet::SHA256),
+            )
                 .map_err(FileError::at(&built))?;
             let name = built.file_name().unwrap_or_default().to_owned();
             let keep = home.join(&d.sha256);

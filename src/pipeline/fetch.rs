@@ -8,7 +8,6 @@ use std::sync::Mutex;
 
 use std::path::Path;
 
-use crate::digest::StrongDigests;
 use crate::fetch::{Event, Expected, FetchError, FetchErrorKind};
 use crate::upstream;
 
@@ -45,6 +44,10 @@ impl Session<'_> {
             .iter()
             .enumerate()
             .partition(|(_, r)| seen.insert(self.cache_path(r)));
+        // The biggest first (workers pop from the end): the last file to
+        // start is a small one, so no core idles while one hashes a big file.
+        let mut first = first;
+        first.sort_by_key(|(i, r)| (r.locked.size, std::cmp::Reverse(*i)));
         let queue = Mutex::new(first);
         let results: Mutex<Vec<(usize, Result<Fetched, PipelineError>)>> = Mutex::new(Vec::new());
         let workers = self
@@ -99,9 +102,11 @@ impl Session<'_> {
     }
 
     /// A local file into the cache: hard-linked where the filesystem allows
-    /// (one copy on disk), its digests from the record kept under its
-    /// identity (taken when it was resolved) and checked like a download's;
-    /// copied and hashed otherwise.
+    /// (one copy on disk, nothing written), read once to check it like a
+    /// download (or not at all when the record kept under its identity
+    /// says it was checked unchanged); copied and hashed otherwise. The
+    /// digests are recorded under the cache file's identity either way, so
+    /// the pool does not read it again.
     fn link_or_copy_verified(
         &self,
         src: &Path,
@@ -122,25 +127,34 @@ impl Session<'_> {
         fs::create_dir_all(dir).map_err(|e| io_fail(dir, e))?;
         let part = dest.with_extension("deb.link-part");
         let _ = fs::remove_file(&part);
-        if fs::hard_link(src, &part).is_err() {
-            upstream::copy_verified(src, expected, dest)?;
+        // Only a regular file of the vouched size is linked (a link to a
+        // FIFO or a device would be read as one); anything else is left to
+        // the copy, which opens by type and bound and says what is wrong.
+        let linked = fs::hard_link(src, &part).is_ok()
+            && fs::symlink_metadata(&part).is_ok_and(|m| m.is_file() && m.len() == expected.size);
+        if !linked {
+            let _ = fs::remove_file(&part);
+            let d = upstream::copy_verified(src, expected, dest)?;
+            self.records.record(dest, &d);
             return Ok(());
         }
-        let checked = self
-            .records
-            .digests_of(&part)
+        let digests = if expected.sha256.is_some() {
+            self.records.digests_of(&part)
+        } else {
+            fs::File::open(&part).and_then(|f| crate::digest::digest_with(f, expected.hasher()))
+        };
+        let checked = digests
             .map_err(|e| io_fail(&part, e))
             .and_then(|d| {
-                expected
-                    .check(&StrongDigests {
-                        size: d.size,
-                        sha256: d.sha256,
-                        sha512: d.sha512,
-                    })
-                    .map_err(fail)
+                expected.check(&d).map_err(fail)?;
+                Ok(d)
             });
         match checked {
-            Ok(()) => fs::rename(&part, dest).map_err(|e| io_fail(dest, e)),
+            Ok(d) => {
+                fs::rename(&part, dest).map_err(|e| io_fail(dest, e))?;
+                self.records.record(dest, &d);
+                Ok(())
+            }
             Err(e) => {
                 let _ = fs::remove_file(&part);
                 Err(e)
@@ -165,7 +179,7 @@ impl Session<'_> {
             let expected = r.expected();
             // The lock records only what vouched for the file (the index or
             // the recipe), not the digests computed here.
-            match &r.from {
+            let digests = match &r.from {
                 FetchFrom::Source(s) => {
                     // Resolved through this source's transport, so it has one.
                     let t = self
@@ -175,13 +189,20 @@ impl Session<'_> {
                             source_name: s.clone(),
                             dirs: self.dirs_text(),
                         })?;
-                    t.fetch(&r.locked.path, &expected, &dest, &name)
-                        .map_err(fail)?;
-                    if t.is_local() {
-                        self.observer.event(Event::Copied {
-                            name,
-                            from: t.describe(&r.locked.path),
-                        });
+                    match t.local_path(&r.locked.path) {
+                        Some(src) => {
+                            self.link_or_copy_verified(&src, &expected, &dest)
+                                .map_err(fail)?;
+                            self.observer.event(Event::Copied {
+                                name,
+                                from: t.describe(&r.locked.path),
+                            });
+                            None
+                        }
+                        None => Some(
+                            t.fetch(&r.locked.path, &expected, &dest, &name)
+                                .map_err(fail)?,
+                        ),
                     }
                 }
                 FetchFrom::Url(url) => {
@@ -193,15 +214,18 @@ impl Session<'_> {
                             file: name.clone(),
                             dirs: self.dirs_text(),
                         })?;
-                    http.download(url, &expected, &dest, &name, self.observer)
-                        .map_err(fail)?;
+                    Some(
+                        http.download(url, &expected, &dest, &name, self.observer)
+                            .map_err(fail)?,
+                    )
                 }
                 FetchFrom::Local(path) => {
-                    upstream::copy_verified(path, &expected, &dest).map_err(fail)?;
+                    let d = upstream::copy_verified(path, &expected, &dest).map_err(fail)?;
                     self.observer.event(Event::Copied {
                         name,
                         from: path.display().to_string(),
                     });
+                    Some(d)
                 }
                 FetchFrom::Project(path) => {
                     self.link_or_copy_verified(path, &expected, &dest)
@@ -210,8 +234,15 @@ impl Session<'_> {
                         name,
                         from: path.display().to_string(),
                     });
+                    // Recorded under the file's identity already.
+                    None
                 }
             };
+            // Every byte was hashed once, on the way in: the pool takes
+            // these digests from the record instead of reading the file again.
+            if let Some(d) = digests {
+                self.records.record(&dest, &d);
+            }
         }
         Ok(Fetched {
             resolved: r.clone(),

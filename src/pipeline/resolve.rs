@@ -244,7 +244,7 @@ impl Session<'_> {
                 url,
                 d.size,
                 d.sha256,
-                Some(d.sha512),
+                d.sha512,
             ),
             from: FetchFrom::Project(full),
         })

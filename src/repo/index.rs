@@ -19,7 +19,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::deb::{DebError, DebFile};
-use crate::digest::{Digests, digest_reader};
+use crate::digest::{DigestSet, Digests, Hasher, digest_with};
 use crate::format::packages::stanza;
 
 #[derive(Debug, thiserror::Error)]
@@ -56,11 +56,7 @@ struct Record {
     id: crate::files::FileIdentity,
     arch: String,
     stanza: String,
-    size: u64,
-    md5: String,
-    sha1: String,
-    sha256: String,
-    sha512: String,
+    digests: Digests,
 }
 
 impl Record {
@@ -69,13 +65,7 @@ impl Record {
             filename: self.path,
             architecture: self.arch,
             stanza: self.stanza,
-            digests: Digests {
-                size: self.size,
-                md5: self.md5,
-                sha1: self.sha1,
-                sha256: self.sha256,
-                sha512: self.sha512,
-            },
+            digests: self.digests,
         }
     }
 
@@ -85,18 +75,14 @@ impl Record {
             id,
             arch: d.architecture.clone(),
             stanza: d.stanza.clone(),
-            size: d.digests.size,
-            md5: d.digests.md5.clone(),
-            sha1: d.digests.sha1.clone(),
-            sha256: d.digests.sha256.clone(),
-            sha512: d.digests.sha512.clone(),
+            digests: d.digests.clone(),
         }
     }
 }
 
 /// Bumped whenever `format::packages::stanza` renders differently or a
-/// record changes shape (3: `FileIdentity`).
-const STANZA_FORMAT: u32 = 3;
+/// record changes shape (3: `FileIdentity`; 4: SHA256 alone).
+const STANZA_FORMAT: u32 = 4;
 
 /// Where index caches live; `None` disables caching.
 pub struct IndexCache {
@@ -125,7 +111,7 @@ pub fn read_deb(file: &Path, filename: &str) -> Result<IndexedDeb, IndexError> {
     let deb = DebFile::open(file)?;
     let control = deb.control_files()?.control;
     deb.check_data()?;
-    let digests = digest_reader(deb.raw_whole()).map_err(|source| {
+    let digests = digest_with(deb.raw_whole(), Hasher::new(DigestSet::SHA256)).map_err(|source| {
         IndexError::Io(crate::error::FileError {
             path: file.to_path_buf(),
             source,

@@ -235,12 +235,10 @@ impl<'c> DistsWriter<'c> {
                 // by-hash copies: apt fetches an index by its hash, so a client
                 // never sees a Release and indexes of different generations.
                 let dir = path.parent().expect("index in a directory").join("by-hash");
-                for (field, hash) in [
-                    ("MD5Sum", &d.md5),
-                    ("SHA1", &d.sha1),
-                    ("SHA256", &d.sha256),
-                    ("SHA512", &d.sha512),
-                ] {
+                for field in ["MD5Sum", "SHA1", "SHA256", "SHA512"] {
+                    let Some(hash) = d.by_field(field) else {
+                        continue;
+                    };
                     let target = dir.join(field).join(hash);
                     fs::create_dir_all(target.parent().expect("by-hash dir"))
                         .map_err(FileError::at(&target))?;

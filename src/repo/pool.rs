@@ -12,7 +12,7 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
 
-use crate::digest::{Digests, HashingWriter, digest_reader};
+use crate::digest::{DigestSet, Digests, Hasher, HashingWriter, digest_with};
 
 /// How a file went into the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,8 @@ struct Records {
     controls: std::collections::BTreeMap<String, String>,
 }
 
-const RECORDS_VERSION: u32 = 2;
+/// 3: a pool file's digests are its size and SHA256.
+const RECORDS_VERSION: u32 = 3;
 
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
 struct Record {
@@ -92,7 +93,13 @@ impl DigestStore {
                 identity.key(),
                 Record {
                     identity,
-                    digests: digests.clone(),
+                    // What the pool lists a file with, whatever else was
+                    // computed on the way: the same output for the same bytes.
+                    digests: Digests {
+                        size: digests.size,
+                        sha256: digests.sha256.clone(),
+                        ..Digests::default()
+                    },
                 },
             );
             self.changed
@@ -142,6 +149,14 @@ impl DigestStore {
 }
 
 impl DigestStore {
+    /// Records the digests of the file now at `path`, taken while it was
+    /// written (best effort: without a record the file is read again).
+    pub fn record(&self, path: &Path, digests: &Digests) {
+        if let Ok(meta) = fs::metadata(path) {
+            self.put(&meta, digests);
+        }
+    }
+
     /// The digests of `path`: from its record when its identity is
     /// unchanged, else read (and recorded).
     pub fn digests_of(&self, path: &Path) -> io::Result<Digests> {
@@ -149,7 +164,7 @@ impl DigestStore {
         if let Some(d) = self.get(&meta) {
             return Ok(d);
         }
-        let d = digest_reader(File::open(path)?)?;
+        let d = digest_with(File::open(path)?, Hasher::new(DigestSet::SHA256))?;
         self.put(&meta, &d);
         Ok(d)
     }
@@ -165,14 +180,17 @@ pub fn place(src: &Path, dest: &Path, store: &DigestStore) -> io::Result<(Digest
         if let Some(d) = store.get(&meta) {
             return Ok((d, Placed::Linked));
         }
-        let d = digest_reader(File::open(dest)?)?;
+        let d = digest_with(File::open(dest)?, Hasher::new(DigestSet::SHA256))?;
         // The identity of the file as it is now (the link count changed, the
         // identity's fields did not).
         store.put(&fs::metadata(dest)?, &d);
         return Ok((d, Placed::LinkedHashed));
     }
     let out = File::create(dest)?;
-    let mut w = HashingWriter::new(BufWriter::with_capacity(64 * 1024, out));
+    let mut w = HashingWriter::new(
+        BufWriter::with_capacity(1 << 20, out),
+        Hasher::new(DigestSet::SHA256),
+    );
     io::copy(&mut File::open(src)?, &mut w)?;
     let (buffered, d) = w.finish();
     let file = buffered.into_inner().map_err(|e| e.into_error())?;

@@ -6,7 +6,7 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use crate::deb::{Compression, DebFile};
-use crate::digest::{Digests, digest_reader};
+use crate::digest::{DigestSet, Digests, Hasher, digest_reader, digest_with};
 use crate::format::deb822::{ControlParagraph, ParagraphReader};
 use crate::format::preferences::{Offer, Pin, Preferences, candidate};
 use crate::format::release::{HashAlgo, Release, ReleaseFile};
@@ -253,7 +253,7 @@ fn verify_index(
         || entry
             .as_ref()
             .and_then(|e| e.sha512.as_ref())
-            .is_some_and(|h| *h != d.sha512)
+            .is_some_and(|h| Some(h) != d.sha512.as_ref())
     {
         r.problems.push(format!(
             "{}: does not match Release (size {} sha256 {}, Release says size {} sha256 {})",
@@ -337,7 +337,13 @@ fn verify_stanza(
     }
     listed.push(listed_of(index, stanza, filename));
     let deb_path = root.join(filename);
-    let d = match File::open(&deb_path).and_then(digest_reader) {
+    // Exactly the digests the stanza lists, on threads of their own.
+    let set = DigestSet {
+        md5: stanza.get("MD5sum").is_some(),
+        sha1: stanza.get("SHA1").is_some(),
+        sha512: stanza.get("SHA512").is_some(),
+    };
+    let d = match File::open(&deb_path).and_then(|f| digest_with(f, Hasher::parallel(set))) {
         Ok(d) => d,
         Err(e) => {
             r.problems.push(format!(
@@ -358,15 +364,14 @@ fn check_package_digests(
     d: Digests,
     r: &mut VerifyReport,
 ) {
-    for (field, actual) in [
-        ("Size", d.size.to_string()),
-        ("MD5sum", d.md5),
-        ("SHA1", d.sha1),
-        ("SHA256", d.sha256),
-        ("SHA512", d.sha512),
-    ] {
+    let size = d.size.to_string();
+    for field in ["Size", "MD5sum", "SHA1", "SHA256", "SHA512"] {
+        let actual = match field {
+            "Size" => &size,
+            _ => d.by_field(field).unwrap_or_default(),
+        };
         match stanza.get(field) {
-            Some(v) if v.eq_ignore_ascii_case(&actual) => {}
+            Some(v) if v.eq_ignore_ascii_case(actual) => {}
             Some(v) => r.problems.push(format!(
                 "{filename}: {field} is {actual}, the index says {v}"
             )),

@@ -18,7 +18,6 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use crate::deb::Compression;
-use crate::digest::StrongDigests;
 use crate::fetch::{Expected, FetchError};
 use crate::format::deb822::{ControlParagraph, ParagraphReader};
 use crate::format::release::{Release, ReleaseError};
@@ -445,7 +444,7 @@ impl<'t> OpenSource<'t> {
             )
         };
         let sha256 = match digests {
-            Some(StrongDigests { sha256, .. }) => sha256,
+            Some(d) => d.sha256,
             None => entry
                 .sha256
                 .clone()

@@ -5,7 +5,7 @@ use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::digest::{StrongDigests, StrongHasher};
+use crate::digest::Digests;
 use crate::fetch::{Expected, FetchError, FetchErrorKind, Http, Reporter};
 
 pub trait Transport: Sync {
@@ -18,13 +18,13 @@ pub trait Transport: Sync {
         expected: &Expected,
         dest: &Path,
         name: &str,
-    ) -> Result<StrongDigests, FetchError>;
+    ) -> Result<Digests, FetchError>;
     /// The URL or path of `rel`, for messages.
     fn describe(&self, rel: &str) -> String;
-    /// Files come from a directory (a snapshot, a `file://` source), not
-    /// the network.
-    fn is_local(&self) -> bool {
-        false
+    /// The file `rel` on this machine, for a source that is a directory (a
+    /// snapshot, a `file://` source): it can be linked instead of copied.
+    fn local_path(&self, _rel: &str) -> Option<PathBuf> {
+        None
     }
 }
 
@@ -47,7 +47,7 @@ impl Transport for HttpTransport<'_> {
         expected: &Expected,
         dest: &Path,
         name: &str,
-    ) -> Result<StrongDigests, FetchError> {
+    ) -> Result<Digests, FetchError> {
         self.http
             .download(&self.describe(rel), expected, dest, name, self.observer)
     }
@@ -87,7 +87,7 @@ impl Transport for DirTransport {
         expected: &Expected,
         dest: &Path,
         _name: &str,
-    ) -> Result<StrongDigests, FetchError> {
+    ) -> Result<Digests, FetchError> {
         let src = self.root.join(rel);
         copy_verified(&src, expected, dest)
     }
@@ -96,8 +96,8 @@ impl Transport for DirTransport {
         self.root.join(rel).display().to_string()
     }
 
-    fn is_local(&self) -> bool {
-        true
+    fn local_path(&self, rel: &str) -> Option<PathBuf> {
+        Some(self.root.join(rel))
     }
 }
 
@@ -107,7 +107,7 @@ pub fn copy_verified(
     src: &Path,
     expected: &Expected,
     dest: &Path,
-) -> Result<StrongDigests, FetchError> {
+) -> Result<Digests, FetchError> {
     let fail = |kind| FetchError {
         url: src.display().to_string(),
         kind,
@@ -124,9 +124,9 @@ pub fn copy_verified(
     }
     let partial = dest.with_extension("part");
     let mut out = File::create(&partial).map_err(|e| io_fail(&partial, e))?;
-    let mut hasher = StrongHasher::new();
+    let mut hasher = expected.hasher();
     let mut buf = vec![0u8; 1 << 20];
-    let result = (|| -> Result<StrongDigests, FetchError> {
+    let result = (|| -> Result<Digests, FetchError> {
         let mut total = 0u64;
         loop {
             let n = input.read(&mut buf).map_err(|e| io_fail(src, e))?;

@@ -773,7 +773,7 @@ fn a_version_suffix_flows_from_the_repacked_files_to_apt() {
     ] {
         assert!(err.lines().any(|l| l == done), "{done}: {err}");
     }
-    let sha = debforge::digest::strong_digest_reader(fs::File::open(&nccl).unwrap()).unwrap();
+    let sha = debforge::digest::digest_reader(fs::File::open(&nccl).unwrap()).unwrap();
     assert!(
         stdout.contains(&format!(
             "libnccl2 2.4.2-1+cuda10.1+lab1 amd64 {} bytes sha256:{}",
@@ -928,7 +928,7 @@ fn the_output_transaction_refuses_a_pin_with_no_candidate() {
         .control_files()
         .unwrap()
         .control;
-    let sha256 = debforge::digest::strong_digest_reader(fs::File::open(&deb).unwrap())
+    let sha256 = debforge::digest::digest_reader(fs::File::open(&deb).unwrap())
         .unwrap()
         .sha256;
     let records = debforge::repo::pool::DigestStore::new(None);
@@ -1128,10 +1128,10 @@ fn publish_refuses_to_change_a_published_package_in_place() {
     let text = fs::read_to_string(&recipe).unwrap();
     fs::write(&recipe, text.replace("exactly\"", "exactly, rebuilt\"")).unwrap();
     build();
-    let published = debforge::digest::strong_digest_reader(&first[..])
+    let published = debforge::digest::digest_reader(&first[..])
         .unwrap()
         .sha256;
-    let built = debforge::digest::strong_digest_reader(fs::File::open(&meta).unwrap())
+    let built = debforge::digest::digest_reader(fs::File::open(&meta).unwrap())
         .unwrap()
         .sha256;
     assert_ne!(published, built);

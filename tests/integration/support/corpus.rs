@@ -129,7 +129,7 @@ fn corpus(dist: Dist, targets: &[&str]) -> PathBuf {
 }
 
 fn short_hash(s: &str) -> String {
-    debforge::digest::strong_digest_reader(s.as_bytes())
+    debforge::digest::digest_reader(s.as_bytes())
         .unwrap()
         .sha256[..12]
         .to_string()
@@ -258,7 +258,7 @@ fn state(c: &Chroot) -> BTreeMap<String, String> {
                 {
                     continue;
                 }
-                let sha = debforge::digest::strong_digest_reader(fs::File::open(e.path()).unwrap())
+                let sha = debforge::digest::digest_reader(fs::File::open(e.path()).unwrap())
                     .unwrap()
                     .sha256;
                 out.insert(r, format!("{head} {} {sha}", m.len()));
