@@ -252,19 +252,36 @@ pub(crate) fn tree_files(root: &Path) -> io::Result<Vec<String>> {
     }
     let hidden =
         |e: &walkdir::DirEntry| e.depth() > 0 && e.file_name().as_encoded_bytes().starts_with(b".");
+    // A generation published again has `pool` as a link to the output's
+    // pool (repo::write_kept): that one link is followed, no other.
+    let pool_link = fs::symlink_metadata(root.join("pool")).is_ok_and(|m| m.is_symlink());
     let mut out = Vec::new();
     for entry in walkdir::WalkDir::new(root)
         .into_iter()
         .filter_entry(|e| !hidden(e))
     {
         let entry = entry.map_err(io::Error::from)?;
-        if !entry.file_type().is_dir() {
-            let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+        let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+        if pool_link && rel == Path::new("pool") {
+            for file in walk_pool_link(&root.join("pool"))? {
+                out.push(format!("pool/{file}"));
+            }
+        } else if !entry.file_type().is_dir() {
             out.push(rel.to_string_lossy().into_owned());
         }
     }
     out.sort();
     Ok(out)
+}
+
+/// The files under the directory a `pool` link points to, as [`tree_files`]
+/// lists them (links inside it are not followed).
+fn walk_pool_link(link: &Path) -> io::Result<Vec<String>> {
+    let target = fs::canonicalize(link)?;
+    if !target.is_dir() {
+        return Err(io::Error::other(format!("{} is not a link to a directory", link.display())));
+    }
+    tree_files(&target)
 }
 
 /// The built repository's files in publishing order.

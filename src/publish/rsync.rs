@@ -122,6 +122,9 @@ impl Dirs<'_> {
             "--from0",
             "--files-from=-",
             "--itemize-changes",
+            // A generation published again has `pool` as a link to the
+            // output's pool (repo::write_kept): sent as the directory it is.
+            "--copy-dirlinks",
         ]);
         match phase {
             // A by-hash name is its digest: same size, same file.

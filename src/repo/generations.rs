@@ -36,6 +36,72 @@ pub struct Generation {
     /// The Release fields this generation was written with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<super::RepoConfig>,
+    /// Its index files (kept in [`indexes_dir`] under their SHA256), so it
+    /// is published again without writing and compressing them anew.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub indexes: Vec<KeptIndex>,
+}
+
+/// One index file of a generation: its path under `dists/<suite>/` and its
+/// digests (all four, as the Release lists them).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KeptIndex {
+    pub path: String,
+    pub digests: crate::digest::Digests,
+}
+
+/// Where the generations' index files are kept, by SHA256: written once,
+/// never changed (the same indexes in two generations are one file).
+pub fn indexes_dir(out: &Path) -> PathBuf {
+    dir_of(out).join("indexes")
+}
+
+/// Keeps the index files `files` (paths under `dists/<suite>/` of the
+/// output `out`) in [`indexes_dir`]: linked where the filesystem allows.
+/// Returns what a generation records of them.
+pub fn keep_indexes(out: &Path, suite: &str, files: &[String]) -> Result<Vec<KeptIndex>, RepoError> {
+    let store = indexes_dir(out);
+    fs::create_dir_all(&store).map_err(FileError::at(&store))?;
+    let mut kept = Vec::with_capacity(files.len());
+    for rel in files {
+        let path = out.join("dists").join(suite).join(rel);
+        let file = fs::File::open(&path).map_err(FileError::at(&path))?;
+        let digests = crate::digest::digest_reader(file).map_err(FileError::at(&path))?;
+        let dest = store.join(&digests.sha256);
+        if !dest.is_file() && fs::hard_link(&path, &dest).is_err() {
+            let bytes = fs::read(&path).map_err(FileError::at(&path))?;
+            crate::files::write_atomic(&dest, &bytes, crate::files::Existing::Keep)?;
+        }
+        kept.push(KeptIndex {
+            path: rel.clone(),
+            digests,
+        });
+    }
+    Ok(kept)
+}
+
+/// The kept index files of `g` with their digests, each checked (size and
+/// SHA256) against the manifest; `None` when any is missing or differs (an
+/// older debforge kept none): the indexes are then written anew.
+fn kept_indexes(out: &Path, g: &Generation) -> Option<Vec<(String, PathBuf, crate::digest::Digests)>> {
+    if g.indexes.is_empty() {
+        return None;
+    }
+    let store = indexes_dir(out);
+    g.indexes
+        .iter()
+        .map(|k| {
+            crate::format::path::check_relative(&k.path).ok()?;
+            if !crate::format::path::is_hex_digest(&k.digests.sha256, 64) {
+                return None;
+            }
+            let file = store.join(&k.digests.sha256);
+            let bytes = crate::input::read(&file, 1 << 30).ok()?;
+            (bytes.len() as u64 == k.digests.size
+                && crate::digest::sha256_hex(&bytes) == k.digests.sha256)
+                .then(|| (k.path.clone(), file, k.digests.clone()))
+        })
+        .collect()
 }
 
 impl Generation {
@@ -401,18 +467,6 @@ pub fn materialize(
             what: "Release fields",
         })?;
     let files = kept_files(out, g)?;
-    let controls = controls_of(g, &files, records)?;
-    let inputs: Vec<super::PoolInput> = g
-        .packages
-        .iter()
-        .zip(&files)
-        .zip(&controls)
-        .map(|((p, file), control)| super::PoolInput {
-            file,
-            control,
-            sha256: &p.sha256,
-        })
-        .collect();
     let mut retain: Vec<(String, String)> = all
         .iter()
         .flat_map(|g| {
@@ -434,6 +488,25 @@ pub fn materialize(
         retain_from: Some(out.to_path_buf()),
     };
     let dest = materialized_dir(out);
+    if let Some(indexes) = kept_indexes(out, g) {
+        // Its own indexes, as they were when it was built and checked, and
+        // the output's pool, which holds its files (checked above) and the
+        // other kept generations': only the Release is new.
+        super::write_kept(&dest, &out.join("pool"), &indexes, &params, pins, observer)?;
+        return Ok(dest);
+    }
+    let controls = controls_of(g, &files, records)?;
+    let inputs: Vec<super::PoolInput> = g
+        .packages
+        .iter()
+        .zip(&files)
+        .zip(&controls)
+        .map(|((p, file), control)| super::PoolInput {
+            file,
+            control,
+            sha256: &p.sha256,
+        })
+        .collect();
     super::write(&dest, &inputs, &params, pins, observer)?;
     Ok(dest)
 }
@@ -462,6 +535,7 @@ mod tests {
             pins_sha256: crate::digest::sha256_hex(b""),
             pins: Some(String::new()),
             repository: Some(crate::repo::RepoConfig::default()),
+            indexes: keep_indexes(out, "bionic", &report.index.files).unwrap(),
         }
     }
 
@@ -514,5 +588,19 @@ mod tests {
         );
         remove_materialized(&dir1);
         assert!(!dir1.exists());
+        // Without its kept indexes (a manifest of an older debforge, or a
+        // kept file that changed), the indexes are written anew: the same.
+        let mut older = all[0].clone();
+        older.indexes.clear();
+        let mut tampered = all[0].clone();
+        tampered.indexes[0].digests.size += 1;
+        for g in [older, tampered] {
+            let again = materialize(&out, &g, &all, &keys, 1_600_000_200, &records, &crate::report::Quiet)
+                .unwrap();
+            let text =
+                std::fs::read_to_string(again.join("dists/bionic/main/binary-amd64/Packages")).unwrap();
+            assert_eq!(text, packages);
+            remove_materialized(&again);
+        }
     }
 }

@@ -22,7 +22,7 @@ pub mod verify;
 mod write;
 
 pub use write::{
-    OUTPUT_MARKER, OutputReport, PoolEntry, PoolInput, RepoParams, check_output, write,
+    OUTPUT_MARKER, OutputReport, PoolEntry, PoolInput, RepoParams, check_output, write, write_kept,
 };
 
 use crate::error::FileError;
@@ -232,59 +232,76 @@ impl<'c> DistsWriter<'c> {
                 let d =
                     crate::digest::digest_reader(File::open(&path).map_err(FileError::at(&path))?)
                         .map_err(FileError::at(&path))?;
-                // by-hash copies: apt fetches an index by its hash, so a client
-                // never sees a Release and indexes of different generations.
-                let dir = path.parent().expect("index in a directory").join("by-hash");
-                for field in ["MD5Sum", "SHA1", "SHA256", "SHA512"] {
-                    let Some(hash) = d.by_field(field) else {
-                        continue;
-                    };
-                    let target = dir.join(field).join(hash);
-                    fs::create_dir_all(target.parent().expect("by-hash dir"))
-                        .map_err(FileError::at(&target))?;
-                    if fs::hard_link(&path, &target).is_err() {
-                        fs::copy(&path, &target).map_err(FileError::at(&target))?;
-                    }
-                }
                 listed.push((rel, d));
             }
         }
-
-        let fields = ReleaseFields {
-            origin: config.origin.clone(),
-            label: config.label.clone(),
-            suite: config.suite.clone(),
-            codename: config.codename.clone(),
-            date,
-            valid_until: config.valid_for.map(|v| date + v),
-            architectures: config.architectures.clone(),
-            components: vec![config.component.clone()],
-            description: config.description.clone(),
-            acquire_by_hash: true,
-        };
-        let release = render(&fields, &listed);
-        let release_path = dist.join("Release");
-        fs::write(&release_path, &release).map_err(FileError::at(&release_path))?;
-        if !keys.is_empty() {
-            // At the Release's Date, or when the newest key was made if that is
-            // later (gpgv rejects a signature older than its key); either way a
-            // function of the inputs, so rebuilding gives the same bytes.
-            let dated = std::time::UNIX_EPOCH + std::time::Duration::from_secs(date.max(0) as u64);
-            let created = keys
-                .iter()
-                .map(SigningKey::created)
-                .fold(dated, std::cmp::max);
-            let detached = sign_detached(keys, release.as_bytes(), created)?;
-            fs::write(dist.join("Release.gpg"), detached).map_err(FileError::at(&dist))?;
-            let inline = sign_cleartext(keys, release.as_bytes(), created)?;
-            fs::write(dist.join("InRelease"), inline).map_err(FileError::at(&dist))?;
-        }
+        sign_dists(&dist, config, &listed, date, keys)?;
         Ok(IndexReport {
             packages: count,
             stats,
             files: listed.into_iter().map(|(r, _)| r).collect(),
         })
     }
+}
+
+/// Finishes `dist` (`dists/<suite>/`) whose index files `listed` (paths
+/// relative to it, with all four digests) are in place: their by-hash links,
+/// the Release dated `date`, and with `keys` Release.gpg and InRelease
+/// signed by all of them.
+pub fn sign_dists(
+    dist: &Path,
+    config: &RepoConfig,
+    listed: &[(String, Digests)],
+    date: i64,
+    keys: &[SigningKey],
+) -> Result<(), RepoError> {
+    for (rel, d) in listed {
+        let path = dist.join(rel);
+        // by-hash copies: apt fetches an index by its hash, so a client
+        // never sees a Release and indexes of different generations.
+        let dir = path.parent().expect("index in a directory").join("by-hash");
+        for field in ["MD5Sum", "SHA1", "SHA256", "SHA512"] {
+            let Some(hash) = d.by_field(field) else {
+                continue;
+            };
+            let target = dir.join(field).join(hash);
+            fs::create_dir_all(target.parent().expect("by-hash dir"))
+                .map_err(FileError::at(&target))?;
+            if fs::hard_link(&path, &target).is_err() {
+                fs::copy(&path, &target).map_err(FileError::at(&target))?;
+            }
+        }
+    }
+    let fields = ReleaseFields {
+        origin: config.origin.clone(),
+        label: config.label.clone(),
+        suite: config.suite.clone(),
+        codename: config.codename.clone(),
+        date,
+        valid_until: config.valid_for.map(|v| date + v),
+        architectures: config.architectures.clone(),
+        components: vec![config.component.clone()],
+        description: config.description.clone(),
+        acquire_by_hash: true,
+    };
+    let release = render(&fields, listed);
+    let release_path = dist.join("Release");
+    fs::write(&release_path, &release).map_err(FileError::at(&release_path))?;
+    if !keys.is_empty() {
+        // At the Release's Date, or when the newest key was made if that is
+        // later (gpgv rejects a signature older than its key); either way a
+        // function of the inputs, so rebuilding gives the same bytes.
+        let dated = std::time::UNIX_EPOCH + std::time::Duration::from_secs(date.max(0) as u64);
+        let created = keys
+            .iter()
+            .map(SigningKey::created)
+            .fold(dated, std::cmp::max);
+        let detached = sign_detached(keys, release.as_bytes(), created)?;
+        fs::write(dist.join("Release.gpg"), detached).map_err(FileError::at(dist))?;
+        let inline = sign_cleartext(keys, release.as_bytes(), created)?;
+        fs::write(dist.join("InRelease"), inline).map_err(FileError::at(dist))?;
+    }
+    Ok(())
 }
 
 impl crate::error::Hint for RepoError {

@@ -180,7 +180,8 @@ pub fn write(
     let staging = fresh_staging(parent, &base, out, observer)?;
     let root = staging.path();
     let (entries, pooled) = fill_pool(root, packages, params, observer)?;
-    retain_earlier(root, out, &entries, params)?;
+    let current = entries.iter().map(|e| e.filename.as_str()).collect();
+    retain_earlier(root, out, &current, params)?;
     let index = write_dists(root, &entries, params, observer)?;
     write_beside_dists(root, params, pins)?;
     // `verify` would reject a repository apt cannot install from: such a
@@ -213,6 +214,62 @@ pub fn write(
     }
     drop(lock);
     Ok(report)
+}
+
+/// A repository whose pool files and indexes were written before (an
+/// earlier generation, published again): `pool/` a link to `pool_dir` (the
+/// output's pool, which holds every kept generation's files), the indexes
+/// linked from `indexes` (path under `dists/<suite>/`, file, its digests),
+/// and a new Release dated and signed as `params` say. Nothing is
+/// compressed, hashed or linked per package: only the Release is new. The
+/// same transaction as [`write`], and the same installability check.
+pub fn write_kept(
+    out: &Path,
+    pool_dir: &Path,
+    indexes: &[(String, PathBuf, crate::digest::Digests)],
+    params: &RepoParams,
+    pins: &str,
+    observer: &dyn Reporter,
+) -> Result<(), RepoError> {
+    let parent = crate::files::parent(out);
+    fs::create_dir_all(parent).map_err(FileError::at(parent))?;
+    let base = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let lock = lock_output(out)?;
+    let _ = fs::remove_file(crate::files::beside(out, "stamp"));
+    let staging = fresh_staging(parent, &base, out, observer)?;
+    let root = staging.path();
+    let pool_dir = fs::canonicalize(pool_dir).map_err(FileError::at(pool_dir))?;
+    std::os::unix::fs::symlink(&pool_dir, root.join("pool")).map_err(FileError::at(root))?;
+    let dist = root.join("dists").join(&params.config.suite);
+    for (rel, file, _) in indexes {
+        link_or_copy(file, &dist.join(rel))?;
+    }
+    let listed: Vec<_> = indexes.iter().map(|(rel, _, d)| (rel.clone(), d.clone())).collect();
+    super::sign_dists(&dist, &params.config, &listed, params.date, params.keys)?;
+    write_beside_dists(root, params, pins)?;
+    let problems = super::verify::installability(root);
+    if !problems.is_empty() {
+        return Err(RepoError::NotInstallable {
+            out: out.to_path_buf(),
+            problems,
+        });
+    }
+    swap_in(staging.keep(), out, parent, &base, params.pause_in_swap.as_deref())?;
+    drop(lock);
+    Ok(())
+}
+
+/// `src` at `dest` (its directory made): linked where the filesystem
+/// allows, copied otherwise.
+fn link_or_copy(src: &Path, dest: &Path) -> Result<(), RepoError> {
+    fs::create_dir_all(crate::files::parent(dest)).map_err(FileError::at(dest))?;
+    if fs::hard_link(src, dest).is_err() {
+        fs::copy(src, dest).map_err(FileError::at(dest))?;
+    }
+    Ok(())
 }
 
 /// A new staging directory beside `out` (0755: the repository is public),
@@ -500,11 +557,9 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
 fn retain_earlier(
     root: &Path,
     out: &Path,
-    entries: &[IndexedDeb],
+    current: &std::collections::HashSet<&str>,
     params: &RepoParams,
 ) -> Result<(), RepoError> {
-    let current: std::collections::HashSet<&str> =
-        entries.iter().map(|e| e.filename.as_str()).collect();
     for (rel, sha) in &params.retain {
         if current.contains(rel.as_str()) || crate::format::path::check_relative(rel).is_err() {
             continue;
