@@ -57,8 +57,9 @@ pub fn indexes_dir(out: &Path) -> PathBuf {
 }
 
 /// Keeps the index files `files` (paths under `dists/<suite>/` of the
-/// output `out`) in [`indexes_dir`]: linked where the filesystem allows.
-/// Returns what a generation records of them.
+/// output `out`) in [`indexes_dir`]: copied, not linked (a link would change
+/// the output files' ctime, which the output's stamp watches). Returns what
+/// a generation records of them.
 pub fn keep_indexes(out: &Path, suite: &str, files: &[String]) -> Result<Vec<KeptIndex>, RepoError> {
     let store = indexes_dir(out);
     fs::create_dir_all(&store).map_err(FileError::at(&store))?;
@@ -68,9 +69,12 @@ pub fn keep_indexes(out: &Path, suite: &str, files: &[String]) -> Result<Vec<Kep
         let file = fs::File::open(&path).map_err(FileError::at(&path))?;
         let digests = crate::digest::digest_reader(file).map_err(FileError::at(&path))?;
         let dest = store.join(&digests.sha256);
-        if !dest.is_file() && fs::hard_link(&path, &dest).is_err() {
-            let bytes = fs::read(&path).map_err(FileError::at(&path))?;
-            crate::files::write_atomic(&dest, &bytes, crate::files::Existing::Keep)?;
+        if !dest.is_file() {
+            let tmp = tempfile::NamedTempFile::new_in(&store).map_err(FileError::at(&store))?;
+            fs::copy(&path, tmp.path()).map_err(FileError::at(tmp.path()))?;
+            tmp.as_file().sync_all().map_err(FileError::at(tmp.path()))?;
+            // Written once: an existing file of that name has these bytes.
+            let _ = tmp.persist_noclobber(&dest);
         }
         kept.push(KeptIndex {
             path: rel.clone(),

@@ -35,7 +35,7 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "repo",
         &[
-            "deb", "digest", "error", "files", "format", "openpgp", "report",
+            "deb", "digest", "error", "files", "format", "input", "openpgp", "report",
         ],
     ),
     ("publish", &["error", "format", "report"]),
