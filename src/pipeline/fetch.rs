@@ -62,7 +62,9 @@ impl Session<'_> {
                         let Some((i, r)) = queue.lock().expect("queue").pop() else {
                             break;
                         };
-                        let result = self.fetch_one(r);
+                        let result = self
+                            .fetch_one(r)
+                            .and_then(|f| self.check_fetched(&f).map(|()| f));
                         let failed = result.is_err();
                         results.lock().expect("results").push((i, result));
                         if failed {
@@ -76,7 +78,10 @@ impl Session<'_> {
         let mut results = results.into_inner().expect("results");
         if results.iter().all(|(_, r)| r.is_ok()) {
             for (i, r) in again {
-                results.push((i, self.fetch_one(r)));
+                let result = self
+                    .fetch_one(r)
+                    .and_then(|f| self.check_fetched(&f).map(|()| f));
+                results.push((i, result));
             }
         }
         results.sort_by_key(|(i, _)| *i);
@@ -84,12 +89,13 @@ impl Session<'_> {
             .into_iter()
             .map(|(_, r)| r)
             .collect::<Result<_, _>>()?;
-        // Its hash is what vouched for it; its identity is what it says.
-        for f in &fetched {
-            let control = self.control_of(&f.file, &f.resolved.locked.sha256)?;
-            super::check_identity(&f.resolved.locked, &f.resolved.recipe, &f.file, &control)?;
-        }
         Ok(fetched)
+    }
+
+    /// Its hash is what vouched for it; its identity is what it says.
+    fn check_fetched(&self, f: &Fetched) -> Result<(), PipelineError> {
+        let control = self.control_of(&f.file, &f.resolved.locked.sha256)?;
+        super::check_identity(&f.resolved.locked, &f.resolved.recipe, &f.file, &control)
     }
 
     /// Where the verified file of `r` lives in the cache.
@@ -162,7 +168,34 @@ impl Session<'_> {
         }
     }
 
+    /// A project file checked against what its recipe (the lock) says:
+    /// its digests from the record kept under its identity when it is
+    /// unchanged since it was resolved, else read again.
+    fn check_project_file(&self, path: &Path, expected: &Expected) -> Result<(), FetchError> {
+        let fail = |kind| FetchError {
+            url: path.display().to_string(),
+            kind,
+        };
+        let meta = fs::metadata(path).map_err(|e| {
+            fail(FetchErrorKind::Io(crate::error::FileError::new(path, e)))
+        })?;
+        if !meta.is_file() {
+            let e = std::io::Error::other("not a regular file");
+            return Err(fail(FetchErrorKind::Io(crate::error::FileError::new(path, e))));
+        }
+        let d = if expected.sha256.is_some() {
+            self.records.digests_of(path)
+        } else {
+            fs::File::open(path).and_then(|f| crate::digest::digest_with(f, expected.hasher()))
+        }
+        .map_err(|e| fail(FetchErrorKind::Io(crate::error::FileError::new(path, e))))?;
+        expected.check(&d).map_err(fail)
+    }
+
     fn in_cache(&self, r: &Resolved) -> bool {
+        if matches!(r.from, FetchFrom::Project(_)) {
+            return true;
+        }
         fs::metadata(self.cache_path(r)).is_ok_and(|m| m.len() == r.locked.size)
     }
 
@@ -173,6 +206,16 @@ impl Session<'_> {
             package: r.locked.name.clone(),
             source,
         };
+        if let FetchFrom::Project(path) = &r.from {
+            // The project's own file is used where it is (the pool links it):
+            // a copy in the cache would only cost a directory and a link.
+            self.check_project_file(path, &r.expected())
+                .map_err(fail)?;
+            return Ok(Fetched {
+                resolved: r.clone(),
+                file: path.clone(),
+            });
+        }
         if self.in_cache(r) {
             self.observer.event(Event::Cached { name });
         } else {
@@ -227,16 +270,7 @@ impl Session<'_> {
                     });
                     Some(d)
                 }
-                FetchFrom::Project(path) => {
-                    self.link_or_copy_verified(path, &expected, &dest)
-                        .map_err(fail)?;
-                    self.observer.event(Event::Copied {
-                        name,
-                        from: path.display().to_string(),
-                    });
-                    // Recorded under the file's identity already.
-                    None
-                }
+                FetchFrom::Project(_) => unreachable!("used in place above"),
             };
             // Every byte was hashed once, on the way in: the pool takes
             // these digests from the record instead of reading the file again.

@@ -584,66 +584,28 @@ fn retain_earlier(
 }
 
 /// Links (or copies) every package into `root/pool/…` under the name its
-/// own control paragraph gives; returns the index entries in pool order.
+/// own control paragraph gives, on all cores (linking is system calls, and a
+/// package without a record is read); returns the index entries in pool
+/// order.
 fn fill_pool(
     root: &Path,
     packages: &[PoolInput],
     params: &RepoParams,
     observer: &dyn Reporter,
 ) -> Result<(Vec<IndexedDeb>, Vec<PoolEntry>), RepoError> {
-    // Each package goes into the pool linked from the cache. Its digests
-    // come from the record kept under the file's identity, or from one read
-    // when there is none; the SHA256 is checked against what the artifact
-    // says again, so a cache file changed through a link in an earlier
-    // output is caught.
-    let store = params.records;
-    let mut entries: Vec<IndexedDeb> = Vec::with_capacity(packages.len());
-    let mut out = Vec::with_capacity(packages.len());
-    let total = packages.len() as u64;
-    for (i, p) in packages.iter().enumerate() {
+    let unique = pool_names(packages, &params.config.component)?;
+    let total = unique.len() as u64;
+    let placed = place_all(root, &unique, params.records, observer)?;
+    observer.event(Event::Work {
+        task: Task::Pool,
+        done: total,
+        total,
+        item: String::new(),
+    });
+    let mut entries = Vec::with_capacity(unique.len());
+    let mut out = Vec::with_capacity(unique.len());
+    for ((rel, p), digests) in unique.into_iter().zip(placed) {
         let control = p.control;
-        // The pool name comes from the package's own control paragraph.
-        let rel =
-            crate::format::packages::pool_path(&params.config.component, control).map_err(|e| {
-                RepoError::BadPackage {
-                    path: p.file.to_path_buf(),
-                    reason: e.to_string(),
-                }
-            })?;
-        observer.event(Event::Work {
-            task: Task::Pool,
-            done: i as u64,
-            total,
-            item: rel.clone(),
-        });
-        if let Some(e) = entries.iter().find(|e| e.filename == rel) {
-            // Two recipes that name the same file: one pool entry. The same
-            // name, version and architecture with other bytes: refused, as
-            // an archive refuses it.
-            if e.digests.sha256 == p.sha256 {
-                continue;
-            }
-            return Err(RepoError::BadPackage {
-                path: p.file.to_path_buf(),
-                reason: format!(
-                    "another package with the same name, version and architecture ({rel}) has other bytes (sha256 {} here, {} there)",
-                    p.sha256, e.digests.sha256
-                ),
-            });
-        }
-        let dest = root.join(&rel);
-        fs::create_dir_all(dest.parent().unwrap_or(root)).map_err(FileError::at(&dest))?;
-        // Linked from the cache where the filesystem allows, its digests
-        // recorded under the file's identity: an unchanged package is
-        // neither copied nor read again.
-        let (digests, _) = place(p.file, &dest, store).map_err(FileError::at(&dest))?;
-        if digests.sha256 != p.sha256 {
-            return Err(RepoError::Changed {
-                path: p.file.to_path_buf(),
-                expected: p.sha256.to_string(),
-                found: digests.sha256,
-            });
-        }
         let field = |k: &str| control.get(k).unwrap_or_default().to_string();
         out.push(PoolEntry {
             package: field("Package"),
@@ -660,16 +622,122 @@ fn fill_pool(
             digests,
         });
     }
-    observer.event(Event::Work {
-        task: Task::Pool,
-        done: total,
-        total,
-        item: String::new(),
-    });
     // Pool order, as a walk of the pool would give.
     entries.sort_by(|a, b| Path::new(&a.filename).cmp(Path::new(&b.filename)));
     out.sort_by(|a, b| a.filename.cmp(&b.filename));
     Ok((entries, out))
+}
+
+/// Each package's pool path, from its own control paragraph, once: two
+/// recipes that name the same file are one pool entry; the same name,
+/// version and architecture with other bytes is refused, as an archive
+/// refuses it.
+fn pool_names<'a, 'p>(
+    packages: &'p [PoolInput<'a>],
+    component: &str,
+) -> Result<Vec<(String, &'p PoolInput<'a>)>, RepoError> {
+    let mut seen: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
+    let mut unique = Vec::with_capacity(packages.len());
+    for p in packages {
+        let rel = crate::format::packages::pool_path(component, p.control).map_err(|e| {
+            RepoError::BadPackage {
+                path: p.file.to_path_buf(),
+                reason: e.to_string(),
+            }
+        })?;
+        match seen.get(&rel) {
+            Some(sha) if *sha == p.sha256 => continue,
+            Some(sha) => {
+                return Err(RepoError::BadPackage {
+                    path: p.file.to_path_buf(),
+                    reason: format!(
+                        "another package with the same name, version and architecture ({rel}) has other bytes (sha256 {} here, {sha} there)",
+                        p.sha256
+                    ),
+                });
+            }
+            None => {
+                seen.insert(rel.clone(), p.sha256);
+                unique.push((rel, p));
+            }
+        }
+    }
+    Ok(unique)
+}
+
+/// Places every package (see [`super::pool::place`]) on all cores; the
+/// digests of each, in the order given. A file whose SHA256 is not what
+/// its artifact says (changed through a link since it was verified) stops
+/// the build.
+fn place_all(
+    root: &Path,
+    unique: &[(String, &PoolInput)],
+    store: &super::pool::DigestStore,
+    observer: &dyn Reporter,
+) -> Result<Vec<crate::digest::Digests>, RepoError> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let total = unique.len() as u64;
+    let results: Vec<std::sync::Mutex<Option<Result<crate::digest::Digests, RepoError>>>> =
+        unique.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(unique.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                while !failed.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((rel, p)) = unique.get(i) else { break };
+                    if i.is_multiple_of(100) {
+                        observer.event(Event::Work {
+                            task: Task::Pool,
+                            done: i as u64,
+                            total,
+                            item: rel.clone(),
+                        });
+                    }
+                    let r = place_one(root, rel, p, store);
+                    failed.fetch_or(r.is_err(), Ordering::Relaxed);
+                    *results[i].lock().expect("result slot") = Some(r);
+                }
+            });
+        }
+    });
+    // The first failure in package order (every package before it was
+    // taken, so placed); all placed otherwise.
+    let mut placed = Vec::with_capacity(unique.len());
+    for slot in results {
+        if let Some(r) = slot.into_inner().expect("result slot") {
+            placed.push(r?);
+        }
+    }
+    assert_eq!(placed.len(), unique.len(), "every package placed or a failure returned");
+    Ok(placed)
+}
+
+/// One package into the pool, its SHA256 checked against its artifact's.
+fn place_one(
+    root: &Path,
+    rel: &str,
+    p: &PoolInput,
+    store: &super::pool::DigestStore,
+) -> Result<crate::digest::Digests, RepoError> {
+    let dest = root.join(rel);
+    fs::create_dir_all(dest.parent().unwrap_or(root)).map_err(FileError::at(&dest))?;
+    // Linked from the cache where the filesystem allows, its digests
+    // recorded under the file's identity: an unchanged package is
+    // neither copied nor read again.
+    let (digests, _) = place(p.file, &dest, store).map_err(FileError::at(&dest))?;
+    if digests.sha256 != p.sha256 {
+        return Err(RepoError::Changed {
+            path: p.file.to_path_buf(),
+            expected: p.sha256.to_string(),
+            found: digests.sha256,
+        });
+    }
+    Ok(digests)
 }
 
 /// Writes a public file of the repository atomically (0644, fsynced).
