@@ -127,6 +127,11 @@ pub enum PreferencesError {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Preferences {
     pub records: Vec<PinRecord>,
+    /// Record numbers by the exact package name they list (in file order),
+    /// and the records listing a pattern: a lookup costs the records that
+    /// can match, not all of them (a lab pins thousands of packages).
+    by_name: std::collections::HashMap<String, Vec<usize>>,
+    patterns: Vec<usize>,
 }
 
 impl Preferences {
@@ -181,7 +186,29 @@ impl Preferences {
                 priority,
             });
         }
-        Ok(Preferences { records })
+        Ok(Preferences::new(records))
+    }
+
+    /// Preferences of these records, in this order.
+    pub fn new(records: Vec<PinRecord>) -> Preferences {
+        let mut by_name: std::collections::HashMap<String, Vec<usize>> = Default::default();
+        let mut patterns = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            if r.packages.iter().any(|n| n.contains(['*', '?'])) {
+                patterns.push(i);
+            }
+            for n in r.packages.iter().filter(|n| !n.contains(['*', '?'])) {
+                let list = by_name.entry(n.clone()).or_default();
+                if list.last() != Some(&i) {
+                    list.push(i);
+                }
+            }
+        }
+        Preferences {
+            records,
+            by_name,
+            patterns,
+        }
     }
 
     /// apt's rule: the first specific record (naming the package) whose
@@ -193,8 +220,19 @@ impl Preferences {
         version: &str,
         release: Option<&ReleaseMeta>,
     ) -> Option<i32> {
+        // The records that can name `package`, in file order.
+        let mut candidates: Vec<usize> = self
+            .by_name
+            .get(package)
+            .into_iter()
+            .flatten()
+            .chain(&self.patterns)
+            .copied()
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
         let matching = |specific: bool| {
-            self.records.iter().find(|r| {
+            candidates.iter().map(|&i| &self.records[i]).find(|r| {
                 let names = r.packages.iter().any(|n| {
                     if specific {
                         n != "*" && glob(n, package)

@@ -95,7 +95,13 @@ impl Session<'_> {
     /// Its hash is what vouched for it; its identity is what it says.
     fn check_fetched(&self, f: &Fetched) -> Result<(), PipelineError> {
         let control = self.control_of(&f.file, &f.resolved.locked.sha256)?;
-        super::check_identity(&f.resolved.locked, &f.resolved.recipe, &f.file, &control)
+        super::check_identity(
+            &f.resolved.locked,
+            &f.resolved.recipe,
+            &f.file,
+            &control,
+            &self.records,
+        )
     }
 
     /// Where the verified file of `r` lives in the cache.

@@ -229,6 +229,7 @@ fn check_identity(
     recipe: &PackageRecipe,
     file: &Path,
     control: &ControlParagraph,
+    records: &crate::repo::pool::DigestStore,
 ) -> Result<(), PipelineError> {
     let vouched = match locked.origin.as_str() {
         "url" | "path" => "the recipe".to_string(),
@@ -236,14 +237,17 @@ fn check_identity(
     };
     // A file only the recipe's hash vouches for is read to its end as
     // dpkg-deb would (a repack does that itself, so not twice; a signed
-    // index's files are checked when repacked).
-    if matches!(locked.origin.as_str(), "url" | "path") && recipe.repack.is_none() {
+    // index's files are checked when repacked). Once per SHA256: the
+    // answer is a function of the bytes.
+    let direct = matches!(locked.origin.as_str(), "url" | "path") && recipe.repack.is_none();
+    if direct && !records.data_checked(&locked.sha256) {
         DebFile::open(file)
             .and_then(|d| d.check_data())
             .map_err(|source| PipelineError::Deb {
                 path: file.to_path_buf(),
                 source,
             })?;
+        records.put_data_checked(&locked.sha256);
     }
     for (field, expected) in [
         ("Package", &locked.name),

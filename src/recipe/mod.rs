@@ -994,12 +994,12 @@ pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
     };
     files.sort();
     let mut packages: Vec<PackageRecipe> = Vec::new();
+    // (name, architecture) → index in `packages`.
+    let mut seen: std::collections::HashMap<(String, String), usize> = Default::default();
     for file in files {
         let recipe = parse_package(&file, &read(&file)?, &sources)?;
-        if let Some(other) = packages
-            .iter()
-            .find(|p| p.name == recipe.name && p.architecture == recipe.architecture)
-        {
+        let key = (recipe.name.clone(), recipe.architecture.clone());
+        if let Some(other) = seen.get(&key).map(|&i| &packages[i]) {
             return Err(RecipeError {
                 file: file.clone(),
                 line: None,
@@ -1011,6 +1011,7 @@ pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
                 ),
             });
         }
+        seen.insert(key, packages.len());
         packages.push(recipe);
     }
     Ok(RecipeSet {

@@ -13,6 +13,7 @@ pub const KEYRING_NAME: &str = "debforge-archive-keyring";
 pub const PREFERENCES_NAME: &str = "debforge.pref";
 
 pub mod generations;
+mod in_place;
 pub mod index;
 pub mod policy;
 pub mod pool;
@@ -106,7 +107,7 @@ impl IndexFile {
         }
         let file = File::create(&path).map_err(FileError::at(&path))?;
         let out = compression
-            .encoder(BufWriter::new(file), compression.default_level(), 1)
+            .index_encoder(BufWriter::new(file))
             .map_err(FileError::at(&path))?;
         Ok(IndexFile { rel, path, out })
     }

@@ -44,6 +44,10 @@ struct Records {
     digests: std::collections::BTreeMap<String, Record>,
     /// SHA256 of a package file → its control paragraph's text.
     controls: std::collections::BTreeMap<String, String>,
+    /// SHA256 of the package files whose data member was read to its end
+    /// without a fault.
+    #[serde(default)]
+    data_checked: std::collections::BTreeSet<String>,
 }
 
 /// 3: a pool file's digests are its size and SHA256.
@@ -110,6 +114,24 @@ impl DigestStore {
     /// The control paragraph's text recorded for the file with this SHA256.
     pub fn control(&self, sha256: &str) -> Option<String> {
         self.records.lock().ok()?.controls.get(sha256).cloned()
+    }
+
+    /// Whether the file with this SHA256 had its data member read to its
+    /// end without a fault.
+    pub fn data_checked(&self, sha256: &str) -> bool {
+        crate::format::path::is_hex_digest(sha256, 64)
+            && self
+                .records
+                .lock()
+                .is_ok_and(|r| r.data_checked.contains(sha256))
+    }
+
+    pub fn put_data_checked(&self, sha256: &str) {
+        if let Ok(mut records) = self.records.lock() {
+            records.data_checked.insert(sha256.to_string());
+            self.changed
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     pub fn put_control(&self, sha256: &str, text: &str) {

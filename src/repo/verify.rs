@@ -547,22 +547,36 @@ fn check_pins(root: &Path, listed: &[Listed], r: &mut VerifyReport) {
             return;
         }
     };
-    check_version_pins(&prefs, listed, r);
-    check_release_pins(&prefs, listed, r);
-    check_candidates(&prefs, listed, r);
+    let by_name = by_name(listed);
+    check_version_pins(&prefs, &by_name, r);
+    check_release_pins(&prefs, &by_name, r);
+    check_candidates(&prefs, &by_name, r);
+}
+
+/// What the indexes list, by package name (one pass: thousands of pins
+/// are checked against thousands of packages).
+type ByName<'a> = std::collections::BTreeMap<&'a str, Vec<&'a Listed>>;
+
+fn by_name(listed: &[Listed]) -> ByName<'_> {
+    let mut map = ByName::new();
+    for l in listed {
+        map.entry(l.name.as_str()).or_default().push(l);
+    }
+    map
 }
 
 /// The versions of `name` that the indexes list.
-fn versions_of<'a>(listed: &'a [Listed], name: &str) -> Vec<&'a str> {
+fn versions_of<'a>(listed: &ByName<'a>, name: &str) -> Vec<&'a str> {
     listed
-        .iter()
-        .filter(|l| l.name == name)
+        .get(name)
+        .into_iter()
+        .flatten()
         .map(|l| l.version.as_str())
         .collect()
 }
 
 /// Reports each pin of 1000 or more on an exact version that no index lists.
-fn check_version_pins(prefs: &Preferences, listed: &[Listed], r: &mut VerifyReport) {
+fn check_version_pins(prefs: &Preferences, listed: &ByName, r: &mut VerifyReport) {
     for rec in &prefs.records {
         let Pin::Version(version) = &rec.pin else {
             continue;
@@ -571,10 +585,7 @@ fn check_version_pins(prefs: &Preferences, listed: &[Listed], r: &mut VerifyRepo
             continue;
         }
         for name in &rec.packages {
-            if !listed
-                .iter()
-                .any(|l| &l.name == name && &l.version == version)
-            {
+            if !versions_of(listed, name).contains(&version.as_str()) {
                 let have = versions_of(listed, name);
                 r.problems.push(format!(
                     "{}: pins {name} to {version} (priority {}), which no index lists (it has {}); apt would find no candidate",
@@ -589,7 +600,7 @@ fn check_version_pins(prefs: &Preferences, listed: &[Listed], r: &mut VerifyRepo
 
 /// Reports each pin of 1000 or more to this repository on a package it
 /// does not list.
-fn check_release_pins(prefs: &Preferences, listed: &[Listed], r: &mut VerifyReport) {
+fn check_release_pins(prefs: &Preferences, listed: &ByName, r: &mut VerifyReport) {
     for rec in &prefs.records {
         if rec.priority < 1000 || !matches!(rec.pin, Pin::Release(_)) {
             continue;
@@ -607,20 +618,16 @@ fn check_release_pins(prefs: &Preferences, listed: &[Listed], r: &mut VerifyRepo
 }
 
 /// Reports each package we list for which the pins leave apt no candidate.
-fn check_candidates(prefs: &Preferences, listed: &[Listed], r: &mut VerifyReport) {
+fn check_candidates(prefs: &Preferences, listed: &ByName, r: &mut VerifyReport) {
     let mut releases = std::collections::BTreeMap::new();
-    for l in listed {
+    for l in listed.values().flatten() {
         releases
             .entry(l.index.clone())
             .or_insert_with(|| super::policy::release_of(&l.index));
     }
-    let mut names: Vec<&str> = listed.iter().map(|l| l.name.as_str()).collect();
-    names.sort();
-    names.dedup();
-    for name in names {
-        let offers: Vec<Offer> = listed
+    for (&name, of_name) in listed {
+        let offers: Vec<Offer> = of_name
             .iter()
-            .filter(|l| l.name == name)
             .filter_map(|l| {
                 Some(Offer {
                     version: crate::format::version::Version::parse_lenient(&l.version)

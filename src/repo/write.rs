@@ -2,7 +2,8 @@
 //! public keyring, pins) built in a staging directory beside the output and
 //! swapped in at the end, so a failed or interrupted build leaves the
 //! previous output intact; a lock file beside it keeps a second build from
-//! interleaving.
+//! interleaving. Over an earlier output of ours, the pool is updated in
+//! place instead and only `dists/` is swapped ([`super::in_place`]).
 
 use crate::error::FileError;
 use std::fs;
@@ -178,23 +179,19 @@ pub fn write(
         _ => {}
     }
     let staging = fresh_staging(parent, &base, out, observer)?;
-    let root = staging.path();
-    let (entries, pooled) = fill_pool(root, packages, params, observer)?;
-    let current = entries.iter().map(|e| e.filename.as_str()).collect();
-    retain_earlier(root, out, &current, params)?;
-    let index = write_dists(root, &entries, params, observer)?;
-    write_beside_dists(root, params, pins)?;
-    // `verify` would reject a repository apt cannot install from: such a
-    // build fails here, its staging removed, the previous output untouched.
-    let problems = super::verify::installability(root);
-    if !problems.is_empty() {
-        return Err(RepoError::NotInstallable {
-            out: out.to_path_buf(),
-            problems,
-        });
-    }
-    let pause = params.pause_in_swap.as_deref();
-    swap_in(staging.keep(), out, parent, &base, pause)?;
+    // An earlier output of ours is updated in place (its pool kept, only
+    // what changed linked or removed, `dists/` swapped whole); anything
+    // else, or a pool file that would change bytes under its name, is
+    // written whole.
+    let in_place = if super::in_place::applies(out, params) {
+        super::in_place::write(out, staging.path(), packages, params, pins, observer)?
+    } else {
+        None
+    };
+    let (entries, pooled, index) = match in_place {
+        Some(done) => done,
+        None => write_whole(out, staging, packages, params, pins, observer)?,
+    };
     let report = OutputReport {
         pool: entries.into_iter().map(|e| e.filename).collect(),
         packages: pooled,
@@ -214,6 +211,48 @@ pub fn write(
     }
     drop(lock);
     Ok(report)
+}
+
+/// The whole repository in `staging`, swapped in for `out`.
+fn write_whole(
+    out: &Path,
+    staging: tempfile::TempDir,
+    packages: &[PoolInput],
+    params: &RepoParams,
+    pins: &str,
+    observer: &dyn Reporter,
+) -> Result<Written, RepoError> {
+    let root = staging.path();
+    let (entries, pooled) = fill_pool(root, packages, params, observer)?;
+    let current = entries.iter().map(|e| e.filename.as_str()).collect();
+    retain_earlier(root, out, &current, params)?;
+    let index = write_dists(root, &entries, params, observer)?;
+    write_beside_dists(root, params, pins)?;
+    check_installable(root, out)?;
+    let parent = crate::files::parent(out);
+    let base = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let pause = params.pause_in_swap.as_deref();
+    swap_in(staging.keep(), out, parent, &base, pause)?;
+    Ok((entries, pooled, index))
+}
+
+/// What an output step wrote: the index entries, the pool, the indexes.
+pub(super) type Written = (Vec<IndexedDeb>, Vec<PoolEntry>, IndexReport);
+
+/// `verify` would reject a repository apt cannot install from: such a
+/// build fails here, before its swap, the previous output untouched.
+pub(super) fn check_installable(root: &Path, out: &Path) -> Result<(), RepoError> {
+    let problems = super::verify::installability(root);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(RepoError::NotInstallable {
+        out: out.to_path_buf(),
+        problems,
+    })
 }
 
 /// A repository whose pool files and indexes were written before (an
@@ -250,13 +289,7 @@ pub fn write_kept(
     let listed: Vec<_> = indexes.iter().map(|(rel, _, d)| (rel.clone(), d.clone())).collect();
     super::sign_dists(&dist, &params.config, &listed, params.date, params.keys)?;
     write_beside_dists(root, params, pins)?;
-    let problems = super::verify::installability(root);
-    if !problems.is_empty() {
-        return Err(RepoError::NotInstallable {
-            out: out.to_path_buf(),
-            problems,
-        });
-    }
+    check_installable(root, out)?;
     swap_in(staging.keep(), out, parent, &base, params.pause_in_swap.as_deref())?;
     drop(lock);
     Ok(())
@@ -311,7 +344,7 @@ fn fresh_staging(
 }
 
 /// `dists/`: the indexes of the pooled `entries`, the Release files, signed.
-fn write_dists(
+pub(super) fn write_dists(
     root: &Path,
     entries: &[IndexedDeb],
     params: &RepoParams,
@@ -362,7 +395,7 @@ fn write_dists(
 
 /// The files beside `dists/`: the public keyring (binary and armored), the
 /// pins, and the marker that says debforge wrote the directory.
-fn write_beside_dists(root: &Path, params: &RepoParams, pins: &str) -> Result<(), RepoError> {
+pub(super) fn write_beside_dists(root: &Path, params: &RepoParams, pins: &str) -> Result<(), RepoError> {
     let (binary, armored) = crate::openpgp::sign::export_public(params.keys);
     write_public(&root.join(format!("{KEYRING_NAME}.gpg")), &binary)?;
     write_public(&root.join(format!("{KEYRING_NAME}.asc")), &armored)?;
@@ -412,7 +445,7 @@ fn swap_in(
 }
 
 /// Swaps two paths atomically (Linux 3.15+, on filesystems that support it).
-fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+pub(super) fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
     let c = |p: &Path| {
@@ -602,6 +635,14 @@ fn fill_pool(
         total,
         item: String::new(),
     });
+    Ok(to_entries(unique, placed))
+}
+
+/// The index entries and pool entries of placed packages, in pool order.
+pub(super) fn to_entries(
+    unique: Vec<(String, &PoolInput)>,
+    placed: Vec<crate::digest::Digests>,
+) -> (Vec<IndexedDeb>, Vec<PoolEntry>) {
     let mut entries = Vec::with_capacity(unique.len());
     let mut out = Vec::with_capacity(unique.len());
     for ((rel, p), digests) in unique.into_iter().zip(placed) {
@@ -625,14 +666,14 @@ fn fill_pool(
     // Pool order, as a walk of the pool would give.
     entries.sort_by(|a, b| Path::new(&a.filename).cmp(Path::new(&b.filename)));
     out.sort_by(|a, b| a.filename.cmp(&b.filename));
-    Ok((entries, out))
+    (entries, out)
 }
 
 /// Each package's pool path, from its own control paragraph, once: two
 /// recipes that name the same file are one pool entry; the same name,
 /// version and architecture with other bytes is refused, as an archive
 /// refuses it.
-fn pool_names<'a, 'p>(
+pub(super) fn pool_names<'a, 'p>(
     packages: &'p [PoolInput<'a>],
     component: &str,
 ) -> Result<Vec<(String, &'p PoolInput<'a>)>, RepoError> {
@@ -669,7 +710,7 @@ fn pool_names<'a, 'p>(
 /// digests of each, in the order given. A file whose SHA256 is not what
 /// its artifact says (changed through a link since it was verified) stops
 /// the build.
-fn place_all(
+pub(super) fn place_all(
     root: &Path,
     unique: &[(String, &PoolInput)],
     store: &super::pool::DigestStore,

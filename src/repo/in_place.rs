@@ -1,0 +1,215 @@
+//! The output updated in place: what a build over an earlier output of
+//! ours does. Its pool stays where it is; the packages it does not hold yet
+//! are linked in (an old index never lists them, so clients of the old
+//! repository see nothing); the new `dists/` and the files beside it are
+//! written in the staging directory and `dists/` is swapped in whole, in one
+//! step where the filesystem can (`renameat2(RENAME_EXCHANGE)`); then the
+//! pool files no index or kept generation lists go. At every instant the
+//! output is a complete repository, the old one or the new one; a build
+//! that fails before the swap removes what it linked. Work is proportional
+//! to what changed: no directory of the pool is made again.
+//!
+//! A pool file that would get other bytes under the same name (the same
+//! name, version and architecture rebuilt) cannot change under clients of
+//! the old index: such a build writes the whole output instead
+//! ([`super::write`]).
+
+use std::collections::HashSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::digest::Digests;
+use crate::error::FileError;
+use crate::report::{Event, Reporter, Task};
+
+use super::write::{
+    PoolInput, RepoParams, Written, check_installable, exchange, place_all, pool_names, to_entries,
+    write_beside_dists, write_dists,
+};
+use super::{KEYRING_NAME, OUTPUT_MARKER, PREFERENCES_NAME, RepoError};
+
+/// Whether `out` can be updated in place: an earlier output of ours with
+/// its `dists/` and `pool/` directories. Not for a generation published
+/// again (its own throwaway directory), nor under the test hook that
+/// exercises the whole-output swap.
+pub(super) fn applies(out: &Path, params: &RepoParams) -> bool {
+    let real_dir = |p: PathBuf| fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    params.pause_in_swap.is_none()
+        && params.retain_from.is_none()
+        && fs::symlink_metadata(out.join(OUTPUT_MARKER)).is_ok_and(|m| m.is_file())
+        && real_dir(out.join("dists"))
+        && real_dir(out.join("pool"))
+}
+
+/// Updates `out` in place, the new `dists/` and top files written in
+/// `staging`; `None` (nothing changed in `out`) when a pool file would
+/// change bytes under its name.
+pub(super) fn write(
+    out: &Path,
+    staging: &Path,
+    packages: &[PoolInput],
+    params: &RepoParams,
+    pins: &str,
+    observer: &dyn Reporter,
+) -> Result<Option<Written>, RepoError> {
+    let unique = pool_names(packages, &params.config.component)?;
+    let Some(present) = present(out, &unique, params)? else {
+        return Ok(None);
+    };
+    let missing: Vec<(String, &PoolInput)> = unique
+        .iter()
+        .zip(&present)
+        .filter(|(_, d)| d.is_none())
+        .map(|((rel, p), _)| (rel.clone(), *p))
+        .collect();
+    let mut added = Added {
+        out,
+        rels: missing.iter().map(|(rel, _)| rel.clone()).collect(),
+        kept: false,
+    };
+    let mut placed = place_all(out, &missing, params.records, observer)?.into_iter();
+    let total = missing.len() as u64;
+    observer.event(Event::Work {
+        task: Task::Pool,
+        done: total,
+        total,
+        item: String::new(),
+    });
+    let digests: Vec<Digests> = present
+        .into_iter()
+        .map(|d| d.or_else(|| placed.next()).expect("every missing package placed"))
+        .collect();
+    let (entries, pooled) = to_entries(unique, digests);
+    let index = write_dists(staging, &entries, params, observer)?;
+    write_beside_dists(staging, params, pins)?;
+    check_installable(staging, out)?;
+    swap_dists(staging, out)?;
+    added.kept = true;
+    for name in [
+        format!("{KEYRING_NAME}.gpg"),
+        format!("{KEYRING_NAME}.asc"),
+        PREFERENCES_NAME.to_string(),
+        OUTPUT_MARKER.to_string(),
+    ] {
+        let dest = out.join(&name);
+        fs::rename(staging.join(&name), &dest).map_err(FileError::at(&dest))?;
+    }
+    let listed: HashSet<&str> = entries.iter().map(|e| e.filename.as_str()).collect();
+    remove_unlisted(out, &listed, params);
+    Ok(Some((entries, pooled, index)))
+}
+
+/// The digests of each package already in `out`'s pool with its bytes
+/// (`None` where it is not there yet); `None` overall when one is there
+/// with other bytes, or something else is in its place.
+fn present(
+    out: &Path,
+    unique: &[(String, &PoolInput)],
+    params: &RepoParams,
+) -> Result<Option<Vec<Option<Digests>>>, RepoError> {
+    let mut present = Vec::with_capacity(unique.len());
+    for (rel, p) in unique {
+        let dest = out.join(rel);
+        match fs::symlink_metadata(&dest) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => present.push(None),
+            Err(e) => return Err(FileError::at(&dest)(e).into()),
+            Ok(m) if m.is_file() => {
+                // A link to the cache's file: its record says, nothing read.
+                let d = params
+                    .records
+                    .digests_of(&dest)
+                    .map_err(FileError::at(&dest))?;
+                if d.sha256 != p.sha256 {
+                    return Ok(None);
+                }
+                present.push(Some(d));
+            }
+            Ok(_) => return Ok(None),
+        }
+    }
+    Ok(Some(present))
+}
+
+/// `staging/dists` in for `out/dists`: exchanged in one step where the
+/// filesystem can, else with two renames (a build killed between them
+/// leaves `out` without `dists/` until the next build writes it whole).
+fn swap_dists(staging: &Path, out: &Path) -> Result<(), RepoError> {
+    let new = staging.join("dists");
+    let current = out.join("dists");
+    if exchange(&new, &current).is_ok() {
+        return Ok(());
+    }
+    let aside = staging.join("dists.old");
+    fs::rename(&current, &aside).map_err(FileError::at(&current))?;
+    if let Err(e) = fs::rename(&new, &current) {
+        let _ = fs::rename(&aside, &current);
+        return Err(FileError::at(&current)(e).into());
+    }
+    Ok(())
+}
+
+/// Removes the pool files neither the new indexes list nor a kept
+/// generation needs (with its SHA256), then the directories left empty.
+/// Best effort: a file that stays is only unlisted.
+fn remove_unlisted(out: &Path, listed: &HashSet<&str>, params: &RepoParams) {
+    let kept: HashSet<&str> = params
+        .retain
+        .iter()
+        .filter(|(rel, sha)| {
+            !listed.contains(rel.as_str())
+                && params
+                    .records
+                    .digests_of(&out.join(rel))
+                    .is_ok_and(|d| d.sha256 == *sha)
+        })
+        .map(|(rel, _)| rel.as_str())
+        .collect();
+    let pool = out.join("pool");
+    for entry in walkdir::WalkDir::new(&pool).contents_first(true).into_iter().flatten() {
+        let path = entry.path();
+        if entry.file_type().is_dir() {
+            if path != pool {
+                // Only an empty directory goes.
+                let _ = fs::remove_dir(path);
+            }
+            continue;
+        }
+        let rel = path
+            .strip_prefix(out)
+            .map(|r| r.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if !listed.contains(rel.as_str()) && !kept.contains(rel.as_str()) {
+            let _ = fs::remove_file(path);
+        }
+    }
+}
+
+/// The pool files a build linked in, removed with the directories they
+/// leave empty unless the build got to its swap.
+struct Added<'a> {
+    out: &'a Path,
+    rels: Vec<String>,
+    kept: bool,
+}
+
+impl Drop for Added<'_> {
+    fn drop(&mut self) {
+        if self.kept {
+            return;
+        }
+        let pool = self.out.join("pool");
+        for rel in &self.rels {
+            let path = self.out.join(rel);
+            if fs::remove_file(&path).is_err() {
+                continue;
+            }
+            let mut dir = path.parent();
+            while let Some(d) = dir.filter(|d| *d != pool && d.starts_with(&pool)) {
+                if fs::remove_dir(d).is_err() {
+                    break;
+                }
+                dir = d.parent();
+            }
+        }
+    }
+}
