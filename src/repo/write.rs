@@ -849,4 +849,94 @@ mod boundary_tests {
             .collect();
         assert!(staging.is_empty(), "staging left behind: {staging:?}");
     }
+
+    /// Every file under `root` with its inode, sorted.
+    fn inodes(root: &std::path::Path) -> Vec<(String, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let mut v: Vec<_> = walkdir::WalkDir::new(root)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.file_type().is_file())
+            .map(|e| {
+                let rel = e.path().strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                (rel, e.metadata().unwrap().ino())
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_later_build_updates_the_pool_in_place_and_removes_what_no_index_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = [key()];
+        let out = dir.path().join("repo-out");
+        let (liba, libb) = (
+            tiny_deb(dir.path(), "liba", "1.0-1", None),
+            tiny_deb(dir.path(), "libb", "1.0-1", None),
+        );
+        let first = write_repo(&out, &[liba, libb], &keys, 1_600_000_000, "").unwrap();
+        let before = inodes(&out.join("pool"));
+        // liba stays, libb goes, libc comes; a later Date.
+        let debs = [
+            tiny_deb(dir.path(), "liba", "1.0-1", None),
+            tiny_deb(dir.path(), "libc", "2.0-1", None),
+        ];
+        let second = write_repo(&out, &debs, &keys, 1_600_000_100, "").unwrap();
+        let after = inodes(&out.join("pool"));
+        let liba_path = |v: &[(String, u64)]| v.iter().find(|(p, _)| p.contains("liba_")).cloned();
+        assert_eq!(liba_path(&before), liba_path(&after), "liba neither copied nor linked again");
+        let names: Vec<&str> = after.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "main/liba/liba/liba_1.0-1_amd64.deb",
+                "main/libc/libc/libc_2.0-1_amd64.deb"
+            ]
+        );
+        assert!(!out.join("pool/main/libb").exists(), "the emptied directories go");
+        assert_ne!(first.index.files, Vec::<String>::new());
+        assert_eq!(second.packages.len(), 2);
+        let keyring = crate::openpgp::sign::export_public(&keys).0;
+        let v = crate::repo::verify::verify(&out, &keyring, 1_600_000_200);
+        assert_eq!((v.problems.clone(), v.packages), (vec![], 2), "{:?}", v.problems);
+    }
+
+    #[test]
+    fn a_failed_build_in_place_removes_what_it_linked() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = [key()];
+        let out = dir.path().join("repo-out");
+        write_repo(&out, &[tiny_deb(dir.path(), "liba", "1.0-1", None)], &keys, 1_600_000_000, "")
+            .unwrap();
+        let before = inodes(&out);
+        let broken = [
+            tiny_deb(dir.path(), "liba", "1.0-1", None),
+            tiny_deb(dir.path(), "tool", "2.0-1", Some("liba (= 9.9-1)")),
+        ];
+        let err = write_repo(&out, &broken, &keys, 1_600_000_001, "").unwrap_err();
+        assert!(matches!(err, crate::repo::RepoError::NotInstallable { .. }), "{err}");
+        assert_eq!(inodes(&out), before, "the output as it was, file for file");
+        assert!(!out.join("pool/main/t").exists(), "no directory left behind");
+    }
+
+    #[test]
+    fn other_bytes_under_a_pool_name_write_the_output_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = [key()];
+        let out = dir.path().join("repo-out");
+        let first = tiny_deb(dir.path(), "liba", "1.0-1", None);
+        write_repo(&out, &[first], &keys, 1_600_000_000, "").unwrap();
+        // The same name, version and architecture, rebuilt with other bytes:
+        // clients of the old index must keep the old file until the swap.
+        let other_dir = dir.path().join("other");
+        std::fs::create_dir_all(&other_dir).unwrap();
+        let rebuilt = tiny_deb(&other_dir, "liba", "1.0-1", Some("libc6"));
+        write_repo(&out, std::slice::from_ref(&rebuilt), &keys, 1_600_000_100, "").unwrap();
+        let pooled = out.join("pool/main/liba/liba/liba_1.0-1_amd64.deb");
+        assert_eq!(crate::digest::sha256_file(&pooled).unwrap(), rebuilt.sha256);
+        let keyring = crate::openpgp::sign::export_public(&keys).0;
+        let v = crate::repo::verify::verify(&out, &keyring, 1_600_000_200);
+        assert_eq!(v.problems, Vec::<String>::new());
+    }
 }
