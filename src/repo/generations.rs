@@ -84,6 +84,31 @@ pub fn keep_indexes(out: &Path, suite: &str, files: &[String]) -> Result<Vec<Kep
     Ok(kept)
 }
 
+/// The compressed indexes `g` kept, each with the plain index it was made
+/// from (checked as [`kept_indexes`] checks them): what a build whose plain
+/// index has the same bytes links instead of compressing again.
+pub fn kept_forms(out: &Path, g: &Generation) -> Vec<super::KeptForm> {
+    let Some(files) = kept_indexes(out, g) else {
+        return Vec::new();
+    };
+    let mut forms = Vec::new();
+    for (rel, file, digests) in &files {
+        let Some(plain_rel) = rel.strip_suffix(".gz").or_else(|| rel.strip_suffix(".xz")) else {
+            continue;
+        };
+        if let Some((_, _, plain)) = files.iter().find(|(r, _, _)| r == plain_rel) {
+            forms.push(super::KeptForm {
+                plain_rel: plain_rel.to_string(),
+                plain_sha256: plain.sha256.clone(),
+                rel: rel.clone(),
+                file: file.clone(),
+                digests: digests.clone(),
+            });
+        }
+    }
+    forms
+}
+
 /// The kept index files of `g` with their digests, each checked (size and
 /// SHA256) against the manifest; `None` when any is missing or differs (an
 /// older debforge kept none): the indexes are then written anew.
@@ -490,6 +515,7 @@ pub fn materialize(
         pause_in_swap: None,
         retain,
         retain_from: Some(out.to_path_buf()),
+        kept_forms: Vec::new(),
     };
     let dest = materialized_dir(out);
     if let Some(indexes) = kept_indexes(out, g) {

@@ -32,7 +32,6 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::deb::Compression;
-use crate::deb::compression::Encoder;
 use crate::digest::Digests;
 use crate::format::release::{ReleaseFields, render};
 use crate::openpgp::sign::{SignError, SigningKey, sign_cleartext, sign_detached};
@@ -92,67 +91,107 @@ pub enum RepoError {
     },
 }
 
-/// A file of `dists/<suite>/` being written.
-struct IndexFile {
+/// One `Packages` index: the plain file written as stanzas come (hashed
+/// on the way), then its compressed forms made from it on `finish`, or,
+/// when an earlier generation kept forms of exactly these bytes, linked
+/// from those (nothing compressed again).
+struct PackagesWriter {
     rel: String,
     path: PathBuf,
-    out: Encoder<BufWriter<File>>,
-}
-
-impl IndexFile {
-    fn create(dist: &Path, rel: String, compression: Compression) -> Result<IndexFile, RepoError> {
-        let path = dist.join(&rel);
-        if let Some(d) = path.parent() {
-            fs::create_dir_all(d).map_err(FileError::at(d))?;
-        }
-        let file = File::create(&path).map_err(FileError::at(&path))?;
-        let out = compression
-            .index_encoder(BufWriter::new(file))
-            .map_err(FileError::at(&path))?;
-        Ok(IndexFile { rel, path, out })
-    }
-
-    fn finish(self) -> Result<(String, PathBuf), RepoError> {
-        let mut w = self.out.finish().map_err(FileError::at(&self.path))?;
-        w.flush().map_err(FileError::at(&self.path))?;
-        Ok((self.rel, self.path))
-    }
-}
-
-/// The three forms of one `Packages` index, written together.
-struct PackagesWriter {
-    files: Vec<IndexFile>,
+    out: crate::digest::HashingWriter<BufWriter<File>>,
     first: bool,
 }
 
+/// The compressed forms written beside each plain `Packages`.
+const COMPRESSED: [(&str, Compression); 2] =
+    [(".gz", Compression::Gzip), (".xz", Compression::Xz)];
+
 impl PackagesWriter {
     fn create(dist: &Path, dir: &str) -> Result<PackagesWriter, RepoError> {
-        let mut files = Vec::new();
-        for (name, c) in [
-            ("Packages", Compression::None),
-            ("Packages.gz", Compression::Gzip),
-            ("Packages.xz", Compression::Xz),
-        ] {
-            files.push(IndexFile::create(dist, format!("{dir}{name}"), c)?);
-        }
-        Ok(PackagesWriter { files, first: true })
+        let rel = format!("{dir}Packages");
+        let path = dist.join(&rel);
+        let parent = crate::files::parent(&path);
+        fs::create_dir_all(parent).map_err(FileError::at(parent))?;
+        let file = File::create(&path).map_err(FileError::at(&path))?;
+        let out = crate::digest::HashingWriter::new(
+            BufWriter::new(file),
+            crate::digest::Hasher::new(crate::digest::DigestSet::ALL),
+        );
+        Ok(PackagesWriter {
+            rel,
+            path,
+            out,
+            first: true,
+        })
     }
 
     fn write_stanza(&mut self, text: &str) -> Result<(), RepoError> {
-        let sep = if self.first { "" } else { "\n" };
-        self.first = false;
-        for f in &mut self.files {
-            let data = format!("{sep}{text}");
-            f.out
-                .write_all(data.as_bytes())
-                .map_err(FileError::at(&f.path))?;
+        let at = FileError::at(&self.path);
+        if !self.first {
+            self.out.write_all(b"\n").map_err(&at)?;
         }
-        Ok(())
+        self.first = false;
+        Ok(self.out.write_all(text.as_bytes()).map_err(at)?)
     }
 
-    fn finish(self) -> Result<Vec<(String, PathBuf)>, RepoError> {
-        self.files.into_iter().map(IndexFile::finish).collect()
+    /// The plain file and its compressed forms, each with its digests.
+    fn finish(self, kept: &[KeptForm]) -> Result<Vec<(String, Digests)>, RepoError> {
+        let PackagesWriter { rel, path, out, .. } = self;
+        let (mut buffered, plain) = out.finish();
+        buffered.flush().map_err(FileError::at(&path))?;
+        let mut listed = vec![(rel.clone(), plain.clone())];
+        for (suffix, compression) in COMPRESSED {
+            let form_rel = format!("{rel}{suffix}");
+            let form = dist_path(&path, suffix);
+            let reused = kept.iter().find(|k| {
+                k.plain_rel == rel && k.plain_sha256 == plain.sha256 && k.rel == form_rel
+            });
+            let digests = match reused {
+                Some(k) if fs::hard_link(&k.file, &form).is_ok() || fs::copy(&k.file, &form).is_ok() => {
+                    k.digests.clone()
+                }
+                _ => compress(&path, &form, compression)?,
+            };
+            listed.push((form_rel, digests));
+        }
+        Ok(listed)
     }
+}
+
+/// `path` with `suffix` appended to its file name.
+fn dist_path(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// Compresses the file `plain` into `form`, streamed; the digests of `form`.
+fn compress(plain: &Path, form: &Path, compression: Compression) -> Result<Digests, RepoError> {
+    let file = File::create(form).map_err(FileError::at(form))?;
+    let hashing = crate::digest::HashingWriter::new(
+        BufWriter::new(file),
+        crate::digest::Hasher::new(crate::digest::DigestSet::ALL),
+    );
+    let mut encoder = compression
+        .index_encoder(hashing)
+        .map_err(FileError::at(form))?;
+    let mut input = File::open(plain).map_err(FileError::at(plain))?;
+    std::io::copy(&mut input, &mut encoder).map_err(FileError::at(form))?;
+    let hashing = encoder.finish().map_err(FileError::at(form))?;
+    let (mut buffered, digests) = hashing.finish();
+    buffered.flush().map_err(FileError::at(form))?;
+    Ok(digests)
+}
+
+/// A compressed form an earlier generation kept of a plain index with
+/// these bytes (`plain_sha256` at `plain_rel`): reused as it is.
+#[derive(Debug, Clone)]
+pub struct KeptForm {
+    pub plain_rel: String,
+    pub plain_sha256: String,
+    pub rel: String,
+    pub file: PathBuf,
+    pub digests: Digests,
 }
 
 /// What writing the indexes produced.
@@ -220,6 +259,7 @@ impl<'c> DistsWriter<'c> {
         date: i64,
         keys: &[SigningKey],
         stats: IndexStats,
+        kept: &[KeptForm],
     ) -> Result<IndexReport, RepoError> {
         let DistsWriter {
             dist,
@@ -229,12 +269,7 @@ impl<'c> DistsWriter<'c> {
         } = self;
         let mut listed: Vec<(String, Digests)> = Vec::new();
         for (_, w) in writers {
-            for (rel, path) in w.finish()? {
-                let d =
-                    crate::digest::digest_reader(File::open(&path).map_err(FileError::at(&path))?)
-                        .map_err(FileError::at(&path))?;
-                listed.push((rel, d));
-            }
+            listed.extend(w.finish(kept)?);
         }
         sign_dists(&dist, config, &listed, date, keys)?;
         Ok(IndexReport {

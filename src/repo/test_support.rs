@@ -78,6 +78,7 @@ pub(crate) fn write_repo(
         pause_in_swap: None,
         retain: Vec::new(),
         retain_from: None,
+        kept_forms: Vec::new(),
     };
     let inputs: Vec<_> = debs
         .iter()

@@ -38,6 +38,9 @@ pub struct RepoParams<'k> {
     /// (`None`), or another repository (a generation published again
     /// keeps the build output's files).
     pub retain_from: Option<PathBuf>,
+    /// Compressed indexes an earlier generation kept: one whose plain index
+    /// has the bytes this build writes is linked, not compressed again.
+    pub kept_forms: Vec<super::KeptForm>,
 }
 
 /// One package file for the pool, with the control paragraph read from it
@@ -383,7 +386,7 @@ pub(super) fn write_dists(
         total: signers,
         item: format!("dists/{suite}/Release"),
     });
-    let index = dists.finish(params.date, params.keys, stats)?;
+    let index = dists.finish(params.date, params.keys, stats, &params.kept_forms)?;
     observer.event(Event::Work {
         task: Task::Sign,
         done: signers,

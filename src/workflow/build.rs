@@ -69,6 +69,10 @@ pub fn build(s: &BuildSettings, reporter: &dyn Reporter) -> Result<BuildReport, 
         // build's, that is `keep` generations).
         retain: retained(&s.out, s.keep)?,
         retain_from: None,
+        kept_forms: generations::list(&s.out)?
+            .last()
+            .map(|g| generations::kept_forms(&s.out, g))
+            .unwrap_or_default(),
         pause_in_swap: s.hooks.pause_in_swap.clone(),
     };
     let inputs: Vec<_> = artifacts.iter().map(|a| a.pool_input()).collect();
