@@ -408,6 +408,10 @@ pub struct Session<'a> {
     /// Digests and control paragraphs recorded between runs (one file in
     /// the cache, written by [`Session::save_records`]).
     pub records: crate::repo::pool::DigestStore,
+    /// The lock file as last parsed, by the file's identity: a run reads
+    /// it several times (before resolving, to check, after fetching) and
+    /// a 5,000-package lock is megabytes of TOML.
+    parsed_lock: std::sync::Mutex<Option<(crate::files::FileIdentity, Lock)>>,
 }
 
 impl<'a> Session<'a> {
@@ -447,6 +451,7 @@ impl<'a> Session<'a> {
             lock_path,
             transports,
             records,
+            parsed_lock: std::sync::Mutex::new(None),
         })
     }
 
@@ -461,13 +466,26 @@ impl<'a> Session<'a> {
 
     /// The lock file on disk, if there is one.
     pub fn read_lock(&self) -> Result<Option<Lock>, PipelineError> {
+        let identity = std::fs::metadata(&self.lock_path)
+            .ok()
+            .map(|m| crate::files::FileIdentity::of(&m));
+        if let Some(id) = identity
+            && let Some((seen, lock)) = self.parsed_lock.lock().expect("lock cache").as_ref()
+            && *seen == id
+        {
+            return Ok(Some(lock.clone()));
+        }
         match crate::input::read_to_string(&self.lock_path, crate::input::limit::LOCK) {
-            Ok(text) => Lock::parse(&text)
-                .map(Some)
-                .map_err(|source| PipelineError::Lock {
+            Ok(text) => {
+                let lock = Lock::parse(&text).map_err(|source| PipelineError::Lock {
                     path: self.lock_path.clone(),
                     source,
-                }),
+                })?;
+                if let Some(id) = identity {
+                    *self.parsed_lock.lock().expect("lock cache") = Some((id, lock.clone()));
+                }
+                Ok(Some(lock))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(FileError::at(&self.lock_path)(e).into()),
         }

@@ -94,6 +94,11 @@ pub(super) fn write(
         let dest = out.join(&name);
         fs::rename(staging.join(&name), &dest).map_err(FileError::at(&dest))?;
     }
+    // The old dists/ goes now, not with the staging directory later: its
+    // indexes share files with the new one (kept forms), and unlinking
+    // them changes those files' ctime, which the output's stamp records.
+    let _ = fs::remove_dir_all(staging.join("dists"));
+    let _ = fs::remove_dir_all(staging.join("dists.old"));
     let listed: HashSet<&str> = entries.iter().map(|e| e.filename.as_str()).collect();
     remove_unlisted(out, &listed, params);
     Ok(Some((entries, pooled, index)))
