@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use std::path::Path;
 
+use crate::digest::Digests;
 use crate::fetch::{Event, Expected, FetchError, FetchErrorKind};
 use crate::upstream;
 
@@ -206,87 +207,88 @@ impl Session<'_> {
     }
 
     fn fetch_one(&self, r: &Resolved) -> Result<Fetched, PipelineError> {
-        let dest = self.cache_path(r);
-        let name = r.file_name().to_string();
-        let fail = |source| PipelineError::Fetch {
-            package: r.locked.name.clone(),
-            source,
-        };
         if let FetchFrom::Project(path) = &r.from {
             // The project's own file is used where it is (the pool links it):
             // a copy in the cache would only cost a directory and a link.
             self.check_project_file(path, &r.expected())
-                .map_err(fail)?;
+                .map_err(|source| PipelineError::Fetch {
+                    package: r.locked.name.clone(),
+                    source,
+                })?;
             return Ok(Fetched {
                 resolved: r.clone(),
                 file: path.clone(),
             });
         }
+        let dest = self.cache_path(r);
         if self.in_cache(r) {
+            let name = r.file_name().to_string();
             self.observer.event(Event::Cached { name });
-        } else {
-            let expected = r.expected();
-            // The lock records only what vouched for the file (the index or
-            // the recipe), not the digests computed here.
-            let digests = match &r.from {
-                FetchFrom::Source(s) => {
-                    // Resolved through this source's transport, so it has one.
-                    let t = self
-                        .transport(s)
-                        .ok_or_else(|| PipelineError::NotInSnapshot {
-                            package: r.locked.name.clone(),
-                            source_name: s.clone(),
-                            dirs: self.dirs_text(),
-                        })?;
-                    match t.local_path(&r.locked.path) {
-                        Some(src) => {
-                            self.link_or_copy_verified(&src, &expected, &dest)
-                                .map_err(fail)?;
-                            self.observer.event(Event::Copied {
-                                name,
-                                from: t.describe(&r.locked.path),
-                            });
-                            None
-                        }
-                        None => Some(
-                            t.fetch(&r.locked.path, &expected, &dest, &name)
-                                .map_err(fail)?,
-                        ),
-                    }
-                }
-                FetchFrom::Url(url) => {
-                    let http = self
-                        .http
-                        .as_ref()
-                        .ok_or_else(|| PipelineError::FileNotFound {
-                            package: r.locked.name.clone(),
-                            file: name.clone(),
-                            dirs: self.dirs_text(),
-                        })?;
-                    Some(
-                        http.download(url, &expected, &dest, &name, self.observer)
-                            .map_err(fail)?,
-                    )
-                }
-                FetchFrom::Local(path) => {
-                    let d = upstream::copy_verified(path, &expected, &dest).map_err(fail)?;
-                    self.observer.event(Event::Copied {
-                        name,
-                        from: path.display().to_string(),
-                    });
-                    Some(d)
-                }
-                FetchFrom::Project(_) => unreachable!("used in place above"),
-            };
+        } else if let Some(d) = self.bring_into_cache(r, &dest)? {
             // Every byte was hashed once, on the way in: the pool takes
             // these digests from the record instead of reading the file again.
-            if let Some(d) = digests {
-                self.records.record(&dest, &d);
-            }
+            self.records.record(&dest, &d);
         }
         Ok(Fetched {
             resolved: r.clone(),
             file: dest,
         })
+    }
+
+    /// Downloads or copies the file of `r` into the cache at `dest`,
+    /// verified; its digests when they are not recorded already. The lock
+    /// records only what vouched for the file (the index or the recipe),
+    /// not the digests computed here.
+    fn bring_into_cache(&self, r: &Resolved, dest: &Path) -> Result<Option<Digests>, PipelineError> {
+        let name = r.file_name().to_string();
+        let fail = |source| PipelineError::Fetch {
+            package: r.locked.name.clone(),
+            source,
+        };
+        let expected = r.expected();
+        match &r.from {
+            FetchFrom::Source(s) => {
+                // Resolved through this source's transport, so it has one.
+                let t = self
+                    .transport(s)
+                    .ok_or_else(|| PipelineError::NotInSnapshot {
+                        package: r.locked.name.clone(),
+                        source_name: s.clone(),
+                        dirs: self.dirs_text(),
+                    })?;
+                let Some(src) = t.local_path(&r.locked.path) else {
+                    return Ok(Some(
+                        t.fetch(&r.locked.path, &expected, dest, &name)
+                            .map_err(fail)?,
+                    ));
+                };
+                self.link_or_copy_verified(&src, &expected, dest)
+                    .map_err(fail)?;
+                let from = t.describe(&r.locked.path);
+                self.observer.event(Event::Copied { name, from });
+                Ok(None)
+            }
+            FetchFrom::Url(url) => {
+                let http = self
+                    .http
+                    .as_ref()
+                    .ok_or_else(|| PipelineError::FileNotFound {
+                        package: r.locked.name.clone(),
+                        file: name.clone(),
+                        dirs: self.dirs_text(),
+                    })?;
+                let d = http
+                    .download(url, &expected, dest, &name, self.observer)
+                    .map_err(fail)?;
+                Ok(Some(d))
+            }
+            FetchFrom::Local(path) => {
+                let d = upstream::copy_verified(path, &expected, dest).map_err(fail)?;
+                let from = path.display().to_string();
+                self.observer.event(Event::Copied { name, from });
+                Ok(Some(d))
+            }
+            FetchFrom::Project(_) => unreachable!("used in place by fetch_one"),
+        }
     }
 }

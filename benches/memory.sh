@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): peak RSS of a cold `debforge build` of N small
+# packages against reprepro's `includedeb` of the same debs, for N in SIZES
+# (default 1000 5000 20000), and the curve: how memory grows with the count.
+# Goal (issue 24): at 5,000, at most 2x reprepro's; the curve flat.
+#   bash benches/memory.sh            (needs reprepro; makes a 20,000-deb pool once)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sizes=${SIZES:-1000 5000 20000}
+max=$(echo "$sizes" | tr ' ' '\n' | sort -n | tail -1)
+cargo build --release -q
+bin=$PWD/target/release/debforge
+pool=/tmp/debforge-bench-pool-$max
+[ -d "$pool/pool" ] || bash benches/gen-pool.sh "$max" "$pool" >/dev/null
+work=$(mktemp -d /tmp/debforge-memory-bench.XXXXXX)
+trap 'gpgconf --homedir "$work/gnupg" --kill all 2>/dev/null || true; rm -rf "$work"' EXIT
+"$bin" keygen --keys "$work/keys" --name bench >/dev/null 2>&1
+export GNUPGHOME=$work/gnupg; mkdir -m 700 "$GNUPGHOME"
+gpg --batch --quiet --pinentry-mode loopback --passphrase '' --quick-gen-key 'bench <bench@example.org>' ed25519 sign never 2>/dev/null
+fpr=$(gpg --with-colons --list-keys bench | awk -F: '/^fpr/ {print $10; exit}')
+find "$pool/pool" -name '*.deb' | sort > "$work/all"
+rss() { /usr/bin/time -f "%M" -o "$work/t" "$@" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }; cat "$work/t"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+echo "== peak RSS of a cold build (KB)"
+printf '  %8s %12s %12s %8s %14s\n' packages debforge reprepro ratio "debforge/1000"
+for n in $sizes; do
+  r=$work/r-$n; mkdir -p "$r/packages"
+  head -n "$n" "$work/all" | while read -r f; do
+    b=$(basename "$f" .deb); name=${b%%_*}; rest=${b#*_}; version=${rest%_*}; arch=${rest##*_}
+    printf 'name = "%s"\nversion = "%s"\narchitecture = "%s"\nfrom = { path = "%s" }\n' "$name" "$version" "$arch" "$f" > "$r/packages/$name.toml"
+  done
+  m_df=$(rss "$bin" build --recipes "$r" --cache "$work/cache-$n" --keys "$work/keys" --out "$work/out-$n")
+  mkdir -p "$work/rp-$n/conf"
+  printf 'Codename: bionic\nArchitectures: amd64\nComponents: main\nSignWith: %s\n' "$fpr" > "$work/rp-$n/conf/distributions"
+  m_rp=$(rss bash -c "head -n $n '$work/all' | xargs reprepro -b '$work/rp-$n' includedeb bionic")
+  printf '  %8d %12d %12d %8s %14s\n' "$n" "$m_df" "$m_rp" "$(ratio "$m_df" "$m_rp")" "$(ratio "$m_df" "$((n / 1000))")"
+  rm -rf "$work/out-$n" "$work/.out-$n."* "$work/rp-$n" "$work/cache-$n"
+done
