@@ -67,7 +67,7 @@ read -r t_few_cold m_few_cold < <(/usr/bin/time -f "%e %M" -o "$work/t" $(b "$wo
 
 echo "== no-op build --locked (best of 5)"
 printf '  one 300 MB package:  debforge %6.2f s   stat walk %6.3f s   cp of the file %6.2f s   ratio to walk %s\n' "$t_big" "$t_walk_big" "$t_cp" "$(ratio "$t_big" "$t_walk_big")"
-printf '  %d small packages: debforge %6.2f s   stat walk %6.3f s   ratio to walk %s\n' "$n" "$t_many" "$t_walk_many" "$(ratio "$t_many" "$t_walk_many")"
+printf '  %d small packages: debforge %6.2f s   stat walk %6.3f s   ratio to walk %s (goal <= 2.0)\n' "$n" "$t_many" "$t_walk_many" "$(ratio "$t_many" "$t_walk_many")"
 echo "== peak RSS of a cold build"
 printf '  %5d packages: %8s KB (%.2f s)\n' "$small" "$m_few_cold" "$t_few_cold"
 printf '  %5d packages: %8s KB (%.2f s)   ratio %s\n' "$n" "$m_cold" "$t_cold" "$(ratio "$m_cold" "$m_few_cold")"

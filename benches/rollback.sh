@@ -58,4 +58,4 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo "== rollback of a published $n-package repository to the previous generation (directory target)"
 printf '  debforge rollback          %7.2f s  %8s KB  files copied: %s (pool files: %s; pool on target: %s)\n' "$t_df" "$m_df" "$copied" "$copied_pool" "$before"
 printf '  aptly publish switch       %7.2f s  %8s KB\n' "$t_ap" "$m_ap"
-echo "  debforge/aptly $(ratio "$t_df" "$t_ap")"
+echo "  debforge/aptly $(ratio "$t_df" "$t_ap") (goal <= 1.0)"

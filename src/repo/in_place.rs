@@ -68,7 +68,8 @@ pub(super) fn write(
         kept: false,
     };
     let mut placed = place_all(out, &missing, params.records, observer)?.into_iter();
-    let total = missing.len() as u64;
+    // Every package is in the pool now, most of them already were.
+    let total = unique.len() as u64;
     observer.event(Event::Work {
         task: Task::Pool,
         done: total,
@@ -99,6 +100,7 @@ pub(super) fn write(
     // them changes those files' ctime, which the output's stamp records.
     let _ = fs::remove_dir_all(staging.join("dists"));
     let _ = fs::remove_dir_all(staging.join("dists.old"));
+    remove_not_ours(out);
     let listed: HashSet<&str> = entries.iter().map(|e| e.filename.as_str()).collect();
     remove_unlisted(out, &listed, params);
     Ok(Some((entries, pooled, index)))
@@ -151,6 +153,34 @@ fn swap_dists(staging: &Path, out: &Path) -> Result<(), RepoError> {
         return Err(FileError::at(&current)(e).into());
     }
     Ok(())
+}
+
+/// Removes what `build` did not write at the output's top level: the
+/// output is replaced whole (its marker says so), in place or not.
+fn remove_not_ours(out: &Path) {
+    let ours = [
+        "dists".to_string(),
+        "pool".to_string(),
+        format!("{KEYRING_NAME}.gpg"),
+        format!("{KEYRING_NAME}.asc"),
+        PREFERENCES_NAME.to_string(),
+        OUTPUT_MARKER.to_string(),
+    ];
+    let Ok(entries) = fs::read_dir(out) else { return };
+    for e in entries.flatten() {
+        if ours.iter().any(|o| *o == *e.file_name().to_string_lossy()) {
+            continue;
+        }
+        let path = e.path();
+        match e.file_type() {
+            Ok(t) if t.is_dir() => {
+                let _ = fs::remove_dir_all(&path);
+            }
+            _ => {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
 }
 
 /// Removes the pool files neither the new indexes list nor a kept

@@ -880,6 +880,10 @@ mod boundary_tests {
         );
         let first = write_repo(&out, &[liba, libb], &keys, 1_600_000_000, "").unwrap();
         let before = inodes(&out.join("pool"));
+        // Something put into the output by hand: gone, as the output is
+        // replaced whole.
+        std::fs::create_dir_all(out.join("extras")).unwrap();
+        std::fs::write(out.join("extras/note.txt"), "x").unwrap();
         // liba stays, libb goes, libc comes; a later Date.
         let debs = [
             tiny_deb(dir.path(), "liba", "1.0-1", None),
@@ -898,6 +902,7 @@ mod boundary_tests {
             ]
         );
         assert!(!out.join("pool/main/libb").exists(), "the emptied directories go");
+        assert!(!out.join("extras").exists(), "what build did not write goes");
         assert_ne!(first.index.files, Vec::<String>::new());
         assert_eq!(second.packages.len(), 2);
         let keyring = crate::openpgp::sign::export_public(&keys).0;
