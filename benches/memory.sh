@@ -22,7 +22,7 @@ find "$pool/pool" -name '*.deb' | sort > "$work/all"
 rss() { /usr/bin/time -f "%M" -o "$work/t" "$@" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }; cat "$work/t"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo "== peak RSS of a cold build (KB)"
-printf '  %8s %12s %12s %8s %14s\n' packages debforge reprepro ratio "debforge/1000"
+printf '  %8s %12s %12s %8s %14s\n' packages debforge reprepro ratio "KB/1000 pkgs"
 for n in $sizes; do
   r=$work/r-$n; mkdir -p "$r/packages"
   head -n "$n" "$work/all" | while read -r f; do

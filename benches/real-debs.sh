@@ -24,7 +24,7 @@ PACKAGES="libcublaslt11 libcusparse11 libcufft10 libcublas11 libcurand10 libcuso
 
 # The debs, by apt from Debian's archive (its own keyring vouches for them).
 debs=${DEBS:-$HOME/.cache/debforge-bench/cuda-11.8}
-if [ "$(ls "$debs"/*.deb 2>/dev/null | wc -l)" -lt 12 ]; then
+if [ -z "${DEBS:-}" ] && [ "$(ls "$debs"/*.deb 2>/dev/null | wc -l)" -lt 12 ]; then
   apt_dir=$debs.apt; mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial" "$debs"
   echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm non-free" > "$apt_dir/sources.list"
   A=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
@@ -34,7 +34,7 @@ if [ "$(ls "$debs"/*.deb 2>/dev/null | wc -l)" -lt 12 ]; then
   (cd "$debs" && apt-get "${A[@]}" download $PACKAGES)
 fi
 work=$(mktemp -d /tmp/debforge-real-debs.XXXXXX)
-trap 'gpgconf --homedir "$work/gnupg" --kill all 2>/dev/null || true; [ -n "${KEEP:-}" ] && echo "kept $work" || rm -rf "$work"' EXIT
+trap 'gpgconf --homedir "$work/gnupg" --kill all 2>/dev/null || true; [ -n "${UPSTREAM_DIR:-}" ] && rm -rf "$UPSTREAM_DIR"; [ -n "${KEEP:-}" ] && echo "kept $work" || rm -rf "$work"' EXIT
 cat "$debs"/*.deb > /dev/null
 bytes=$(cat "$debs"/*.deb | wc -c)
 
@@ -44,9 +44,19 @@ fpr=$(gpg --with-colons --list-keys bench | awk -F: '/^fpr/ {print $10; exit}')
 "$bin" keygen --keys "$work/keys" --name bench >/dev/null 2>&1
 
 # The upstream: NVIDIA's flat layout, its files as apt-ftparchive indexes them.
-up=$work/upstream; mkdir -p "$up"
+# UPSTREAM_DIR on another filesystem (/dev/shm) measures the copying path
+# (a USB snapshot, as a download would): files cannot be linked then.
+up=${UPSTREAM_DIR:-$work/upstream}; mkdir -p "$up"
 cp -l "$debs"/*.deb "$up/" 2>/dev/null || cp "$debs"/*.deb "$up/"
-(cd "$up" && apt-ftparchive packages . > Packages && apt-ftparchive release . > Release.tmp && mv Release.tmp Release)
+if have apt-ftparchive; then
+  (cd "$up" && apt-ftparchive packages . > Packages && apt-ftparchive release . > Release.tmp && mv Release.tmp Release)
+else
+  # No apt-utils (the GPU machine): our own index, a Release by hand.
+  (cd "$up" && "$bin" index . --no-cache > Packages 2>/dev/null && python3 -c '
+import hashlib
+d = open("Packages", "rb").read()
+open("Release", "w").write("Date: Thu, 01 Jan 2026 00:00:00 UTC\nSHA256:\n %s %d Packages\n" % (hashlib.sha256(d).hexdigest(), len(d)))')
+fi
 gpg --batch --quiet -abs -u "$fpr" -o "$up/Release.gpg" "$up/Release"
 gpg --batch --armor --export "$fpr" > "$work/upstream.asc"
 mkdir -p "$work/recipes/packages"
