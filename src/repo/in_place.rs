@@ -200,22 +200,31 @@ fn remove_unlisted(out: &Path, listed: &HashSet<&str>, params: &RepoParams) {
         .map(|(rel, _)| rel.as_str())
         .collect();
     let pool = out.join("pool");
-    for entry in walkdir::WalkDir::new(&pool).contents_first(true).into_iter().flatten() {
-        let path = entry.path();
+    // Directories that lost a file, deepest first: only those can be empty.
+    let mut emptied: Vec<PathBuf> = Vec::new();
+    for entry in walkdir::WalkDir::new(&pool).into_iter().flatten() {
         if entry.file_type().is_dir() {
-            if path != pool {
-                // Only an empty directory goes.
-                let _ = fs::remove_dir(path);
-            }
             continue;
         }
+        let path = entry.path();
         let rel = path
             .strip_prefix(out)
             .map(|r| r.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if !listed.contains(rel.as_str()) && !kept.contains(rel.as_str()) {
-            let _ = fs::remove_file(path);
+        if !listed.contains(rel.as_str())
+            && !kept.contains(rel.as_str())
+            && fs::remove_file(path).is_ok()
+        {
+            emptied.extend(path.ancestors().skip(1).take_while(|d| *d != pool).map(Path::to_path_buf));
         }
+    }
+    emptied.sort_by(|a, b| {
+        (b.components().count(), a).cmp(&(a.components().count(), b))
+    });
+    emptied.dedup();
+    for dir in emptied {
+        // Only an empty directory goes.
+        let _ = fs::remove_dir(dir);
     }
 }
 

@@ -487,15 +487,19 @@ pub fn installability(root: &Path) -> Vec<String> {
 fn check_dependencies(listed: &[Listed], r: &mut VerifyReport) {
     use crate::format::relation::Relations;
     use crate::format::version::Version;
-    let versions: Vec<(&str, Version)> = listed
+    // By name, once: thousands of packages each with a few relations.
+    let mut versions: std::collections::HashMap<&str, Vec<Version>> = Default::default();
+    for l in listed {
+        if let Ok((v, _)) = Version::parse_lenient(&l.version) {
+            versions.entry(l.name.as_str()).or_default().push(v);
+        }
+    }
+    let provided: std::collections::HashSet<&str> = listed
         .iter()
-        .filter_map(|l| Some((l.name.as_str(), Version::parse_lenient(&l.version).ok()?.0)))
+        .flat_map(|l| l.provides.iter().map(String::as_str))
         .collect();
-    let ours = |name: &str| {
-        listed
-            .iter()
-            .any(|l| l.name == name || l.provides.iter().any(|p| p == name))
-    };
+    let names: std::collections::HashSet<&str> = listed.iter().map(|l| l.name.as_str()).collect();
+    let ours = |name: &str| names.contains(name) || provided.contains(name);
     for l in listed {
         for (field, text) in &l.depends {
             let Ok(relations) = Relations::parse(text) else {
@@ -506,9 +510,10 @@ fn check_dependencies(listed: &[Listed], r: &mut VerifyReport) {
                     continue; // another repository's business
                 }
                 let satisfied = group.0.iter().any(|rel| {
-                    versions.iter().any(|(n, v)| rel.matches(n, v))
-                        || (rel.constraint.is_none()
-                            && listed.iter().any(|o| o.provides.contains(&rel.name)))
+                    versions
+                        .get(rel.name.as_str())
+                        .is_some_and(|vs| vs.iter().any(|v| rel.matches(&rel.name, v)))
+                        || (rel.constraint.is_none() && provided.contains(rel.name.as_str()))
                 });
                 if !satisfied {
                     let names: Vec<&str> = group.0.iter().map(|rel| rel.name.as_str()).collect();

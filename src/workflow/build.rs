@@ -162,9 +162,12 @@ fn prepare_all(
     // of the packages they are built around (a function of the lock), else
     // 1980-01-01, never by the clock: the same inputs give the same bytes,
     // so a published package never changes under its name and version.
+    // (Opening every artifact for its date only when something is built.)
+    let builds = session.recipes.packages.iter().any(|p| p.build.is_some());
     let built_date = match dates.source_date_epoch {
         Some(t) => t,
-        None => pipeline::newest_date(&artifacts)?.unwrap_or(REPRODUCIBLE_EPOCH),
+        None if builds => pipeline::newest_date(&artifacts)?.unwrap_or(REPRODUCIBLE_EPOCH),
+        None => REPRODUCIBLE_EPOCH,
     };
     let own = session.build_from_recipes(config, &keyring, built_date, &versions, &pins, &names)?;
     artifacts.extend(own);
