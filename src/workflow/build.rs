@@ -59,6 +59,9 @@ pub fn build(s: &BuildSettings, reporter: &dyn Reporter) -> Result<BuildReport, 
     let session = super::open_session(&s.recipes, s.pipeline.clone(), reporter)?;
     let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
     let (artifacts, pins) = prepare_all(&session, &fetched, &config, &signing, s.dates, reporter)?;
+    // Everything downstream comes from the artifacts (memory: a lock entry
+    // and a recipe per package less while the repository is written).
+    drop(fetched);
     let date = s.dates.source_date_epoch.unwrap_or(s.dates.now);
     let params = crate::repo::RepoParams {
         config,
