@@ -114,67 +114,6 @@ impl Session<'_> {
             .join(r.file_name())
     }
 
-    /// A local file into the cache: hard-linked where the filesystem allows
-    /// (one copy on disk, nothing written), read once to check it like a
-    /// download (or not at all when the record kept under its identity
-    /// says it was checked unchanged); copied and hashed otherwise. The
-    /// digests are recorded under the cache file's identity either way, so
-    /// the pool does not read it again.
-    fn link_or_copy_verified(
-        &self,
-        src: &Path,
-        expected: &Expected,
-        dest: &Path,
-    ) -> Result<(), FetchError> {
-        let fail = |kind| FetchError {
-            url: src.display().to_string(),
-            kind,
-        };
-        let io_fail = |path: &Path, source| {
-            fail(FetchErrorKind::Io(crate::error::FileError {
-                path: path.to_path_buf(),
-                source,
-            }))
-        };
-        let dir = dest.parent().unwrap_or(Path::new("."));
-        fs::create_dir_all(dir).map_err(|e| io_fail(dir, e))?;
-        let part = dest.with_extension("deb.link-part");
-        let _ = fs::remove_file(&part);
-        // Only a regular file of the vouched size is linked (a link to a
-        // FIFO or a device would be read as one); anything else is left to
-        // the copy, which opens by type and bound and says what is wrong.
-        let linked = fs::hard_link(src, &part).is_ok()
-            && fs::symlink_metadata(&part).is_ok_and(|m| m.is_file() && m.len() == expected.size);
-        if !linked {
-            let _ = fs::remove_file(&part);
-            let d = upstream::copy_verified(src, expected, dest)?;
-            self.records.record(dest, &d);
-            return Ok(());
-        }
-        let digests = if expected.sha256.is_some() {
-            self.records.digests_of(&part)
-        } else {
-            fs::File::open(&part).and_then(|f| crate::digest::digest_with(f, expected.hasher()))
-        };
-        let checked = digests
-            .map_err(|e| io_fail(&part, e))
-            .and_then(|d| {
-                expected.check(&d).map_err(fail)?;
-                Ok(d)
-            });
-        match checked {
-            Ok(d) => {
-                fs::rename(&part, dest).map_err(|e| io_fail(dest, e))?;
-                self.records.record(dest, &d);
-                Ok(())
-            }
-            Err(e) => {
-                let _ = fs::remove_file(&part);
-                Err(e)
-            }
-        }
-    }
-
     /// A project file checked against what its recipe (the lock) says:
     /// its digests from the record kept under its identity when it is
     /// unchanged since it was resolved, else read again.
@@ -215,9 +154,17 @@ impl Session<'_> {
                     package: r.locked.name.clone(),
                     source,
                 })?;
+            // The file itself, not a link to it: the pool links this path.
+            let file = fs::canonicalize(path).map_err(|e| PipelineError::Fetch {
+                package: r.locked.name.clone(),
+                source: FetchError {
+                    url: path.display().to_string(),
+                    kind: FetchErrorKind::Io(crate::error::FileError::new(path, e)),
+                },
+            })?;
             return Ok(Fetched {
                 resolved: r.clone(),
-                file: path.clone(),
+                file,
             });
         }
         let dest = self.cache_path(r);
@@ -256,17 +203,17 @@ impl Session<'_> {
                         source_name: s.clone(),
                         dirs: self.dirs_text(),
                     })?;
-                let Some(src) = t.local_path(&r.locked.path) else {
-                    return Ok(Some(
-                        t.fetch(&r.locked.path, &expected, dest, &name)
-                            .map_err(fail)?,
-                    ));
-                };
-                self.link_or_copy_verified(&src, &expected, dest)
+                // Copied, never linked, from a directory debforge does not
+                // own (a snapshot, a `file://` mirror): its files' later
+                // rewrites and modes stay out of the served pool.
+                let d = t
+                    .fetch(&r.locked.path, &expected, dest, &name)
                     .map_err(fail)?;
-                let from = t.describe(&r.locked.path);
-                self.observer.event(Event::Copied { name, from });
-                Ok(None)
+                if t.is_local() {
+                    let from = t.describe(&r.locked.path);
+                    self.observer.event(Event::Copied { name, from });
+                }
+                Ok(Some(d))
             }
             FetchFrom::Url(url) => {
                 let http = self

@@ -252,9 +252,6 @@ pub(crate) fn tree_files(root: &Path) -> io::Result<Vec<String>> {
     }
     let hidden =
         |e: &walkdir::DirEntry| e.depth() > 0 && e.file_name().as_encoded_bytes().starts_with(b".");
-    // A generation published again has `pool` as a link to the output's
-    // pool (repo::write_kept): that one link is followed, no other.
-    let pool_link = fs::symlink_metadata(root.join("pool")).is_ok_and(|m| m.is_symlink());
     let mut out = Vec::new();
     for entry in walkdir::WalkDir::new(root)
         .into_iter()
@@ -262,9 +259,13 @@ pub(crate) fn tree_files(root: &Path) -> io::Result<Vec<String>> {
     {
         let entry = entry.map_err(io::Error::from)?;
         let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
-        if pool_link && rel == Path::new("pool") {
-            for file in walk_pool_link(&root.join("pool"))? {
-                out.push(format!("pool/{file}"));
+        if entry.file_type().is_symlink() {
+            // No link is published, but the one a generation published
+            // again has: `pool`, to its build output's pool.
+            if rel == Path::new("pool") && generation_pool(root).is_some() {
+                for file in tree_files(&root.join("pool"))? {
+                    out.push(format!("pool/{file}"));
+                }
             }
         } else if !entry.file_type().is_dir() {
             out.push(rel.to_string_lossy().into_owned());
@@ -274,14 +275,14 @@ pub(crate) fn tree_files(root: &Path) -> io::Result<Vec<String>> {
     Ok(out)
 }
 
-/// The files under the directory a `pool` link points to, as [`tree_files`]
-/// lists them (links inside it are not followed).
-fn walk_pool_link(link: &Path) -> io::Result<Vec<String>> {
-    let target = fs::canonicalize(link)?;
-    if !target.is_dir() {
-        return Err(io::Error::other(format!("{} is not a link to a directory", link.display())));
-    }
-    tree_files(&target)
+/// For a generation made a repository again (`.<out>.generation`, see
+/// repo::write_kept), its `pool` link's target when that is `<out>/pool`.
+fn generation_pool(root: &Path) -> Option<std::path::PathBuf> {
+    let name = root.file_name()?.to_str()?;
+    let out = name.strip_prefix('.')?.strip_suffix(".generation")?;
+    let expected = fs::canonicalize(root.parent()?.join(out).join("pool")).ok()?;
+    let target = fs::canonicalize(root.join("pool")).ok()?;
+    (target == expected && target.is_dir()).then_some(target)
 }
 
 /// The built repository's files in publishing order.

@@ -58,30 +58,40 @@ pub fn indexes_dir(out: &Path) -> PathBuf {
 
 /// Keeps the index files `files` (paths under `dists/<suite>/` of the
 /// output `out`) in [`indexes_dir`]: copied, not linked (a link would change
-/// the output files' ctime, which the output's stamp watches). Returns what
+/// the output files' ctime, which the output's stamp watches). Each must be
+/// what the output's Release lists (a build that swapped in meanwhile makes
+/// them disagree). Best effort: with any problem nothing is kept, and the
+/// generation is published again by writing its indexes anew. Returns what
 /// a generation records of them.
-pub fn keep_indexes(out: &Path, suite: &str, files: &[String]) -> Result<Vec<KeptIndex>, RepoError> {
+pub fn keep_indexes(out: &Path, suite: &str, files: &[String]) -> Vec<KeptIndex> {
+    try_keep_indexes(out, suite, files).unwrap_or_default()
+}
+
+fn try_keep_indexes(out: &Path, suite: &str, files: &[String]) -> Option<Vec<KeptIndex>> {
+    use crate::format::release::{HashAlgo, Release};
+    let dist = out.join("dists").join(suite);
+    let text = crate::input::read_to_string(&dist.join("Release"), crate::input::limit::RELEASE).ok()?;
+    let listed = Release::parse(&text).ok()?.files(HashAlgo::Sha256).ok()?;
     let store = indexes_dir(out);
-    fs::create_dir_all(&store).map_err(FileError::at(&store))?;
+    fs::create_dir_all(&store).ok()?;
     let mut kept = Vec::with_capacity(files.len());
     for rel in files {
-        let path = out.join("dists").join(suite).join(rel);
-        let file = fs::File::open(&path).map_err(FileError::at(&path))?;
-        let digests = crate::digest::digest_reader(file).map_err(FileError::at(&path))?;
+        let bytes = crate::input::read(&dist.join(rel), 1 << 30).ok()?;
+        let digests = crate::digest::digest_reader(&bytes[..]).ok()?;
+        listed
+            .iter()
+            .find(|f| f.path == *rel && f.digest == digests.sha256 && f.size == digests.size)?;
         let dest = store.join(&digests.sha256);
         if !dest.is_file() {
-            let tmp = tempfile::NamedTempFile::new_in(&store).map_err(FileError::at(&store))?;
-            fs::copy(&path, tmp.path()).map_err(FileError::at(tmp.path()))?;
-            tmp.as_file().sync_all().map_err(FileError::at(tmp.path()))?;
             // Written once: an existing file of that name has these bytes.
-            let _ = tmp.persist_noclobber(&dest);
+            crate::files::write_atomic(&dest, &bytes, crate::files::Existing::Keep).ok()?;
         }
         kept.push(KeptIndex {
             path: rel.clone(),
             digests,
         });
     }
-    Ok(kept)
+    Some(kept)
 }
 
 /// The compressed indexes `g` kept, each with the plain index it was made
@@ -126,9 +136,11 @@ fn kept_indexes(out: &Path, g: &Generation) -> Option<Vec<(String, PathBuf, crat
             }
             let file = store.join(&k.digests.sha256);
             let bytes = crate::input::read(&file, 1 << 30).ok()?;
-            (bytes.len() as u64 == k.digests.size
-                && crate::digest::sha256_hex(&bytes) == k.digests.sha256)
-                .then(|| (k.path.clone(), file, k.digests.clone()))
+            // Every digest from the bytes themselves (the Release lists all
+            // four), checked against what the manifest recorded.
+            let d = crate::digest::digest_reader(&bytes[..]).ok()?;
+            (d.size == k.digests.size && d.sha256 == k.digests.sha256)
+                .then(|| (k.path.clone(), file, d))
         })
         .collect()
 }
@@ -518,7 +530,15 @@ pub fn materialize(
         kept_forms: Vec::new(),
     };
     let dest = materialized_dir(out);
-    if let Some(indexes) = kept_indexes(out, g) {
+    // Each of its files still has the bytes the manifest says (the output's
+    // pool is published through a link): by the records, read only when a
+    // file changed since it was recorded.
+    let unchanged = g
+        .packages
+        .iter()
+        .zip(&files)
+        .all(|(p, file)| records.digests_of(file).is_ok_and(|d| d.sha256 == p.sha256));
+    if unchanged && let Some(indexes) = kept_indexes(out, g) {
         // Its own indexes, as they were when it was built and checked, and
         // the output's pool, which holds its files (checked above) and the
         // other kept generations': only the Release is new.
@@ -565,7 +585,7 @@ mod tests {
             pins_sha256: crate::digest::sha256_hex(b""),
             pins: Some(String::new()),
             repository: Some(crate::repo::RepoConfig::default()),
-            indexes: keep_indexes(out, "bionic", &report.index.files).unwrap(),
+            indexes: keep_indexes(out, "bionic", &report.index.files),
         }
     }
 
@@ -632,5 +652,16 @@ mod tests {
             assert_eq!(text, packages);
             remove_materialized(&again);
         }
+        // A pool file that no longer has the manifest's bytes is never
+        // published under the generation's indexes.
+        let other_dir = dir.path().join("other");
+        std::fs::create_dir_all(&other_dir).unwrap();
+        let rebuilt = tiny_deb(&other_dir, "liba", "1.0-1", Some("libc6"));
+        std::fs::remove_file(&old).unwrap();
+        std::fs::copy(&rebuilt.file, &old).unwrap();
+        let err = materialize(&out, &all[0], &all, &keys, 1_600_000_300, &records, &crate::report::Quiet)
+            .unwrap_err();
+        assert!(matches!(err, RepoError::Changed { .. }), "{err}");
+        remove_materialized(&materialized_dir(&out));
     }
 }

@@ -86,6 +86,9 @@ pub(super) fn write(
     check_installable(staging, out)?;
     swap_dists(staging, out)?;
     added.kept = true;
+    // The new indexes are in: every top file follows, each renamed whole;
+    // the first failure is reported after all were tried.
+    let mut failed = None;
     for name in [
         format!("{KEYRING_NAME}.gpg"),
         format!("{KEYRING_NAME}.asc"),
@@ -93,7 +96,12 @@ pub(super) fn write(
         OUTPUT_MARKER.to_string(),
     ] {
         let dest = out.join(&name);
-        fs::rename(staging.join(&name), &dest).map_err(FileError::at(&dest))?;
+        if let Err(e) = fs::rename(staging.join(&name), &dest) {
+            failed.get_or_insert(FileError::at(&dest)(e));
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e.into());
     }
     // The old dists/ goes now, not with the staging directory later: its
     // indexes share files with the new one (kept forms), and unlinking
@@ -115,8 +123,14 @@ fn present(
     params: &RepoParams,
 ) -> Result<Option<Vec<Option<Digests>>>, RepoError> {
     let mut present = Vec::with_capacity(unique.len());
+    let mut real_dirs: HashSet<PathBuf> = HashSet::new();
     for (rel, p) in unique {
         let dest = out.join(rel);
+        // Only through real directories of the output: a link on the way
+        // would put a package (or read one) outside it.
+        if !real_ancestors(out, &dest, &mut real_dirs) {
+            return Ok(None);
+        }
         match fs::symlink_metadata(&dest) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => present.push(None),
             Err(e) => return Err(FileError::at(&dest)(e).into()),
@@ -137,9 +151,28 @@ fn present(
     Ok(Some(present))
 }
 
+/// Whether every existing directory between `out` and `path` is a real
+/// directory (not a link); `seen` holds the ones checked already.
+fn real_ancestors(out: &Path, path: &Path, seen: &mut HashSet<PathBuf>) -> bool {
+    for dir in path.ancestors().skip(1).take_while(|d| *d != out) {
+        if seen.contains(dir) {
+            return true; // and so are its ancestors
+        }
+        match fs::symlink_metadata(dir) {
+            Ok(m) if m.is_dir() => {
+                seen.insert(dir.to_path_buf());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// `staging/dists` in for `out/dists`: exchanged in one step where the
 /// filesystem can, else with two renames (a build killed between them
-/// leaves `out` without `dists/` until the next build writes it whole).
+/// leaves `out` without `dists/`: the next build then writes the output
+/// whole, as [`applies`] wants `dists/`).
 fn swap_dists(staging: &Path, out: &Path) -> Result<(), RepoError> {
     let new = staging.join("dists");
     let current = out.join("dists");
@@ -191,10 +224,13 @@ fn remove_unlisted(out: &Path, listed: &HashSet<&str>, params: &RepoParams) {
         .retain
         .iter()
         .filter(|(rel, sha)| {
+            let path = out.join(rel);
             !listed.contains(rel.as_str())
+                && crate::format::path::check_relative(rel).is_ok()
+                && fs::symlink_metadata(&path).is_ok_and(|m| m.is_file())
                 && params
                     .records
-                    .digests_of(&out.join(rel))
+                    .digests_of(&path)
                     .is_ok_and(|d| d.sha256 == *sha)
         })
         .map(|(rel, _)| rel.as_str())

@@ -23,7 +23,8 @@ pub mod verify;
 mod write;
 
 pub use write::{
-    OUTPUT_MARKER, OutputReport, PoolEntry, PoolInput, RepoParams, check_output, write, write_kept,
+    OUTPUT_MARKER, OutputLock, OutputReport, PoolEntry, PoolInput, RepoParams, check_output,
+    lock_output, write, write_kept,
 };
 
 use crate::error::FileError;

@@ -124,12 +124,14 @@ pub fn check_output(out: &Path, force: bool) -> Result<(), RepoError> {
     })
 }
 
-/// Holds `.<out>.lock` beside the output while a build writes it.
-struct OutputLock {
+/// Holds `.<out>.lock` beside the output while a build writes it (or a
+/// generation is published from its pool).
+pub struct OutputLock {
     _file: fs::File,
 }
 
-fn lock_output(out: &Path) -> Result<OutputLock, RepoError> {
+/// Takes the output's lock, or says who holds it.
+pub fn lock_output(out: &Path) -> Result<OutputLock, RepoError> {
     let lock_path = crate::files::beside(out, "lock");
     let file = fs::OpenOptions::new()
         .create(true)
@@ -287,7 +289,11 @@ pub fn write_kept(
     std::os::unix::fs::symlink(&pool_dir, root.join("pool")).map_err(FileError::at(root))?;
     let dist = root.join("dists").join(&params.config.suite);
     for (rel, file, _) in indexes {
-        link_or_copy(file, &dist.join(rel))?;
+        // Copied, not linked: the kept file may be linked into the build
+        // output too, whose stamp would see a link change its ctime.
+        let dest = dist.join(rel);
+        fs::create_dir_all(crate::files::parent(&dest)).map_err(FileError::at(&dest))?;
+        fs::copy(file, &dest).map_err(FileError::at(&dest))?;
     }
     let listed: Vec<_> = indexes.iter().map(|(rel, _, d)| (rel.clone(), d.clone())).collect();
     super::sign_dists(&dist, &params.config, &listed, params.date, params.keys)?;
@@ -295,16 +301,6 @@ pub fn write_kept(
     check_installable(root, out)?;
     swap_in(staging.keep(), out, parent, &base, params.pause_in_swap.as_deref())?;
     drop(lock);
-    Ok(())
-}
-
-/// `src` at `dest` (its directory made): linked where the filesystem
-/// allows, copied otherwise.
-fn link_or_copy(src: &Path, dest: &Path) -> Result<(), RepoError> {
-    fs::create_dir_all(crate::files::parent(dest)).map_err(FileError::at(dest))?;
-    if fs::hard_link(src, dest).is_err() {
-        fs::copy(src, dest).map_err(FileError::at(dest))?;
-    }
     Ok(())
 }
 
@@ -565,7 +561,8 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
     h.update(concat!(
         "debforge-output ",
         env!("CARGO_PKG_VERSION"),
-        " 1\0"
+        // 2: Packages list Size and SHA256 only.
+        " 2\0"
     ));
     for p in packages {
         h.update(p.sha256.as_bytes());

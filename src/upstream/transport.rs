@@ -21,10 +21,10 @@ pub trait Transport: Sync {
     ) -> Result<Digests, FetchError>;
     /// The URL or path of `rel`, for messages.
     fn describe(&self, rel: &str) -> String;
-    /// The file `rel` on this machine, for a source that is a directory (a
-    /// snapshot, a `file://` source): it can be linked instead of copied.
-    fn local_path(&self, _rel: &str) -> Option<PathBuf> {
-        None
+    /// Files come from a directory (a snapshot, a `file://` source), not
+    /// the network.
+    fn is_local(&self) -> bool {
+        false
     }
 }
 
@@ -96,8 +96,8 @@ impl Transport for DirTransport {
         self.root.join(rel).display().to_string()
     }
 
-    fn local_path(&self, rel: &str) -> Option<PathBuf> {
-        Some(self.root.join(rel))
+    fn is_local(&self) -> bool {
+        true
     }
 }
 

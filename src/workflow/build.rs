@@ -264,7 +264,7 @@ fn record_generation(
         pins_sha256: crate::digest::sha256_hex(pins.as_bytes()),
         pins: Some(pins.to_string()),
         repository: Some(config.clone()),
-        indexes: generations::keep_indexes(out, &config.suite, &report.index.files)?,
+        indexes: generations::keep_indexes(out, &config.suite, &report.index.files),
     };
     let (g, new) = generations::record(out, g)?;
     Ok((g.number, new))

@@ -115,6 +115,9 @@ pub fn publish_generation(
     // not read again; any other is hashed as it is linked and so checked
     // against the manifest's SHA256.
     let records = crate::repo::pool::DigestStore::new(s.records.clone());
+    // The generation is published from the output's pool: no build may
+    // change it meanwhile.
+    let _building = crate::repo::lock_output(out)?;
     let dir = generations::materialize(out, g, &all, &signing, date, &records, reporter)?;
     records.save();
     let report = publish_dir(&dir, &s.publish, reporter);
