@@ -116,26 +116,34 @@ impl Session<'_> {
 
     /// A project file checked against what its recipe (the lock) says:
     /// its digests from the record kept under its identity when it is
-    /// unchanged since it was resolved, else read again.
-    fn check_project_file(&self, path: &Path, expected: &Expected) -> Result<(), FetchError> {
+    /// unchanged since it was resolved, else read again. Returns the file
+    /// itself (a link's target: the pool links this path, and a link as the
+    /// last component would be linked as a link).
+    fn check_project_file(&self, path: &Path, expected: &Expected) -> Result<PathBuf, FetchError> {
         let fail = |kind| FetchError {
             url: path.display().to_string(),
             kind,
         };
-        let meta = fs::metadata(path).map_err(|e| {
-            fail(FetchErrorKind::Io(crate::error::FileError::new(path, e)))
-        })?;
+        let io = |p: &Path, e| fail(FetchErrorKind::Io(crate::error::FileError::new(p, e)));
+        let lstat = fs::symlink_metadata(path).map_err(|e| io(path, e))?;
+        let (file, meta) = if lstat.is_symlink() {
+            let file = fs::canonicalize(path).map_err(|e| io(path, e))?;
+            let meta = fs::metadata(&file).map_err(|e| io(&file, e))?;
+            (file, meta)
+        } else {
+            (path.to_path_buf(), lstat)
+        };
         if !meta.is_file() {
-            let e = std::io::Error::other("not a regular file");
-            return Err(fail(FetchErrorKind::Io(crate::error::FileError::new(path, e))));
+            return Err(io(&file, std::io::Error::other("not a regular file")));
         }
         let d = if expected.sha256.is_some() {
-            self.records.digests_of(path)
+            self.records.digests_with(&file, &meta)
         } else {
-            fs::File::open(path).and_then(|f| crate::digest::digest_with(f, expected.hasher()))
+            fs::File::open(&file).and_then(|f| crate::digest::digest_with(f, expected.hasher()))
         }
-        .map_err(|e| fail(FetchErrorKind::Io(crate::error::FileError::new(path, e))))?;
-        expected.check(&d).map_err(fail)
+        .map_err(|e| io(&file, e))?;
+        expected.check(&d).map_err(fail)?;
+        Ok(file)
     }
 
     fn in_cache(&self, r: &Resolved) -> bool {
@@ -149,19 +157,12 @@ impl Session<'_> {
         if let FetchFrom::Project(path) = &r.from {
             // The project's own file is used where it is (the pool links it):
             // a copy in the cache would only cost a directory and a link.
-            self.check_project_file(path, &r.expected())
+            let file = self
+                .check_project_file(path, &r.expected())
                 .map_err(|source| PipelineError::Fetch {
                     package: r.locked.name.clone(),
                     source,
                 })?;
-            // The file itself, not a link to it: the pool links this path.
-            let file = fs::canonicalize(path).map_err(|e| PipelineError::Fetch {
-                package: r.locked.name.clone(),
-                source: FetchError {
-                    url: path.display().to_string(),
-                    kind: FetchErrorKind::Io(crate::error::FileError::new(path, e)),
-                },
-            })?;
             return Ok(Fetched {
                 resolved: r.clone(),
                 file,

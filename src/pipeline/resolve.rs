@@ -218,8 +218,8 @@ impl Session<'_> {
         // A package file may live outside recipes/ (a build's output
         // directory), but it must be a regular file: `/dev/zero` would be
         // read for ever.
-        match fs::metadata(&full) {
-            Ok(m) if m.is_file() => {}
+        let meta = match fs::metadata(&full) {
+            Ok(m) if m.is_file() => m,
             Ok(_) => {
                 return Err(PipelineError::BadPackage {
                     path: full,
@@ -227,12 +227,12 @@ impl Session<'_> {
                 });
             }
             Err(e) => return Err(FileError::at(&full)(e).into()),
-        }
+        };
         // A local file vouches for itself; unchanged since the last run, it
         // is not read again.
         let d = self
             .records
-            .digests_of(&full)
+            .digests_with(&full, &meta)
             .map_err(FileError::at(&full))?;
         let url = format!("file://{}", full.display());
         Ok(Resolved {

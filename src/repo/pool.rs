@@ -182,12 +182,17 @@ impl DigestStore {
     /// The digests of `path`: from its record when its identity is
     /// unchanged, else read (and recorded).
     pub fn digests_of(&self, path: &Path) -> io::Result<Digests> {
-        let meta = fs::metadata(path)?;
-        if let Some(d) = self.get(&meta) {
+        self.digests_with(path, &fs::metadata(path)?)
+    }
+
+    /// [`DigestStore::digests_of`] with the file's metadata already at
+    /// hand (one `stat` per file, not two).
+    pub fn digests_with(&self, path: &Path, meta: &fs::Metadata) -> io::Result<Digests> {
+        if let Some(d) = self.get(meta) {
             return Ok(d);
         }
         let d = digest_with(File::open(path)?, Hasher::new(DigestSet::SHA256))?;
-        self.put(&meta, &d);
+        self.put(meta, &d);
         Ok(d)
     }
 }
