@@ -534,7 +534,8 @@ fn tree_identity(root: &Path) -> std::io::Result<Vec<FileIdentity>> {
             } else {
                 format!("{rel}/{name}")
             };
-            let m = e.path().symlink_metadata()?;
+            // Relative to the open directory (fstatat), not the whole path.
+            let m = e.metadata()?;
             if m.is_dir() {
                 stack.push((e.path(), child.clone()));
             }
