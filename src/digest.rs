@@ -164,7 +164,11 @@ impl Hasher {
         if cores < 2 || algorithms.len() < 2 {
             return Hasher::new(set);
         }
-        let workers = algorithms.split_off(1).into_iter().map(Worker::spawn).collect();
+        let workers = algorithms
+            .split_off(1)
+            .into_iter()
+            .map(Worker::spawn)
+            .collect();
         Hasher {
             size: 0,
             inline: algorithms,

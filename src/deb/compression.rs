@@ -113,7 +113,9 @@ impl Compression {
             .check(liblzma::stream::Check::Crc64)
             .encoder()
             .map_err(io::Error::other)?;
-        Ok(Encoder::Xz(liblzma::write::XzEncoder::new_stream(output, stream)))
+        Ok(Encoder::Xz(liblzma::write::XzEncoder::new_stream(
+            output, stream,
+        )))
     }
 }
 

@@ -230,11 +230,10 @@ fn write_repacked(
         .map_err(FileError::at(&out_dir))?;
     let data = deb.data_member().clone();
     let digests = {
-        let writer =
-            crate::digest::HashingWriter::new(
-                BufWriter::with_capacity(1 << 20, tmp.as_file_mut()),
-                crate::digest::Hasher::new(crate::digest::DigestSet::SHA256),
-            );
+        let writer = crate::digest::HashingWriter::new(
+            BufWriter::with_capacity(1 << 20, tmp.as_file_mut()),
+            crate::digest::Hasher::new(crate::digest::DigestSet::SHA256),
+        );
         // The data member's bytes as they are.
         let writer = super::ar::write_deb(
             writer,

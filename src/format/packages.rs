@@ -209,7 +209,15 @@ mod tests {
         let names: Vec<&str> = s.fields().map(|f| f.name()).collect();
         assert_eq!(
             names,
-            ["Package", "Version", "Architecture", "Filename", "Size", "SHA256", "Description"]
+            [
+                "Package",
+                "Version",
+                "Architecture",
+                "Filename",
+                "Size",
+                "SHA256",
+                "Description"
+            ]
         );
         assert_eq!(s.get("Size"), Some("10"));
     }

@@ -350,7 +350,10 @@ mod tests {
         assert_eq!(r.valid_until().unwrap(), Some(1_556_600_000));
         let e = r.entry("main/binary-amd64/Packages").unwrap().unwrap();
         assert_eq!(e.sha256.as_deref(), Some(SHA256_EMPTY));
-        assert_eq!(Some(&r.files(HashAlgo::Md5).unwrap()[0].digest), d.md5.as_ref());
+        assert_eq!(
+            Some(&r.files(HashAlgo::Md5).unwrap()[0].digest),
+            d.md5.as_ref()
+        );
         assert_eq!(r.paragraph().get("Acquire-By-Hash"), Some("yes"));
     }
 

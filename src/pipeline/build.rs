@@ -67,7 +67,7 @@ impl Session<'_> {
                 fs::File::open(&built).map_err(FileError::at(&built))?,
                 Hasher::new(DigestSet::SHA256),
             )
-                .map_err(FileError::at(&built))?;
+            .map_err(FileError::at(&built))?;
             let name = built.file_name().unwrap_or_default().to_owned();
             let keep = home.join(&d.sha256);
             let deb = keep.join(&name);

@@ -187,7 +187,11 @@ impl Session<'_> {
     /// verified; its digests when they are not recorded already. The lock
     /// records only what vouched for the file (the index or the recipe),
     /// not the digests computed here.
-    fn bring_into_cache(&self, r: &Resolved, dest: &Path) -> Result<Option<Digests>, PipelineError> {
+    fn bring_into_cache(
+        &self,
+        r: &Resolved,
+        dest: &Path,
+    ) -> Result<Option<Digests>, PipelineError> {
         let name = r.file_name().to_string();
         let fail = |source| PipelineError::Fetch {
             package: r.locked.name.clone(),

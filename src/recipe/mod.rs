@@ -1013,7 +1013,9 @@ pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
         }
     };
     files.sort();
-    let parsed = parse_all(&files, &|file: &Path| parse_package(file, &read(file)?, &sources));
+    let parsed = parse_all(&files, &|file: &Path| {
+        parse_package(file, &read(file)?, &sources)
+    });
     let mut packages: Vec<PackageRecipe> = Vec::new();
     // (name, architecture) → index in `packages`.
     let mut seen: std::collections::HashMap<(String, String), usize> = Default::default();

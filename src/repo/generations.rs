@@ -70,7 +70,8 @@ pub fn keep_indexes(out: &Path, suite: &str, files: &[String]) -> Vec<KeptIndex>
 fn try_keep_indexes(out: &Path, suite: &str, files: &[String]) -> Option<Vec<KeptIndex>> {
     use crate::format::release::{HashAlgo, Release};
     let dist = out.join("dists").join(suite);
-    let text = crate::input::read_to_string(&dist.join("Release"), crate::input::limit::RELEASE).ok()?;
+    let text =
+        crate::input::read_to_string(&dist.join("Release"), crate::input::limit::RELEASE).ok()?;
     let listed = Release::parse(&text).ok()?.files(HashAlgo::Sha256).ok()?;
     let store = indexes_dir(out);
     fs::create_dir_all(&store).ok()?;
@@ -122,7 +123,10 @@ pub fn kept_forms(out: &Path, g: &Generation) -> Vec<super::KeptForm> {
 /// The kept index files of `g` with their digests, each checked (size and
 /// SHA256) against the manifest; `None` when any is missing or differs (an
 /// older debforge kept none): the indexes are then written anew.
-fn kept_indexes(out: &Path, g: &Generation) -> Option<Vec<(String, PathBuf, crate::digest::Digests)>> {
+fn kept_indexes(
+    out: &Path,
+    g: &Generation,
+) -> Option<Vec<(String, PathBuf, crate::digest::Digests)>> {
     if g.indexes.is_empty() {
         return None;
     }
@@ -645,10 +649,19 @@ mod tests {
         let mut tampered = all[0].clone();
         tampered.indexes[0].digests.size += 1;
         for g in [older, tampered] {
-            let again = materialize(&out, &g, &all, &keys, 1_600_000_200, &records, &crate::report::Quiet)
-                .unwrap();
+            let again = materialize(
+                &out,
+                &g,
+                &all,
+                &keys,
+                1_600_000_200,
+                &records,
+                &crate::report::Quiet,
+            )
+            .unwrap();
             let text =
-                std::fs::read_to_string(again.join("dists/bionic/main/binary-amd64/Packages")).unwrap();
+                std::fs::read_to_string(again.join("dists/bionic/main/binary-amd64/Packages"))
+                    .unwrap();
             assert_eq!(text, packages);
             remove_materialized(&again);
         }
@@ -659,8 +672,16 @@ mod tests {
         let rebuilt = tiny_deb(&other_dir, "liba", "1.0-1", Some("libc6"));
         std::fs::remove_file(&old).unwrap();
         std::fs::copy(&rebuilt.file, &old).unwrap();
-        let err = materialize(&out, &all[0], &all, &keys, 1_600_000_300, &records, &crate::report::Quiet)
-            .unwrap_err();
+        let err = materialize(
+            &out,
+            &all[0],
+            &all,
+            &keys,
+            1_600_000_300,
+            &records,
+            &crate::report::Quiet,
+        )
+        .unwrap_err();
         assert!(matches!(err, RepoError::Changed { .. }), "{err}");
         remove_materialized(&materialized_dir(&out));
     }

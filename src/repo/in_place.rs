@@ -78,7 +78,10 @@ pub(super) fn write(
     });
     let digests: Vec<Digests> = present
         .into_iter()
-        .map(|d| d.or_else(|| placed.next()).expect("every missing package placed"))
+        .map(|d| {
+            d.or_else(|| placed.next())
+                .expect("every missing package placed")
+        })
         .collect();
     let (entries, pooled) = to_entries(unique, digests);
     let index = write_dists(staging, &entries, params, observer)?;
@@ -199,7 +202,9 @@ fn remove_not_ours(out: &Path) {
         PREFERENCES_NAME.to_string(),
         OUTPUT_MARKER.to_string(),
     ];
-    let Ok(entries) = fs::read_dir(out) else { return };
+    let Ok(entries) = fs::read_dir(out) else {
+        return;
+    };
     for e in entries.flatten() {
         if ours.iter().any(|o| *o == *e.file_name().to_string_lossy()) {
             continue;
@@ -251,12 +256,15 @@ fn remove_unlisted(out: &Path, listed: &HashSet<&str>, params: &RepoParams) {
             && !kept.contains(rel.as_str())
             && fs::remove_file(path).is_ok()
         {
-            emptied.extend(path.ancestors().skip(1).take_while(|d| *d != pool).map(Path::to_path_buf));
+            emptied.extend(
+                path.ancestors()
+                    .skip(1)
+                    .take_while(|d| *d != pool)
+                    .map(Path::to_path_buf),
+            );
         }
     }
-    emptied.sort_by(|a, b| {
-        (b.components().count(), a).cmp(&(a.components().count(), b))
-    });
+    emptied.sort_by(|a, b| (b.components().count(), a).cmp(&(a.components().count(), b)));
     emptied.dedup();
     for dir in emptied {
         // Only an empty directory goes.

@@ -111,12 +111,13 @@ pub fn read_deb(file: &Path, filename: &str) -> Result<IndexedDeb, IndexError> {
     let deb = DebFile::open(file)?;
     let control = deb.control_files()?.control;
     deb.check_data()?;
-    let digests = digest_with(deb.raw_whole(), Hasher::new(DigestSet::SHA256)).map_err(|source| {
-        IndexError::Io(crate::error::FileError {
-            path: file.to_path_buf(),
-            source,
-        })
-    })?;
+    let digests =
+        digest_with(deb.raw_whole(), Hasher::new(DigestSet::SHA256)).map_err(|source| {
+            IndexError::Io(crate::error::FileError {
+                path: file.to_path_buf(),
+                source,
+            })
+        })?;
     Ok(IndexedDeb {
         filename: filename.to_string(),
         architecture: control.get("Architecture").unwrap_or_default().to_string(),

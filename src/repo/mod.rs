@@ -104,8 +104,7 @@ struct PackagesWriter {
 }
 
 /// The compressed forms written beside each plain `Packages`.
-const COMPRESSED: [(&str, Compression); 2] =
-    [(".gz", Compression::Gzip), (".xz", Compression::Xz)];
+const COMPRESSED: [(&str, Compression); 2] = [(".gz", Compression::Gzip), (".xz", Compression::Xz)];
 
 impl PackagesWriter {
     fn create(dist: &Path, dir: &str) -> Result<PackagesWriter, RepoError> {
@@ -148,7 +147,10 @@ impl PackagesWriter {
                 k.plain_rel == rel && k.plain_sha256 == plain.sha256 && k.rel == form_rel
             });
             let digests = match reused {
-                Some(k) if fs::hard_link(&k.file, &form).is_ok() || fs::copy(&k.file, &form).is_ok() => {
+                Some(k)
+                    if fs::hard_link(&k.file, &form).is_ok()
+                        || fs::copy(&k.file, &form).is_ok() =>
+                {
                     k.digests.clone()
                 }
                 _ => compress(&path, &form, compression)?,

@@ -295,11 +295,20 @@ pub fn write_kept(
         fs::create_dir_all(crate::files::parent(&dest)).map_err(FileError::at(&dest))?;
         fs::copy(file, &dest).map_err(FileError::at(&dest))?;
     }
-    let listed: Vec<_> = indexes.iter().map(|(rel, _, d)| (rel.clone(), d.clone())).collect();
+    let listed: Vec<_> = indexes
+        .iter()
+        .map(|(rel, _, d)| (rel.clone(), d.clone()))
+        .collect();
     super::sign_dists(&dist, &params.config, &listed, params.date, params.keys)?;
     write_beside_dists(root, params, pins)?;
     check_installable(root, out)?;
-    swap_in(staging.keep(), out, parent, &base, params.pause_in_swap.as_deref())?;
+    swap_in(
+        staging.keep(),
+        out,
+        parent,
+        &base,
+        params.pause_in_swap.as_deref(),
+    )?;
     drop(lock);
     Ok(())
 }
@@ -394,7 +403,11 @@ pub(super) fn write_dists(
 
 /// The files beside `dists/`: the public keyring (binary and armored), the
 /// pins, and the marker that says debforge wrote the directory.
-pub(super) fn write_beside_dists(root: &Path, params: &RepoParams, pins: &str) -> Result<(), RepoError> {
+pub(super) fn write_beside_dists(
+    root: &Path,
+    params: &RepoParams,
+    pins: &str,
+) -> Result<(), RepoError> {
     let (binary, armored) = crate::openpgp::sign::export_public(params.keys);
     write_public(&root.join(format!("{KEYRING_NAME}.gpg")), &binary)?;
     write_public(&root.join(format!("{KEYRING_NAME}.asc")), &armored)?;
@@ -755,7 +768,11 @@ pub(super) fn place_all(
             placed.push(r?);
         }
     }
-    assert_eq!(placed.len(), unique.len(), "every package placed or a failure returned");
+    assert_eq!(
+        placed.len(),
+        unique.len(),
+        "every package placed or a failure returned"
+    );
     Ok(placed)
 }
 
@@ -859,7 +876,12 @@ mod boundary_tests {
             .flatten()
             .filter(|e| e.file_type().is_file())
             .map(|e| {
-                let rel = e.path().strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                let rel = e
+                    .path()
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
                 (rel, e.metadata().unwrap().ino())
             })
             .collect();
@@ -890,7 +912,11 @@ mod boundary_tests {
         let second = write_repo(&out, &debs, &keys, 1_600_000_100, "").unwrap();
         let after = inodes(&out.join("pool"));
         let liba_path = |v: &[(String, u64)]| v.iter().find(|(p, _)| p.contains("liba_")).cloned();
-        assert_eq!(liba_path(&before), liba_path(&after), "liba neither copied nor linked again");
+        assert_eq!(
+            liba_path(&before),
+            liba_path(&after),
+            "liba neither copied nor linked again"
+        );
         let names: Vec<&str> = after.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(
             names,
@@ -899,13 +925,24 @@ mod boundary_tests {
                 "main/libc/libc/libc_2.0-1_amd64.deb"
             ]
         );
-        assert!(!out.join("pool/main/libb").exists(), "the emptied directories go");
-        assert!(!out.join("extras").exists(), "what build did not write goes");
+        assert!(
+            !out.join("pool/main/libb").exists(),
+            "the emptied directories go"
+        );
+        assert!(
+            !out.join("extras").exists(),
+            "what build did not write goes"
+        );
         assert_ne!(first.index.files, Vec::<String>::new());
         assert_eq!(second.packages.len(), 2);
         let keyring = crate::openpgp::sign::export_public(&keys).0;
         let v = crate::repo::verify::verify(&out, &keyring, 1_600_000_200);
-        assert_eq!((v.problems.clone(), v.packages), (vec![], 2), "{:?}", v.problems);
+        assert_eq!(
+            (v.problems.clone(), v.packages),
+            (vec![], 2),
+            "{:?}",
+            v.problems
+        );
     }
 
     #[test]
@@ -913,17 +950,29 @@ mod boundary_tests {
         let dir = tempfile::tempdir().unwrap();
         let keys = [key()];
         let out = dir.path().join("repo-out");
-        write_repo(&out, &[tiny_deb(dir.path(), "liba", "1.0-1", None)], &keys, 1_600_000_000, "")
-            .unwrap();
+        write_repo(
+            &out,
+            &[tiny_deb(dir.path(), "liba", "1.0-1", None)],
+            &keys,
+            1_600_000_000,
+            "",
+        )
+        .unwrap();
         let before = inodes(&out);
         let broken = [
             tiny_deb(dir.path(), "liba", "1.0-1", None),
             tiny_deb(dir.path(), "tool", "2.0-1", Some("liba (= 9.9-1)")),
         ];
         let err = write_repo(&out, &broken, &keys, 1_600_000_001, "").unwrap_err();
-        assert!(matches!(err, crate::repo::RepoError::NotInstallable { .. }), "{err}");
+        assert!(
+            matches!(err, crate::repo::RepoError::NotInstallable { .. }),
+            "{err}"
+        );
         assert_eq!(inodes(&out), before, "the output as it was, file for file");
-        assert!(!out.join("pool/main/t").exists(), "no directory left behind");
+        assert!(
+            !out.join("pool/main/t").exists(),
+            "no directory left behind"
+        );
     }
 
     #[test]
@@ -938,7 +987,14 @@ mod boundary_tests {
         let other_dir = dir.path().join("other");
         std::fs::create_dir_all(&other_dir).unwrap();
         let rebuilt = tiny_deb(&other_dir, "liba", "1.0-1", Some("libc6"));
-        write_repo(&out, std::slice::from_ref(&rebuilt), &keys, 1_600_000_100, "").unwrap();
+        write_repo(
+            &out,
+            std::slice::from_ref(&rebuilt),
+            &keys,
+            1_600_000_100,
+            "",
+        )
+        .unwrap();
         let pooled = out.join("pool/main/liba/liba/liba_1.0-1_amd64.deb");
         assert_eq!(crate::digest::sha256_file(&pooled).unwrap(), rebuilt.sha256);
         let keyring = crate::openpgp::sign::export_public(&keys).0;

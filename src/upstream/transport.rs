@@ -103,11 +103,7 @@ impl Transport for DirTransport {
 
 /// Copies `src` to `dest` (through `dest.part`), hashing while copying; only
 /// a file with the expected size and hashes is renamed into place.
-pub fn copy_verified(
-    src: &Path,
-    expected: &Expected,
-    dest: &Path,
-) -> Result<Digests, FetchError> {
+pub fn copy_verified(src: &Path, expected: &Expected, dest: &Path) -> Result<Digests, FetchError> {
     let fail = |kind| FetchError {
         url: src.display().to_string(),
         kind,

@@ -775,7 +775,10 @@ fn a_build_with_nothing_changed_writes_nothing_and_a_touched_output_is_rebuilt()
         .path()
         .join(".out.generations/indexes")
         .join(debforge::digest::sha256_file(&xz).unwrap());
-    assert_eq!(fs::metadata(&xz).unwrap().ino(), fs::metadata(&kept).unwrap().ino());
+    assert_eq!(
+        fs::metadata(&xz).unwrap().ino(),
+        fs::metadata(&kept).unwrap().ino()
+    );
     assert_eq!(fs::metadata(&pooled).unwrap().ino(), pool_before);
     ok(crate::support::common::debforge().arg("verify").arg(&out));
 }

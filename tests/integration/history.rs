@@ -160,7 +160,13 @@ fn builds_record_generations_that_history_lists_and_diff_compares() {
     // `indexes/`: each generation's index files, by SHA256 (for rollback).
     assert_eq!(
         names,
-        ["000001.json", "000002.json", "000003.json", "000004.json", "indexes"]
+        [
+            "000001.json",
+            "000002.json",
+            "000003.json",
+            "000004.json",
+            "indexes"
+        ]
     );
 }
 

@@ -52,7 +52,12 @@ fn index_matches_apt_ftparchive_field_by_field() {
     // Our stanzas list Size and SHA256, the digest every apt we serve uses
     // (issue 24): apt-ftparchive told to compute that one alone.
     let theirs = ok(Command::new("apt-ftparchive")
-        .args(["-o", "APT::FTPArchive::MD5=false", "-o", "APT::FTPArchive::SHA1=false"])
+        .args([
+            "-o",
+            "APT::FTPArchive::MD5=false",
+            "-o",
+            "APT::FTPArchive::SHA1=false",
+        ])
         .args(["-o", "APT::FTPArchive::SHA512=false"])
         .arg("packages")
         .arg("pool")

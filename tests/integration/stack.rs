@@ -1129,9 +1129,7 @@ fn publish_refuses_to_change_a_published_package_in_place() {
     let text = fs::read_to_string(&recipe).unwrap();
     fs::write(&recipe, text.replace("exactly\"", "exactly, rebuilt\"")).unwrap();
     build();
-    let published = debforge::digest::digest_reader(&first[..])
-        .unwrap()
-        .sha256;
+    let published = debforge::digest::digest_reader(&first[..]).unwrap().sha256;
     let built = debforge::digest::digest_reader(fs::File::open(&meta).unwrap())
         .unwrap()
         .sha256;
