@@ -36,15 +36,6 @@ impl DigestSet {
         sha512: true,
     };
 
-    /// The union of two sets.
-    pub fn and(self, other: DigestSet) -> DigestSet {
-        DigestSet {
-            md5: self.md5 || other.md5,
-            sha1: self.sha1 || other.sha1,
-            sha512: self.sha512 || other.sha512,
-        }
-    }
-
     fn algorithms(self) -> Vec<Algorithm> {
         let mut v = vec![Algorithm::Sha256(Sha256::new())];
         if self.sha512 {
@@ -210,39 +201,6 @@ impl Hasher {
     }
 }
 
-impl Write for Hasher {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// A reader that hashes what passes through it (hash while copying).
-pub struct HashingReader<R> {
-    inner: R,
-    hasher: Hasher,
-}
-
-impl<R: Read> HashingReader<R> {
-    pub fn new(inner: R, hasher: Hasher) -> Self {
-        HashingReader { inner, hasher }
-    }
-    pub fn finish(self) -> Digests {
-        self.hasher.finish()
-    }
-}
-
-impl<R: Read> Read for HashingReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        Ok(n)
-    }
-}
-
 /// A writer that hashes what passes through it on the way to `inner`.
 pub struct HashingWriter<W> {
     inner: W,
@@ -345,9 +303,7 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert!(d.sha512.unwrap().starts_with("ddaf35a193617aba"));
-        let mut r = HashingReader::new(&b"abc"[..], Hasher::new(DigestSet::SHA256));
-        io::copy(&mut r, &mut io::sink()).unwrap();
-        let only = r.finish();
+        let only = digest_with(&b"abc"[..], Hasher::new(DigestSet::SHA256)).unwrap();
         assert_eq!((only.size, &only.sha256, only.md5), (3, &d.sha256, None));
     }
 

@@ -139,10 +139,11 @@ fn kept_indexes(
                 return None;
             }
             let file = store.join(&k.digests.sha256);
-            let bytes = crate::input::read(&file, 1 << 30).ok()?;
             // Every digest from the bytes themselves (the Release lists all
-            // four), checked against what the manifest recorded.
-            let d = crate::digest::digest_reader(&bytes[..]).ok()?;
+            // four), streamed, checked against what the manifest recorded.
+            let d = crate::input::open_regular(&file)
+                .and_then(crate::digest::digest_reader)
+                .ok()?;
             (d.size == k.digests.size && d.sha256 == k.digests.sha256)
                 .then(|| (k.path.clone(), file, d))
         })

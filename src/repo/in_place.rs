@@ -92,12 +92,7 @@ pub(super) fn write(
     // The new indexes are in: every top file follows, each renamed whole;
     // the first failure is reported after all were tried.
     let mut failed = None;
-    for name in [
-        format!("{KEYRING_NAME}.gpg"),
-        format!("{KEYRING_NAME}.asc"),
-        PREFERENCES_NAME.to_string(),
-        OUTPUT_MARKER.to_string(),
-    ] {
+    for name in top_files() {
         let dest = out.join(&name);
         if let Err(e) = fs::rename(staging.join(&name), &dest) {
             failed.get_or_insert(FileError::at(&dest)(e));
@@ -194,19 +189,12 @@ fn swap_dists(staging: &Path, out: &Path) -> Result<(), RepoError> {
 /// Removes what `build` did not write at the output's top level: the
 /// output is replaced whole (its marker says so), in place or not.
 fn remove_not_ours(out: &Path) {
-    let ours = [
-        "dists".to_string(),
-        "pool".to_string(),
-        format!("{KEYRING_NAME}.gpg"),
-        format!("{KEYRING_NAME}.asc"),
-        PREFERENCES_NAME.to_string(),
-        OUTPUT_MARKER.to_string(),
-    ];
     let Ok(entries) = fs::read_dir(out) else {
         return;
     };
     for e in entries.flatten() {
-        if ours.iter().any(|o| *o == *e.file_name().to_string_lossy()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name == "dists" || name == "pool" || top_files().contains(&name) {
             continue;
         }
         let path = e.path();
@@ -219,6 +207,17 @@ fn remove_not_ours(out: &Path) {
             }
         }
     }
+}
+
+/// The files `build` writes beside `dists/` and `pool/`
+/// (`write_beside_dists`).
+fn top_files() -> [String; 4] {
+    [
+        format!("{KEYRING_NAME}.gpg"),
+        format!("{KEYRING_NAME}.asc"),
+        PREFERENCES_NAME.to_string(),
+        OUTPUT_MARKER.to_string(),
+    ]
 }
 
 /// Removes the pool files neither the new indexes list nor a kept

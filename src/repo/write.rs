@@ -160,10 +160,7 @@ pub fn write(
 ) -> Result<OutputReport, RepoError> {
     let parent = crate::files::parent(out);
     fs::create_dir_all(parent).map_err(FileError::at(parent))?;
-    let base = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let base = base_name(out);
     let lock = lock_output(out)?;
     // The same inputs over an output nobody touched since: nothing to do.
     let stamp_path = crate::files::beside(out, "stamp");
@@ -235,10 +232,7 @@ fn write_whole(
     write_beside_dists(root, params, pins)?;
     check_installable(root, out)?;
     let parent = crate::files::parent(out);
-    let base = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let base = base_name(out);
     let pause = params.pause_in_swap.as_deref();
     swap_in(staging.keep(), out, parent, &base, pause)?;
     Ok((entries, pooled, index))
@@ -263,7 +257,7 @@ pub(super) fn check_installable(root: &Path, out: &Path) -> Result<(), RepoError
 /// A repository whose pool files and indexes were written before (an
 /// earlier generation, published again): `pool/` a link to `pool_dir` (the
 /// output's pool, which holds every kept generation's files), the indexes
-/// linked from `indexes` (path under `dists/<suite>/`, file, its digests),
+/// copied from `indexes` (path under `dists/<suite>/`, file, its digests),
 /// and a new Release dated and signed as `params` say. Nothing is
 /// compressed, hashed or linked per package: only the Release is new. The
 /// same transaction as [`write`], and the same installability check.
@@ -277,10 +271,7 @@ pub fn write_kept(
 ) -> Result<(), RepoError> {
     let parent = crate::files::parent(out);
     fs::create_dir_all(parent).map_err(FileError::at(parent))?;
-    let base = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let base = base_name(out);
     let lock = lock_output(out)?;
     let _ = fs::remove_file(crate::files::beside(out, "stamp"));
     let staging = fresh_staging(parent, &base, out, observer)?;
@@ -311,6 +302,14 @@ pub fn write_kept(
     )?;
     drop(lock);
     Ok(())
+}
+
+/// The output directory's own name: the staging and moved-aside
+/// directories beside it are named after it.
+fn base_name(out: &Path) -> String {
+    out.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// A new staging directory beside `out` (0755: the repository is public),
