@@ -80,6 +80,54 @@ pub fn pause_at(marker: &Path) {
     }
 }
 
+/// A digest of everything a change under `root` would change: for each
+/// entry (sorted by path, links not followed, `skip`ped subtrees left out)
+/// its path, mode, inode, size, and modification and change times to the
+/// nanosecond. Stats only (one `fstatat` per entry); what a no-op build
+/// compares instead of reading a file.
+pub fn tree_digest(root: &Path, skip: &dyn Fn(&Path) -> bool) -> std::io::Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut lines = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        for e in fs::read_dir(&dir)? {
+            let e = e?;
+            let path = e.path();
+            if skip(&path) {
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            let child = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            // Relative to the open directory (fstatat), not the whole path.
+            let m = e.metadata()?;
+            if m.is_dir() {
+                stack.push((path, child.clone()));
+            }
+            let line = format!(
+                "{child}\0{:o} {} {} {}.{} {}.{}\n",
+                m.mode(),
+                m.ino(),
+                m.size(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec()
+            );
+            lines.push(line);
+        }
+    }
+    lines.sort_unstable();
+    let mut h = crate::digest::KeyHasher::new();
+    for l in &lines {
+        h.update(l);
+    }
+    Ok(h.finish_hex())
+}
+
 /// What says a file is the one seen before, without reading it: device,
 /// inode, size, modification time and change time, to the nanosecond. The
 /// change time is what a user cannot set back (`touch -d` sets only the
@@ -93,6 +141,9 @@ pub struct FileIdentity {
     size: u64,
     mtime: (i64, i64),
     ctime: (i64, i64),
+    /// Hard links (0 in records written before it was kept).
+    #[serde(default)]
+    nlink: u64,
 }
 
 impl FileIdentity {
@@ -104,6 +155,7 @@ impl FileIdentity {
             size: meta.size(),
             mtime: (meta.mtime(), meta.mtime_nsec()),
             ctime: (meta.ctime(), meta.ctime_nsec()),
+            nlink: meta.nlink(),
         }
     }
 
@@ -112,10 +164,13 @@ impl FileIdentity {
         self == now
     }
 
-    /// The same inode with the same size and modification time; its change
-    /// time may differ (a hard link added or removed changes only that).
+    /// The same inode with the same size and modification time, and a
+    /// change time that moved only with its link count (a hard link added
+    /// or removed). Bytes rewritten with the size and modification time put
+    /// back (`touch -d`, `cp -p`) move the change time alone: not the same.
     pub fn same_bytes_ignoring_links(&self, now: &FileIdentity) -> bool {
         (self.dev, self.ino, self.size, self.mtime) == (now.dev, now.ino, now.size, now.mtime)
+            && (self.ctime == now.ctime || self.nlink != now.nlink)
     }
 
     /// `dev-ino`: where a record of the file is kept.
@@ -182,5 +237,19 @@ mod tests {
         fs::write(&p, b"other").unwrap();
         let written = FileIdentity::of(&fs::metadata(&p).unwrap());
         assert!(!before.same_bytes_ignoring_links(&written));
+        // Other bytes of the same size, the modification time put back.
+        let mtime = fs::metadata(&p).unwrap().modified().unwrap();
+        let id = FileIdentity::of(&fs::metadata(&p).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(&p, b"OTHER").unwrap();
+        fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        let put_back = FileIdentity::of(&fs::metadata(&p).unwrap());
+        assert_eq!(put_back.mtime, id.mtime);
+        assert!(!id.same_bytes_ignoring_links(&put_back));
     }
 }

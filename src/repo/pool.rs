@@ -4,9 +4,11 @@
 //! A pool file is a hard link to the verified file in the cache (the
 //! download, or the repacked file) where the filesystem allows, else a copy.
 //! Its digests come from a record kept under the cache file's identity
-//! (device, inode, size, modification time): a file whose identity changed
-//! is read and hashed again. The records live in one file ([`DigestStore`]). The change time is not part of the identity:
-//! linking the file into each new output changes it.
+//! (device, inode, size, modification and change times, link count): a
+//! file whose identity changed is read and hashed again. The records live in
+//! one file ([`DigestStore`]). A change time that moved with the link count
+//! is a link added or removed (the pool's own work), not new bytes; the
+//! record then follows the file.
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter};
@@ -80,14 +82,21 @@ impl DigestStore {
     }
 
     fn get(&self, meta: &fs::Metadata) -> Option<Digests> {
-        let records = self.records.lock().ok()?;
+        let mut records = self.records.lock().ok()?;
         let now = crate::files::FileIdentity::of(meta);
-        let r = records.digests.get(&now.key())?;
-        // Pool files are hard-linked into every new output: the link alone
-        // changes their ctime, so it is not part of this check.
-        r.identity
-            .same_bytes_ignoring_links(&now)
-            .then(|| r.digests.clone())
+        let r = records.digests.get_mut(&now.key())?;
+        // Pool files are hard-linked into new outputs: a link alone changes
+        // their ctime (and their link count). The record follows the file,
+        // so the next change of ctime is judged from here.
+        if !r.identity.same_bytes_ignoring_links(&now) {
+            return None;
+        }
+        if r.identity != now {
+            r.identity = now;
+            self.changed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        Some(r.digests.clone())
     }
 
     fn put(&self, meta: &fs::Metadata, digests: &Digests) {

@@ -74,6 +74,11 @@ pub struct OutputReport {
     /// Nothing changed since the last build: the output was left as it was.
     #[serde(default)]
     pub unchanged: bool,
+    /// The output's tree digest as this build left it, taken under the
+    /// output's lock ([`crate::files::tree_digest`]); empty where it could
+    /// not be taken.
+    #[serde(default)]
+    pub tree: String,
 }
 
 /// The file that marks a directory as a debforge output (a dot file: never
@@ -167,7 +172,7 @@ pub fn write(
     let key = inputs_key(packages, params, pins);
     if let Some(mut report) = Stamp::read(&stamp_path)
         .filter(|s| s.key == key)
-        .filter(|s| tree_identity(out).is_ok_and(|files| files == s.files))
+        .filter(|s| tree_identity(out).is_ok_and(|tree| tree == s.tree))
         .map(|s| s.report)
     {
         report.unchanged = true;
@@ -194,19 +199,21 @@ pub fn write(
         Some(done) => done,
         None => write_whole(out, staging, packages, params, pins, observer)?,
     };
-    let report = OutputReport {
+    let mut report = OutputReport {
         pool: entries.into_iter().map(|e| e.filename).collect(),
         packages: pooled,
         index,
         keyring: format!("{KEYRING_NAME}.gpg"),
         preferences: PREFERENCES_NAME.to_string(),
         unchanged: false,
+        tree: String::new(),
     };
     // Best effort: without a stamp the next build simply does the work.
-    if let Ok(files) = tree_identity(out) {
+    if let Ok(tree) = tree_identity(out) {
+        report.tree = tree.clone();
         let stamp = Stamp {
             key,
-            files,
+            tree,
             report: report.clone(),
         };
         let _ = write_public(&stamp_path, &serde_json::to_vec(&stamp).unwrap_or_default());
@@ -517,7 +524,8 @@ fn restore_moved_aside(
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Stamp {
     key: String,
-    files: Vec<FileIdentity>,
+    /// The output's tree digest when the build finished.
+    tree: String,
     report: OutputReport,
 }
 
@@ -527,43 +535,10 @@ impl Stamp {
     }
 }
 
-/// A path under the output and what a change to it would change: kind,
-/// size, inode, modification and status-change times (ctime cannot be set
-/// back by hand, so a file edited in place or replaced always shows).
-type FileIdentity = (String, u64, u64, i64, i64, i64, i64);
-
-/// Every entry under `root`, sorted by path: one `lstat` each.
-fn tree_identity(root: &Path) -> std::io::Result<Vec<FileIdentity>> {
-    use std::os::unix::fs::MetadataExt;
-    let mut out = Vec::new();
-    let mut stack = vec![(root.to_path_buf(), String::new())];
-    while let Some((dir, rel)) = stack.pop() {
-        for e in fs::read_dir(&dir)? {
-            let e = e?;
-            let name = e.file_name().to_string_lossy().into_owned();
-            let child = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            // Relative to the open directory (fstatat), not the whole path.
-            let m = e.metadata()?;
-            if m.is_dir() {
-                stack.push((e.path(), child.clone()));
-            }
-            out.push((
-                child,
-                m.size(),
-                m.ino(),
-                m.mtime(),
-                m.mtime_nsec(),
-                m.ctime(),
-                m.ctime_nsec(),
-            ));
-        }
-    }
-    out.sort();
-    Ok(out)
+/// The output's tree digest ([`crate::files::tree_digest`]), the output's
+/// own files only.
+fn tree_identity(out: &Path) -> std::io::Result<String> {
+    crate::files::tree_digest(out, &|_| false)
 }
 
 /// A digest of everything `write` would turn into the output: each

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Dates, KeySettings, TestHooks, WorkflowError};
+use super::{Dates, KeySettings, TestHooks, WorkflowError, unchanged};
 use crate::openpgp::sign::SigningKey;
 use crate::pipeline::{self, Session};
 use crate::recipe::RecipeSet;
@@ -44,6 +44,9 @@ pub struct BuildReport {
     pub generation: Option<(u32, bool)>,
     /// The repo-config package's pool file, and the apt source it sets up.
     pub repo_config: Option<(String, Option<String>)>,
+    /// Answered from the last build's stamp: no input or output file
+    /// changed (stats only; nothing was read).
+    pub from_stamp: bool,
 }
 
 /// Builds the repository: checks what can be checked before the network
@@ -56,16 +59,53 @@ pub fn build(s: &BuildSettings, reporter: &dyn Reporter) -> Result<BuildReport, 
     check_dates(s.dates, config.valid_for)?;
     let signing = signing_keys(&s.keys, s.dates.now, reporter)?;
     warn_example_mirror(&config, &s.recipes, reporter);
+    let probe = unchanged::Probe::new(s, &signing);
+    if let Some(report) = probe.as_ref().and_then(|p| p.unchanged(reporter)) {
+        return Ok(report);
+    }
+    // Taken before anything is read; the last stamp is void from here on.
+    let project = probe.as_ref().and_then(|p| {
+        p.forget();
+        p.project_digest()
+    });
+    let recorder = unchanged::Recorder::new(reporter);
+    let (report, inputs) = build_all(s, config, &signing, &recorder, probe.is_some())?;
+    if let (Some(p), Some(inputs)) = (&probe, inputs) {
+        p.record(project, inputs, recorder, &report);
+    }
+    Ok(report)
+}
+
+/// The whole build, and the identities of the package files it read where
+/// a stamp may record them (`stamp`, and no signed source was asked).
+#[allow(clippy::type_complexity)]
+fn build_all(
+    s: &BuildSettings,
+    config: RepoConfig,
+    signing: &[SigningKey],
+    reporter: &dyn Reporter,
+    stamp: bool,
+) -> Result<
+    (
+        BuildReport,
+        Option<Vec<(PathBuf, crate::files::FileIdentity)>>,
+    ),
+    WorkflowError,
+> {
     let session = super::open_session(&s.recipes, s.pipeline.clone(), reporter)?;
     let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
-    let (artifacts, pins) = prepare_all(&session, &fetched, &config, &signing, s.dates, reporter)?;
+    let inputs = (stamp && fetched.sources.is_empty()).then(|| {
+        let files: Vec<PathBuf> = fetched.packages.iter().map(|f| f.file.clone()).collect();
+        unchanged::identities(&files)
+    });
+    let (artifacts, pins) = prepare_all(&session, &fetched, &config, signing, s.dates, reporter)?;
     // Everything downstream comes from the artifacts (memory: a lock entry
     // and a recipe per package less while the repository is written).
     drop(fetched);
     let date = s.dates.source_date_epoch.unwrap_or(s.dates.now);
     let params = crate::repo::RepoParams {
         config,
-        keys: &signing,
+        keys: signing,
         date,
         records: &session.records,
         // The last keep-1 generations' files stay in the pool (with this
@@ -78,8 +118,8 @@ pub fn build(s: &BuildSettings, reporter: &dyn Reporter) -> Result<BuildReport, 
             .unwrap_or_default(),
         pause_in_swap: s.hooks.pause_in_swap.clone(),
     };
-    let inputs: Vec<_> = artifacts.iter().map(|a| a.pool_input()).collect();
-    let output = crate::repo::write(&s.out, &inputs, &params, &pins, reporter)?;
+    let pool: Vec<_> = artifacts.iter().map(|a| a.pool_input()).collect();
+    let output = crate::repo::write(&s.out, &pool, &params, &pins, reporter)?;
     session.save_records();
     let generation = if output.unchanged {
         None
@@ -88,18 +128,20 @@ pub fn build(s: &BuildSettings, reporter: &dyn Reporter) -> Result<BuildReport, 
             &s.out,
             &output,
             &session,
-            &signing,
+            signing,
             &pins,
             date,
             &params.config,
         )?)
     };
-    Ok(BuildReport {
+    let report = BuildReport {
         repo_config: repo_config(&output, &session.recipes, &params.config),
         output,
         keys: signing.len(),
         generation,
-    })
+        from_stamp: false,
+    };
+    Ok((report, inputs))
 }
 
 /// repository.toml with `--mirror` over its `mirror`.

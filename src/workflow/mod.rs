@@ -9,6 +9,7 @@
 pub mod build;
 pub mod bundle;
 pub mod publish;
+mod unchanged;
 
 use std::path::{Path, PathBuf};
 

@@ -17,6 +17,7 @@ mod first_run;
 mod gpu_check;
 mod history;
 mod hostile;
+mod incremental;
 mod injection;
 mod machines;
 mod mutants;

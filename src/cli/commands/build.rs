@@ -38,7 +38,13 @@ pub(crate) fn run_build(
         r.keyring,
         r.preferences
     );
-    let summary = if r.unchanged {
+    let summary = if report.from_stamp {
+        format!(
+            "{} packages in {}, unchanged since the last build (no input or output file changed): nothing was read or written ({keys})",
+            r.pool.len(),
+            out.display()
+        )
+    } else if r.unchanged {
         format!(
             "{} packages in {}, unchanged since the last build: nothing was written ({keys})",
             r.pool.len(),

@@ -1,0 +1,201 @@
+//! Builds after small changes, through the binary: the no-op `--locked`
+//! build answered from stats (the build stamp), and every kind of change
+//! that must build again.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::common::{EPOCH, debforge, ok, run};
+
+const FROM_STATS: &str =
+    "unchanged since the last build (no input or output file changed): nothing was read or written";
+const UNCHANGED: &str = "unchanged since the last build: nothing was written";
+
+/// A project of path recipes whose debs lie outside it.
+struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    fn new(names: &[&str]) -> Project {
+        let p = Project {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        fs::create_dir_all(p.root().join("recipes/packages")).unwrap();
+        for name in names {
+            p.make_deb(name, "first");
+            fs::write(
+                p.root().join(format!("recipes/packages/{name}.toml")),
+                format!(
+                    "name = \"{name}\"\nversion = \"1.0\"\narchitecture = \"all\"\nfrom = {{ path = \"{}\" }}\n",
+                    p.deb(name).display()
+                ),
+            )
+            .unwrap();
+        }
+        p
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn deb(&self, name: &str) -> PathBuf {
+        self.root().join(format!("debs/{name}_1.0_all.deb"))
+    }
+
+    fn make_deb(&self, name: &str, description: &str) {
+        let tree = self.root().join("tree").join(name);
+        fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+        fs::write(
+            tree.join("DEBIAN/control"),
+            format!("Package: {name}\nVersion: 1.0\nArchitecture: all\nMaintainer: x <x@example.org>\nDescription: {description}\n local.\n"),
+        )
+        .unwrap();
+        fs::create_dir_all(self.root().join("debs")).unwrap();
+        ok(debforge()
+            .args(["deb", "build"])
+            .arg(&tree)
+            .arg("-o")
+            .arg(self.deb(name)));
+    }
+
+    fn out(&self) -> PathBuf {
+        self.root().join("repo-out")
+    }
+
+    fn build(&self, extra: &[&str]) -> Command {
+        let mut c = debforge();
+        c.current_dir(self.root())
+            .args([
+                "build",
+                "--recipes",
+                "recipes",
+                "--cache",
+                "cache",
+                "--keys",
+                "keys",
+                "--out",
+                "repo-out",
+            ])
+            .args(extra)
+            .env("SOURCE_DATE_EPOCH", EPOCH);
+        c
+    }
+
+    /// A `--locked` build that must succeed: (stdout, stderr).
+    fn locked(&self) -> (String, String) {
+        let (code, stdout, err) = run(&mut self.build(&["--locked"]));
+        assert_eq!(code, 0, "{err}");
+        (stdout, err)
+    }
+}
+
+fn package_lines(s: &str) -> Vec<&str> {
+    s.lines().filter(|l| l.contains(" sha256:")).collect()
+}
+
+#[test]
+fn a_no_op_locked_build_is_answered_from_stats_and_any_change_builds_again() {
+    let p = Project::new(&["alpha", "beta"]);
+    let first = ok(&mut p.build(&[]));
+    assert!(first.contains("wrote 2 packages into"), "{first}");
+    // The first --locked build reads everything (the lock was just
+    // written) and stamps what it read.
+    let (second, _) = p.locked();
+    assert!(second.contains(UNCHANGED), "{second}");
+    let (third, err) = p.locked();
+    assert!(third.contains(FROM_STATS), "{third}");
+    assert_eq!(package_lines(&first), package_lines(&third));
+    // What the stamped build said is said again.
+    assert!(err.contains("not pinned"), "{err}");
+    ok(debforge().arg("verify").arg(p.out()));
+
+    // A recipe touched: read again (same bytes: nothing written), then
+    // answered from stats again.
+    let recipe = p.root().join("recipes/packages/beta.toml");
+    let text = fs::read(&recipe).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fs::write(&recipe, &text).unwrap();
+    assert!(p.locked().0.contains(UNCHANGED));
+    assert!(p.locked().0.contains(FROM_STATS));
+
+    // A pool file of the output removed: built again, complete.
+    let mut pooled = Vec::new();
+    crate::support::common::walk_files(&p.out().join("pool"), &mut |f| {
+        pooled.push(f.to_path_buf())
+    });
+    assert_eq!(pooled.len(), 2, "{pooled:?}");
+    fs::remove_file(&pooled[0]).unwrap();
+    let (rebuilt, _) = p.locked();
+    assert!(rebuilt.contains("wrote 2 packages into"), "{rebuilt}");
+    ok(debforge().arg("verify").arg(p.out()));
+    assert!(p.locked().0.contains(FROM_STATS));
+
+    // Another date, another key set, another --keep: built again.
+    let (code, stdout, err) = run(p
+        .build(&["--locked"])
+        .env("SOURCE_DATE_EPOCH", "1700000000"));
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("wrote 2 packages into"), "{stdout}");
+    assert!(!p.locked().0.contains(FROM_STATS), "back to the first date");
+    assert!(p.locked().0.contains(FROM_STATS));
+    let (code, stdout, err) = run(&mut p.build(&["--locked", "--keep", "2"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(!stdout.contains(FROM_STATS), "{stdout}");
+
+    // A package file with other bytes, its size and modification time put
+    // back: the change time still shows it, and --locked refuses the file
+    // the lock does not name.
+    p.locked();
+    assert!(p.locked().0.contains(FROM_STATS));
+    let deb = p.deb("alpha");
+    let before = fs::metadata(&deb).unwrap();
+    let mut bytes = fs::read(&deb).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    fs::write(&deb, bytes).unwrap();
+    let mtime = filetime_of(&before);
+    set_mtime(&deb, mtime);
+    let (code, stdout, err) = run(&mut p.build(&["--locked"]));
+    assert_eq!(code, 2, "answered from a stale stamp or record: {stdout}");
+    let sha = debforge::digest::sha256_file(&deb).unwrap();
+    assert!(
+        err.contains("does not match what the recipes resolve to") && err.contains(&sha),
+        "{err}"
+    );
+}
+
+/// A package file's modification time, to put back.
+fn filetime_of(m: &fs::Metadata) -> std::time::SystemTime {
+    m.modified().unwrap()
+}
+
+fn set_mtime(path: &Path, t: std::time::SystemTime) {
+    let f = fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.set_modified(t).unwrap();
+}
+
+/// A build that asks a signed source what its recipes resolve to is never
+/// answered from stats: the source may have changed.
+#[test]
+fn a_build_that_asks_a_signed_source_is_never_answered_from_stats() {
+    let lab = crate::support::standin::Lab::new();
+    let out = lab.dir.path().join("repo-out");
+    ok(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .env("SOURCE_DATE_EPOCH", EPOCH));
+    for _ in 0..2 {
+        let stdout = ok(lab
+            .cmd("build")
+            .arg("--locked")
+            .arg("--out")
+            .arg(&out)
+            .env("SOURCE_DATE_EPOCH", EPOCH));
+        assert!(stdout.contains(UNCHANGED), "{stdout}");
+    }
+    assert!(!lab.dir.path().join(".repo-out.build-stamp").exists());
+}
