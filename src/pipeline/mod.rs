@@ -440,7 +440,7 @@ impl<'a> Session<'a> {
             let t = transport_for(name, src, &settings, http.as_ref(), observer);
             transports.insert(name.clone(), t);
         }
-        let lock_path = recipes.dir.join("debforge.lock");
+        let lock_path = recipes.dir.join(crate::recipe::LOCK_FILE);
         let records =
             crate::repo::pool::DigestStore::new(Some(settings.cache.join("records.json")));
         Ok(Session {

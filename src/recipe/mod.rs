@@ -11,6 +11,9 @@
 
 pub mod lock;
 
+/// The lock file, in the project's directory.
+pub const LOCK_FILE: &str = "debforge.lock";
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;

@@ -23,8 +23,8 @@ use crate::error::FileError;
 use crate::report::{Event, Reporter, Task};
 
 use super::write::{
-    PoolInput, RepoParams, Written, check_installable, exchange, place_all, pool_names, to_entries,
-    write_beside_dists, write_dists,
+    PoolInput, RepoParams, Written, base_name, check_installable, exchange, fresh_staging,
+    place_all, pool_names, to_entries, write_beside_dists, write_dists,
 };
 use super::{KEYRING_NAME, OUTPUT_MARKER, PREFERENCES_NAME, RepoError};
 
@@ -110,6 +110,97 @@ pub(super) fn write(
     let listed: HashSet<&str> = entries.iter().map(|e| e.filename.as_str()).collect();
     remove_unlisted(out, &listed, params);
     Ok(Some((entries, pooled, index)))
+}
+
+/// Dates and signs `out`'s Release anew, nothing else changed: what a build
+/// of the same inputs at another date writes (the caller knows, by the
+/// output's tree digest, that `out` is what that Release describes). The
+/// indexes it lists are linked into a new `dists/` with their digests from
+/// it, the Release written and signed as `params` say, and `dists/` swapped
+/// in whole. Returns the output's tree digest, taken under its lock; `None`
+/// (nothing changed) where the Release cannot be read as ours.
+pub fn redate(
+    out: &Path,
+    params: &RepoParams,
+    observer: &dyn Reporter,
+) -> Result<Option<String>, RepoError> {
+    let lock = super::lock_output(out)?;
+    let suite = &params.config.suite;
+    let current = out.join("dists").join(suite);
+    let Some(listed) = release_files(&current.join("Release")) else {
+        return Ok(None);
+    };
+    // The output's stamp names the old date.
+    let _ = fs::remove_file(crate::files::beside(out, "stamp"));
+    let staging = fresh_staging(crate::files::parent(out), &base_name(out), out, observer)?;
+    let dist = staging.path().join("dists").join(suite);
+    for (rel, _) in &listed {
+        let (from, to) = (current.join(rel), dist.join(rel));
+        fs::create_dir_all(crate::files::parent(&to)).map_err(FileError::at(&to))?;
+        if fs::hard_link(&from, &to).is_err() {
+            fs::copy(&from, &to).map_err(FileError::at(&to))?;
+        }
+    }
+    let signers = params.keys.len() as u64;
+    observer.event(Event::Work {
+        task: Task::Sign,
+        done: 0,
+        total: signers,
+        item: format!("dists/{suite}/Release"),
+    });
+    super::sign_dists(&dist, &params.config, &listed, params.date, params.keys)?;
+    observer.event(Event::Work {
+        task: Task::Sign,
+        done: signers,
+        total: signers,
+        item: format!("dists/{suite}/InRelease"),
+    });
+    swap_dists(staging.path(), out)?;
+    // The old dists/ goes before the digest: its links to the indexes
+    // change their ctime as they go.
+    let _ = fs::remove_dir_all(staging.path().join("dists"));
+    let _ = fs::remove_dir_all(staging.path().join("dists.old"));
+    drop(staging);
+    let tree = crate::files::tree_digest(out, &|_| false).map_err(FileError::at(out))?;
+    drop(lock);
+    Ok(Some(tree))
+}
+
+/// Every file a Release lists, with the digests it gives (SHA256 for each).
+fn release_files(path: &Path) -> Option<Vec<(String, Digests)>> {
+    use crate::format::release::{HashAlgo, Release};
+    let text = crate::input::read_to_string(path, crate::input::limit::RELEASE).ok()?;
+    let release = Release::parse(&text).ok()?;
+    let mut files: std::collections::BTreeMap<String, Digests> = Default::default();
+    for f in release.files(HashAlgo::Sha256).ok()? {
+        let d = Digests {
+            size: f.size,
+            sha256: f.digest,
+            md5: None,
+            sha1: None,
+            sha512: None,
+        };
+        files.insert(f.path, d);
+    }
+    for algo in [HashAlgo::Md5, HashAlgo::Sha1, HashAlgo::Sha512] {
+        for f in release.files(algo).ok()? {
+            let d = files.get_mut(&f.path)?;
+            if d.size != f.size {
+                return None;
+            }
+            let slot = match algo {
+                HashAlgo::Md5 => &mut d.md5,
+                HashAlgo::Sha1 => &mut d.sha1,
+                _ => &mut d.sha512,
+            };
+            *slot = Some(f.digest);
+        }
+    }
+    // A listed path stays under dists/<suite>/.
+    files
+        .keys()
+        .all(|p| crate::format::path::check_relative(p).is_ok())
+        .then(|| files.into_iter().collect())
 }
 
 /// The digests of each package already in `out`'s pool with its bytes

@@ -313,7 +313,7 @@ pub fn write_kept(
 
 /// The output directory's own name: the staging and moved-aside
 /// directories beside it are named after it.
-fn base_name(out: &Path) -> String {
+pub(super) fn base_name(out: &Path) -> String {
     out.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
@@ -322,7 +322,7 @@ fn base_name(out: &Path) -> String {
 /// A new staging directory beside `out` (0755: the repository is public),
 /// after putting back an output a killed swap moved aside and removing
 /// what killed builds left. Call it holding the output lock.
-fn fresh_staging(
+pub(super) fn fresh_staging(
     parent: &Path,
     base: &str,
     out: &Path,

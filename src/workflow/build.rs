@@ -44,9 +44,19 @@ pub struct BuildReport {
     pub generation: Option<(u32, bool)>,
     /// The repo-config package's pool file, and the apt source it sets up.
     pub repo_config: Option<(String, Option<String>)>,
-    /// Answered from the last build's stamp: no input or output file
-    /// changed (stats only; nothing was read).
-    pub from_stamp: bool,
+    /// How the last build's stamp answered this one, if it did.
+    pub from_stamp: Option<FromStamp>,
+}
+
+/// How a build was answered from the last build's stamp
+/// ([`super::unchanged`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FromStamp {
+    /// No input or output file changed: nothing was read or written.
+    Unchanged,
+    /// Only the clock's date moved: only the Release was dated and signed
+    /// again.
+    Redated,
 }
 
 /// Builds the repository: checks what can be checked before the network
@@ -60,45 +70,89 @@ pub fn build(s: &BuildSettings, reporter: &dyn Reporter) -> Result<BuildReport, 
     let signing = signing_keys(&s.keys, s.dates.now, reporter)?;
     warn_example_mirror(&config, &s.recipes, reporter);
     let probe = unchanged::Probe::new(s, &signing);
-    if let Some(report) = probe.as_ref().and_then(|p| p.unchanged(reporter)) {
-        return Ok(report);
+    match probe.as_ref().map(|p| p.check(reporter)) {
+        Some(unchanged::Answer::Unchanged(report)) => return Ok(report),
+        Some(unchanged::Answer::Redate(stamp)) => {
+            let p = probe.as_ref().expect("probed");
+            if let Some(report) = redate(s, &config, &signing, reporter, p, stamp)? {
+                return Ok(report);
+            }
+        }
+        _ => {}
     }
     // Taken before anything is read; the last stamp is void from here on.
-    let project = probe.as_ref().and_then(|p| {
+    let before = probe.as_ref().and_then(|p| {
         p.forget();
-        p.project_digest()
+        p.before()
     });
     let recorder = unchanged::Recorder::new(reporter);
-    let (report, inputs) = build_all(s, config, &signing, &recorder, probe.is_some())?;
+    let (report, inputs, lock) = build_all(s, config, &signing, &recorder, probe.is_some())?;
     if let (Some(p), Some(inputs)) = (&probe, inputs) {
-        p.record(project, inputs, recorder, &report);
+        p.record(before, inputs, &lock, recorder, &report);
     }
     Ok(report)
 }
 
-/// The whole build, and the identities of the package files it read where
-/// a stamp may record them (`stamp`, and no signed source was asked).
-#[allow(clippy::type_complexity)]
+/// Only the date moved since the stamped build: the Release dated and
+/// signed again, the rest of the output as it is. `None` to build whole.
+fn redate(
+    s: &BuildSettings,
+    config: &RepoConfig,
+    signing: &[SigningKey],
+    reporter: &dyn Reporter,
+    probe: &unchanged::Probe,
+    stamp: unchanged::Stamped,
+) -> Result<Option<BuildReport>, WorkflowError> {
+    let params = crate::repo::RepoParams {
+        config: config.clone(),
+        keys: signing,
+        date: s.dates.source_date_epoch.unwrap_or(s.dates.now),
+        records: &crate::repo::pool::DigestStore::new(None),
+        retain: Vec::new(),
+        retain_from: None,
+        kept_forms: Vec::new(),
+        pause_in_swap: None,
+    };
+    let Some(tree) = crate::repo::redate(&s.out, &params, reporter)? else {
+        return Ok(None);
+    };
+    let mut report = probe.redated(stamp, tree);
+    report.from_stamp = Some(FromStamp::Redated);
+    // The same packages, pins and keys: the last generation stays in force.
+    report.generation = generations::list(&s.out)?.last().map(|g| (g.number, false));
+    Ok(Some(report))
+}
+
+/// The package files' identities before a build read them, for its stamp.
+type Inputs = Vec<(PathBuf, crate::files::FileIdentity)>;
+
+/// The whole build; the identities of the package files it read where a
+/// stamp may record them (`stamp`, and no signed source was asked), and the
+/// lock's text. What preparing the packages says (pins, carried suffixes)
+/// is kept by `recorder` to be said again; what is done (a lock written,
+/// an output restored) is not.
 fn build_all(
     s: &BuildSettings,
     config: RepoConfig,
     signing: &[SigningKey],
-    reporter: &dyn Reporter,
+    recorder: &unchanged::Recorder,
     stamp: bool,
-) -> Result<
-    (
-        BuildReport,
-        Option<Vec<(PathBuf, crate::files::FileIdentity)>>,
-    ),
-    WorkflowError,
-> {
+) -> Result<(BuildReport, Option<Inputs>, String), WorkflowError> {
+    let reporter = recorder.inner();
     let session = super::open_session(&s.recipes, s.pipeline.clone(), reporter)?;
     let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
-    let inputs = (stamp && fetched.sources.is_empty()).then(|| {
+    let inputs = if stamp && fetched.sources.is_empty() {
         let files: Vec<PathBuf> = fetched.packages.iter().map(|f| f.file.clone()).collect();
         unchanged::identities(&files)
-    });
-    let (artifacts, pins) = prepare_all(&session, &fetched, &config, signing, s.dates, reporter)?;
+    } else {
+        None
+    };
+    let lock = if inputs.is_some() {
+        fetched.lock.to_text()
+    } else {
+        String::new()
+    };
+    let (artifacts, pins) = prepare_all(&session, &fetched, &config, signing, s.dates, recorder)?;
     // Everything downstream comes from the artifacts (memory: a lock entry
     // and a recipe per package less while the repository is written).
     drop(fetched);
@@ -139,9 +193,9 @@ fn build_all(
         output,
         keys: signing.len(),
         generation,
-        from_stamp: false,
+        from_stamp: None,
     };
-    Ok((report, inputs))
+    Ok((report, inputs, lock))
 }
 
 /// repository.toml with `--mirror` over its `mirror`.

@@ -1,16 +1,19 @@
-//! The no-op `build --locked`, from stats alone. A `--locked` build whose
-//! every input is local (path recipes, the cache; no signed source to ask,
-//! no `--source-dir`) and dated by `SOURCE_DATE_EPOCH` is a function of its
-//! settings, the files it read and the output it left. It leaves a build
-//! stamp (`.<out>.build-stamp`) naming all three by identity; the next such
-//! build stats the same files and, when nothing changed, answers with the
-//! stamp's report without parsing a recipe or opening a package. Anything
-//! else, or any doubt, takes the whole build (which checks again by
-//! digest, and writes nothing when the output is already right).
+//! Builds answered from stats alone. A build whose every input is local
+//! (path recipes, the cache; no signed source asked, no `--source-dir`) is
+//! a function of its settings, its date, the files it read and the output it
+//! left. It leaves a build stamp (`.<out>.build-stamp`) naming them by
+//! identity. The next build stats the same files and, when none changed,
+//! answers with the stamp's report without parsing a recipe or opening a
+//! package; when only the date moved (no `SOURCE_DATE_EPOCH`: the Release is
+//! dated by the clock), only the Release is dated and signed again. Anything
+//! else, or any doubt, takes the whole build (which checks again by digest,
+//! and writes nothing when the output is already right).
 //!
 //! Identities are taken before the build reads its inputs, so an edit made
 //! while it runs shows as a change next time; the output's is taken under
-//! its lock by `repo::write` itself.
+//! its lock by `repo` itself. The lock file a build writes is named by the
+//! identity it has once written, after its bytes are checked to be the ones
+//! written.
 
 use std::path::{Path, PathBuf};
 
@@ -19,7 +22,7 @@ use crate::files::{FileIdentity, tree_digest};
 use crate::report::{Event, Reporter};
 
 /// Bumped when what the stamp means changes.
-const STAMP_FORMAT: u32 = 1;
+const STAMP_FORMAT: u32 = 2;
 
 /// What a stamped build said that a user should see again from the no-op
 /// (progress is not replayed).
@@ -82,6 +85,11 @@ impl<'r> Recorder<'r> {
             said: Default::default(),
         }
     }
+
+    /// The reporter it passes events to (for what is not to be kept).
+    pub(super) fn inner(&self) -> &'r dyn Reporter {
+        self.inner
+    }
 }
 
 impl Reporter for Recorder<'_> {
@@ -102,10 +110,13 @@ struct BuildStamp {
     format: u32,
     /// [`settings_key`] of the build.
     settings: String,
+    /// The Release's date.
+    date: i64,
     /// The package files the build read outside the project (path recipes'
     /// files, cache files), by path.
     inputs: Vec<PathBuf>,
-    /// [`Probe::inputs_digest`] before the build read them.
+    /// The project, the lock and the package files ([`Before`] and
+    /// [`identities`]) as one digest.
     identity: String,
     /// The output's tree digest as the build left it (under its lock).
     tree: String,
@@ -125,17 +136,15 @@ pub(super) struct Probe<'s> {
 }
 
 impl<'s> Probe<'s> {
-    /// `None` where the build depends on more than local files and its
-    /// settings: without `--locked` (a recipe may resolve anew), without
-    /// `SOURCE_DATE_EPOCH` (the Release is dated by the clock), with
-    /// `--source-dir`, or with a test hook.
+    /// `None` where the build may depend on more than local files and its
+    /// settings (`--source-dir`), or under a test hook. (Whether it asks a
+    /// signed source is known once it resolved: such a build is not
+    /// stamped.)
     pub(super) fn new(
         s: &'s BuildSettings,
         signing: &[crate::openpgp::sign::SigningKey],
     ) -> Option<Self> {
-        let eligible = s.locked
-            && s.dates.source_date_epoch.is_some()
-            && s.pipeline.source_dirs.is_empty()
+        let eligible = s.pipeline.source_dirs.is_empty()
             && s.hooks.pause_in_swap.is_none()
             && s.hooks.pause_before.is_none();
         eligible.then(|| Probe {
@@ -146,9 +155,32 @@ impl<'s> Probe<'s> {
         })
     }
 
-    /// The stamp's report when nothing it names changed (replaying what
-    /// the stamped build said); `None` to build.
-    pub(super) fn unchanged(&self, reporter: &dyn Reporter) -> Option<BuildReport> {
+    /// What the stamp says of this build: nothing to do, only a new date,
+    /// or (with any change, or any doubt) build.
+    pub(super) fn check(&self, reporter: &dyn Reporter) -> Answer {
+        let Some(stamp) = self.matching_stamp() else {
+            return Answer::Build;
+        };
+        if stamp.date != self.date() {
+            return Answer::Redate(Stamped(stamp));
+        }
+        for s in stamp.said {
+            reporter.event(s.event());
+        }
+        let mut output = stamp.output;
+        output.unchanged = true;
+        Answer::Unchanged(BuildReport {
+            output,
+            keys: self.keys,
+            generation: None,
+            repo_config: stamp.repo_config,
+            from_stamp: Some(super::build::FromStamp::Unchanged),
+        })
+    }
+
+    /// The stamp, when the settings are the same and no file it names
+    /// changed.
+    fn matching_stamp(&self) -> Option<BuildStamp> {
         let bytes = crate::input::read(&self.path, crate::input::limit::LOCK).ok()?;
         let stamp: BuildStamp = serde_json::from_slice(&bytes).ok()?;
         if stamp.format != STAMP_FORMAT || stamp.settings != self.settings {
@@ -159,7 +191,9 @@ impl<'s> Probe<'s> {
         let (identity, tree, generations) = std::thread::scope(|scope| {
             let tree = scope.spawn(|| tree_digest(&self.s.out, &|_| false).ok());
             let generations = scope.spawn(|| self.generations_digest());
-            let identity = self.inputs_digest(&stamp.inputs);
+            let identity = self
+                .before()
+                .and_then(|b| b.with(&identities(&stamp.inputs)?));
             (
                 identity,
                 tree.join().ok().flatten(),
@@ -169,21 +203,27 @@ impl<'s> Probe<'s> {
         let same = identity.as_deref() == Some(stamp.identity.as_str())
             && tree.as_deref() == Some(stamp.tree.as_str())
             && generations.as_deref() == Some(stamp.generations.as_str());
-        if !same {
-            return None;
-        }
-        for s in stamp.said {
-            reporter.event(s.event());
-        }
-        let mut output = stamp.output;
-        output.unchanged = true;
-        Some(BuildReport {
-            output,
+        same.then_some(stamp)
+    }
+
+    /// The Release's date of this build.
+    fn date(&self) -> i64 {
+        self.s.dates.source_date_epoch.unwrap_or(self.s.dates.now)
+    }
+
+    /// After only the Release was dated anew: the stamp follows the output.
+    pub(super) fn redated(&self, Stamped(mut stamp): Stamped, tree: String) -> BuildReport {
+        stamp.date = self.date();
+        stamp.tree = tree.clone();
+        stamp.output.tree = tree;
+        self.write(&stamp);
+        BuildReport {
+            output: stamp.output,
             keys: self.keys,
             generation: None,
             repo_config: stamp.repo_config,
-            from_stamp: true,
-        })
+            from_stamp: None,
+        }
     }
 
     /// Forgets the last stamp: this build may change what it describes.
@@ -191,34 +231,38 @@ impl<'s> Probe<'s> {
         let _ = std::fs::remove_file(&self.path);
     }
 
-    /// The project's and the keys' trees, before the build reads them.
-    pub(super) fn project_digest(&self) -> Option<String> {
+    /// The project's and the keys' trees, and the lock file, before the
+    /// build reads them.
+    pub(super) fn before(&self) -> Option<Before> {
         let out = std::path::absolute(&self.s.out).ok()?;
         let cache = std::path::absolute(&self.s.pipeline.cache).ok()?;
+        let lock = std::path::absolute(self.s.recipes.join(crate::recipe::LOCK_FILE)).ok()?;
         let beside = crate::files::beside(&out, "");
         let beside = beside.as_os_str().as_encoded_bytes();
         // Never the output, the cache or what debforge keeps beside the
-        // output, should they lie inside the project (the walk's paths are
-        // absolute: its roots are).
+        // output, should they lie inside the project; the lock file on its
+        // own (a build may write it). The walk's paths are absolute: its
+        // roots are.
         let skip = |p: &Path| {
-            p == out || p == cache || p.as_os_str().as_encoded_bytes().starts_with(beside)
+            p == out
+                || p == cache
+                || p == lock
+                || p.as_os_str().as_encoded_bytes().starts_with(beside)
         };
         let mut h = crate::digest::KeyHasher::new();
         for root in [&self.s.recipes, &self.s.keys.dir] {
             h.update(tree_digest(&std::path::absolute(root).ok()?, &skip).ok()?);
         }
-        Some(h.finish_hex())
-    }
-
-    /// The project digest and the identity of every package file, as one.
-    fn inputs_digest(&self, inputs: &[PathBuf]) -> Option<String> {
-        let mut h = crate::digest::KeyHasher::new();
-        h.update(self.project_digest()?);
-        for f in inputs {
-            let id = FileIdentity::of(&std::fs::metadata(f).ok()?);
-            h.update(format!("\0{}\0{id:?}", f.display()));
-        }
-        Some(h.finish_hex())
+        let lock_identity = match std::fs::symlink_metadata(&lock) {
+            Ok(m) => Some(FileIdentity::of(&m)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(_) => return None,
+        };
+        Some(Before {
+            project: h.finish_hex(),
+            lock: lock_identity,
+            lock_path: lock,
+        })
     }
 
     fn generations_digest(&self) -> Option<String> {
@@ -231,56 +275,119 @@ impl<'s> Probe<'s> {
         tree_digest(&dir, &top).ok()
     }
 
-    /// Records what this build read and left, for the next one. Best
-    /// effort: without a stamp the next build does the work.
+    /// Records what this build read and left, for the next one: `inputs`
+    /// as they were before it read them, `lock` the lock file's text as it
+    /// left it. Best effort: without a stamp the next build does the work.
     pub(super) fn record(
         &self,
-        project: Option<String>,
+        before: Option<Before>,
         inputs: Vec<(PathBuf, FileIdentity)>,
+        lock: &str,
         recorder: Recorder,
         report: &BuildReport,
     ) {
-        let Some(project) = project else { return };
-        if report.output.tree.is_empty() {
+        let Some(mut before) = before else { return };
+        if report.output.tree.is_empty() || !before.lock_written(lock) {
             return;
         }
-        // A package file whose change time alone moved since it was first
-        // stat'ed was linked into the pool by this build: the same bytes.
-        let mut h = crate::digest::KeyHasher::new();
-        h.update(project);
-        for (f, before) in &inputs {
-            let Ok(m) = std::fs::metadata(f) else { return };
-            let now = FileIdentity::of(&m);
-            if !before.same_bytes_ignoring_links(&now) {
-                return;
-            }
-            h.update(format!("\0{}\0{now:?}", f.display()));
+        // A package file whose change time moved with its link count since
+        // it was first stat'ed was linked into the pool by this build.
+        let Some(now) = identities(&inputs.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>())
+        else {
+            return;
+        };
+        if inputs.len() != now.len()
+            || inputs
+                .iter()
+                .zip(&now)
+                .any(|((_, a), (_, b))| !a.same_bytes_ignoring_links(b))
+        {
+            return;
         }
+        let Some(identity) = before.with(&now) else {
+            return;
+        };
         let Some(generations) = self.generations_digest() else {
             return;
         };
-        let stamp = BuildStamp {
+        self.write(&BuildStamp {
             format: STAMP_FORMAT,
             settings: self.settings.clone(),
+            date: self.date(),
             inputs: inputs.into_iter().map(|(f, _)| f).collect(),
-            identity: h.finish_hex(),
+            identity,
             tree: report.output.tree.clone(),
             generations,
             said: recorder.said.into_inner().unwrap_or_default(),
             output: report.output.clone(),
             repo_config: report.repo_config.clone(),
-        };
-        if let Ok(bytes) = serde_json::to_vec(&stamp) {
+        });
+    }
+
+    fn write(&self, stamp: &BuildStamp) {
+        if let Ok(bytes) = serde_json::to_vec(stamp) {
             let _ = crate::files::write_atomic(&self.path, &bytes, crate::files::Existing::Replace);
         }
     }
 }
 
-/// The identity of each package file, before the build reads it.
-pub(super) fn identities(files: &[PathBuf]) -> Vec<(PathBuf, FileIdentity)> {
+/// What the stamp says of a build.
+pub(super) enum Answer {
+    Unchanged(BuildReport),
+    /// Only the date moved: date and sign the Release again.
+    Redate(Stamped),
+    Build,
+}
+
+/// A stamp that matched but for the date.
+pub(super) struct Stamped(BuildStamp);
+
+/// The project's and the keys' trees (less the lock file) and the lock
+/// file, by identity, as a build found them.
+pub(super) struct Before {
+    project: String,
+    lock: Option<FileIdentity>,
+    lock_path: PathBuf,
+}
+
+impl Before {
+    /// One digest of these and the package files' identities.
+    fn with(&self, inputs: &[(PathBuf, FileIdentity)]) -> Option<String> {
+        let mut h = crate::digest::KeyHasher::new();
+        h.update(&self.project);
+        h.update(format!("\0lock {:?}", self.lock?));
+        for (f, id) in inputs {
+            h.update(format!("\0{}\0{id:?}", f.display()));
+        }
+        Some(h.finish_hex())
+    }
+
+    /// Whether the lock file holds `text` now; its identity follows a lock
+    /// this build wrote (read back: its bytes are the ones written).
+    fn lock_written(&mut self, text: &str) -> bool {
+        let stat = || {
+            std::fs::symlink_metadata(&self.lock_path)
+                .ok()
+                .map(|m| FileIdentity::of(&m))
+        };
+        let now = stat();
+        if now.is_some() && now == self.lock {
+            return true;
+        }
+        let read = crate::input::read(&self.lock_path, crate::input::limit::LOCK).ok();
+        if now.is_none() || read.as_deref() != Some(text.as_bytes()) || stat() != now {
+            return false;
+        }
+        self.lock = now;
+        true
+    }
+}
+
+/// The identity of each package file (`None` if one is gone).
+pub(super) fn identities(files: &[PathBuf]) -> Option<Vec<(PathBuf, FileIdentity)>> {
     files
         .iter()
-        .filter_map(|f| Some((f.clone(), FileIdentity::of(&std::fs::metadata(f).ok()?))))
+        .map(|f| Some((f.clone(), FileIdentity::of(&std::fs::metadata(f).ok()?))))
         .collect()
 }
 

@@ -16,7 +16,7 @@ const RULES: &[(&str, &[&str])] = &[
     ("report", &[]),
     ("format", &["digest"]),
     ("input", &[]),
-    ("files", &["error"]),
+    ("files", &["digest", "error"]),
     ("serve", &[]),
     // Containers, recipes, keys.
     ("deb", &["digest", "error", "format", "input"]),
@@ -60,7 +60,7 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "workflow",
         &[
-            "bundle", "digest", "error", "files", "format", "keys", "openpgp", "pipeline",
+            "bundle", "digest", "error", "files", "format", "input", "keys", "openpgp", "pipeline",
             "publish", "recipe", "repo", "report",
         ],
     ),

@@ -11,6 +11,8 @@ use crate::support::common::{EPOCH, debforge, ok, run};
 const FROM_STATS: &str =
     "unchanged since the last build (no input or output file changed): nothing was read or written";
 const UNCHANGED: &str = "unchanged since the last build: nothing was written";
+const REDATED: &str =
+    "unchanged since the last build but for the date: only the Release was dated and signed again";
 
 /// A project of path recipes whose debs lie outside it.
 struct Project {
@@ -92,6 +94,16 @@ impl Project {
     }
 }
 
+/// The Release without its Date line.
+fn release_but_date(out: &Path) -> String {
+    fs::read_to_string(out.join("dists/bionic/Release"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("Date:"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn package_lines(s: &str) -> Vec<&str> {
     s.lines().filter(|l| l.contains(" sha256:")).collect()
 }
@@ -101,15 +113,14 @@ fn a_no_op_locked_build_is_answered_from_stats_and_any_change_builds_again() {
     let p = Project::new(&["alpha", "beta"]);
     let first = ok(&mut p.build(&[]));
     assert!(first.contains("wrote 2 packages into"), "{first}");
-    // The first --locked build reads everything (the lock was just
-    // written) and stamps what it read.
-    let (second, _) = p.locked();
-    assert!(second.contains(UNCHANGED), "{second}");
+    // The build stamped what it read, the lock as it wrote it.
     let (third, err) = p.locked();
     assert!(third.contains(FROM_STATS), "{third}");
     assert_eq!(package_lines(&first), package_lines(&third));
-    // What the stamped build said is said again.
+    // What the stamped build said of the packages is said again; what it
+    // did (the lock it wrote) is not.
     assert!(err.contains("not pinned"), "{err}");
+    assert!(!err.contains("debforge.lock"), "{err}");
     ok(debforge().arg("verify").arg(p.out()));
 
     // A recipe touched: read again (same bytes: nothing written), then
@@ -198,4 +209,51 @@ fn a_build_that_asks_a_signed_source_is_never_answered_from_stats() {
         assert!(stdout.contains(UNCHANGED), "{stdout}");
     }
     assert!(!lab.dir.path().join(".repo-out.build-stamp").exists());
+}
+
+/// Without SOURCE_DATE_EPOCH the Release is dated by the clock: a build
+/// with nothing else changed dates and signs the Release again and leaves
+/// every other file as it was (the same inodes), and the result verifies.
+#[test]
+fn a_build_dated_by_the_clock_with_nothing_else_changed_only_signs_again() {
+    use std::os::unix::fs::MetadataExt;
+    let p = Project::new(&["alpha", "beta"]);
+    let clock = |extra: &[&str]| {
+        let mut c = p.build(extra);
+        c.env_remove("SOURCE_DATE_EPOCH");
+        let (code, stdout, err) = run(&mut c);
+        assert_eq!(code, 0, "{err}");
+        stdout
+    };
+    let first = clock(&[]);
+    assert!(first.contains("wrote 2 packages into"), "{first}");
+    let packages = p.out().join("dists/bionic/main/binary-all/Packages");
+    let packages = if packages.exists() {
+        packages
+    } else {
+        p.out().join("dists/bionic/main/binary-amd64/Packages")
+    };
+    let inode = fs::metadata(&packages).unwrap().ino();
+    let release = fs::read_to_string(p.out().join("dists/bionic/Release")).unwrap();
+    let rest = release_but_date(&p.out());
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let again = clock(&["--locked"]);
+    assert!(again.contains(REDATED), "{again}");
+    assert_eq!(package_lines(&first), package_lines(&again));
+    let now = fs::read_to_string(p.out().join("dists/bionic/Release")).unwrap();
+    assert_ne!(release, now, "a new date");
+    assert_eq!(rest, release_but_date(&p.out()));
+    assert_eq!(fs::metadata(&packages).unwrap().ino(), inode);
+    ok(debforge().arg("verify").arg(p.out()));
+    let history = ok(debforge().arg("history").arg("--out").arg(p.out()));
+    assert_eq!(history.lines().count(), 1, "{history}");
+    // And again: the stamp followed the new Release.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(clock(&[]).contains(REDATED));
+    ok(debforge().arg("verify").arg(p.out()));
+    // A recipe gone: a whole build again.
+    fs::remove_file(p.root().join("recipes/packages/beta.toml")).unwrap();
+    let fewer = clock(&[]);
+    assert!(fewer.contains("wrote 1 packages into"), "{fewer}");
+    ok(debforge().arg("verify").arg(p.out()));
 }

@@ -38,7 +38,14 @@ pub(crate) fn run_build(
         r.keyring,
         r.preferences
     );
-    let summary = if report.from_stamp {
+    use debforge::workflow::build::FromStamp;
+    let summary = if report.from_stamp == Some(FromStamp::Redated) {
+        format!(
+            "{} packages in {}, unchanged since the last build but for the date: only the Release was dated and signed again ({keys})",
+            r.pool.len(),
+            out.display()
+        )
+    } else if report.from_stamp == Some(FromStamp::Unchanged) {
         format!(
             "{} packages in {}, unchanged since the last build (no input or output file changed): nothing was read or written ({keys})",
             r.pool.len(),
