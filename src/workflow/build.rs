@@ -70,6 +70,7 @@ pub fn build(s: &BuildSettings, reporter: &dyn Reporter) -> Result<BuildReport, 
     let signing = signing_keys(&s.keys, s.dates.now, reporter)?;
     warn_example_mirror(&config, &s.recipes, reporter);
     let probe = unchanged::Probe::new(s, &signing);
+    let mut before = None;
     match probe.as_ref().map(|p| p.check(reporter)) {
         Some(unchanged::Answer::Unchanged(report)) => return Ok(report),
         Some(unchanged::Answer::Redate(stamp)) => {
@@ -78,13 +79,15 @@ pub fn build(s: &BuildSettings, reporter: &dyn Reporter) -> Result<BuildReport, 
                 return Ok(report);
             }
         }
-        _ => {}
+        Some(unchanged::Answer::Build(found)) => before = found,
+        None => {}
     }
-    // Taken before anything is read; the last stamp is void from here on.
-    let before = probe.as_ref().and_then(|p| {
+    // The project as found before anything is read; the last stamp is void
+    // from here on.
+    if let Some(p) = &probe {
         p.forget();
-        p.before()
-    });
+        before = before.or_else(|| p.before());
+    }
     let recorder = unchanged::Recorder::new(reporter);
     let (report, inputs, lock) = build_all(s, config, &signing, &recorder, probe.is_some())?;
     if let (Some(p), Some(inputs)) = (&probe, inputs) {

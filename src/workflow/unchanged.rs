@@ -158,8 +158,9 @@ impl<'s> Probe<'s> {
     /// What the stamp says of this build: nothing to do, only a new date,
     /// or (with any change, or any doubt) build.
     pub(super) fn check(&self, reporter: &dyn Reporter) -> Answer {
-        let Some(stamp) = self.matching_stamp() else {
-            return Answer::Build;
+        let (stamp, before) = self.matching_stamp();
+        let Some(stamp) = stamp else {
+            return Answer::Build(before);
         };
         if stamp.date != self.date() {
             return Answer::Redate(Stamped(stamp));
@@ -179,31 +180,35 @@ impl<'s> Probe<'s> {
     }
 
     /// The stamp, when the settings are the same and no file it names
-    /// changed.
-    fn matching_stamp(&self) -> Option<BuildStamp> {
-        let bytes = crate::input::read(&self.path, crate::input::limit::LOCK).ok()?;
-        let stamp: BuildStamp = serde_json::from_slice(&bytes).ok()?;
-        if stamp.format != STAMP_FORMAT || stamp.settings != self.settings {
-            return None;
-        }
+    /// changed; and the project as found (for the build, when it did).
+    fn matching_stamp(&self) -> (Option<BuildStamp>, Option<Before>) {
+        let stamp = crate::input::read(&self.path, crate::input::limit::LOCK)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<BuildStamp>(&bytes).ok())
+            .filter(|s| s.format == STAMP_FORMAT && s.settings == self.settings);
+        let Some(stamp) = stamp else {
+            return (None, self.before());
+        };
         // Under the output's lock: a build writing it now is not half seen.
-        let _lock = crate::repo::lock_output(&self.s.out).ok()?;
-        let (identity, tree, generations) = std::thread::scope(|scope| {
+        let Ok(_lock) = crate::repo::lock_output(&self.s.out) else {
+            return (None, self.before());
+        };
+        let (before, tree, generations) = std::thread::scope(|scope| {
             let tree = scope.spawn(|| tree_digest(&self.s.out, &|_| false).ok());
             let generations = scope.spawn(|| self.generations_digest());
-            let identity = self
-                .before()
-                .and_then(|b| b.with(&identities(&stamp.inputs)?));
             (
-                identity,
+                self.before(),
                 tree.join().ok().flatten(),
                 generations.join().ok().flatten(),
             )
         });
+        let identity = before
+            .as_ref()
+            .and_then(|b| b.with(&identities(&stamp.inputs)?));
         let same = identity.as_deref() == Some(stamp.identity.as_str())
             && tree.as_deref() == Some(stamp.tree.as_str())
             && generations.as_deref() == Some(stamp.generations.as_str());
-        same.then_some(stamp)
+        (same.then_some(stamp), before)
     }
 
     /// The Release's date of this build.
@@ -336,7 +341,8 @@ pub(super) enum Answer {
     Unchanged(BuildReport),
     /// Only the date moved: date and sign the Release again.
     Redate(Stamped),
-    Build,
+    /// Build, with the project as found before anything was read.
+    Build(Option<Before>),
 }
 
 /// A stamp that matched but for the date.
