@@ -64,6 +64,7 @@ impl Session<'_> {
         let mut out = Vec::new();
         let mut opened = Vec::new();
         let mut by_source: BTreeMap<&str, Vec<&PackageRecipe>> = BTreeMap::new();
+        let mut paths = self.resolve_paths().into_iter();
         for p in &self.recipes.packages {
             match &p.origin {
                 Origin::Upstream { source } => {
@@ -72,7 +73,7 @@ impl Session<'_> {
                 Origin::Url { url, sha256, size } => {
                     out.push(self.resolve_url(p, url, sha256, *size, lock)?)
                 }
-                Origin::Path { path } => out.push(self.resolve_path(p, path)?),
+                Origin::Path { .. } => out.push(paths.next().expect("one per path recipe")?),
                 // Made by the build, after fetching: nothing to resolve.
                 Origin::Built => {}
             }
@@ -213,6 +214,69 @@ impl Session<'_> {
         })
     }
 
+    /// Every path recipe, in order, resolved on all cores: thousands of
+    /// local files are read at once, not one after another.
+    fn resolve_paths(&self) -> Vec<Result<Resolved, PipelineError>> {
+        let recipes: Vec<(&PackageRecipe, &Path)> = self
+            .recipes
+            .packages
+            .iter()
+            .filter_map(|p| match &p.origin {
+                Origin::Path { path } => Some((p, path.as_path())),
+                _ => None,
+            })
+            .collect();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let chunk = recipes.len().div_ceil(cores).max(64);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = recipes
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || {
+                        part.iter()
+                            .map(|(p, path)| self.resolve_path(p, path))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("resolving a path does not panic"))
+                .collect()
+        })
+    }
+
+    /// A local package file not seen before: opened once for its digests,
+    /// its control paragraph and (where no repack reads it anyway) the check
+    /// of its data member, each recorded, so that nothing opens it again
+    /// this run. A file that is no package is only hashed: the steps that
+    /// read it later say what is wrong with it.
+    fn first_sight(
+        &self,
+        path: &Path,
+        meta: &fs::Metadata,
+        check_data: bool,
+    ) -> std::io::Result<crate::digest::Digests> {
+        use crate::digest::{DigestSet, Hasher, digest_with};
+        let Ok(deb) = crate::deb::DebFile::open(path) else {
+            return self.records.digests_with(path, meta);
+        };
+        let d = digest_with(deb.raw_whole(), Hasher::new(DigestSet::SHA256))?;
+        if d.size != meta.len() {
+            // Changed since it was stat'ed: nothing recorded.
+            return Ok(d);
+        }
+        self.records.put_digests(meta, &d);
+        if let Ok(files) = deb.control_files() {
+            self.records
+                .put_control(&d.sha256, &files.control.to_string());
+        }
+        if check_data && deb.check_data().is_ok() {
+            self.records.put_data_checked(&d.sha256);
+        }
+        Ok(d)
+    }
+
     fn resolve_path(&self, p: &PackageRecipe, path: &Path) -> Result<Resolved, PipelineError> {
         let full = self.recipes.dir.join(path);
         // A package file may live outside recipes/ (a build's output
@@ -230,10 +294,12 @@ impl Session<'_> {
         };
         // A local file vouches for itself; unchanged since the last run, it
         // is not read again.
-        let d = self
-            .records
-            .digests_with(&full, &meta)
-            .map_err(FileError::at(&full))?;
+        let d = match self.records.recorded(&meta) {
+            Some(d) => d,
+            None => self
+                .first_sight(&full, &meta, p.repack.is_none())
+                .map_err(FileError::at(&full))?,
+        };
         let url = format!("file://{}", full.display());
         Ok(Resolved {
             recipe: p.clone(),

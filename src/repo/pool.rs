@@ -182,6 +182,17 @@ impl DigestStore {
 impl DigestStore {
     /// Records the digests of the file now at `path`, taken while it was
     /// written (best effort: without a record the file is read again).
+    /// The digests recorded for the file `meta` describes, if its record
+    /// still holds.
+    pub fn recorded(&self, meta: &fs::Metadata) -> Option<Digests> {
+        self.get(meta)
+    }
+
+    /// Records `digests` for the file `meta` describes.
+    pub fn put_digests(&self, meta: &fs::Metadata, digests: &Digests) {
+        self.put(meta, digests);
+    }
+
     pub fn record(&self, path: &Path, digests: &Digests) {
         if let Ok(meta) = fs::metadata(path) {
             self.put(&meta, digests);
