@@ -199,7 +199,7 @@ pub(crate) enum Command {
     },
     /// Check a built or published repository as apt would, listing every problem
     #[command(
-        after_help = "Example:\n  debforge verify repo-out\n\nChecks the signatures against the exported keyring, every index against Release\n(size, SHA256, SHA512, by-hash copies), every pool file against its stanza (size,\nhashes, control fields), Date and Valid-Until. Exit 0 when all hold, 1 when a\nproblem was found."
+        after_help = "Examples:\n  debforge verify repo-out\n  debforge verify repo-out --against lab-machine-status\n\nChecks the signatures against the exported keyring, every index against Release\n(size, SHA256, SHA512, by-hash copies), every pool file against its stanza (size,\nhashes, control fields), Date and Valid-Until. With --against, every Depends and\nPre-Depends of the repository's packages is resolved as apt would against the\nrepository plus the base (a copy of a lab machine's /var/lib/dpkg/status: what is\ninstalled; or a release's Packages index, plain, .gz or .xz: what it offers), and\nwhat neither has is listed with the chain of packages that needs it. Exit 0 when\nall hold, 1 when a problem was found."
     )]
     Verify {
         /// The repository root
@@ -208,6 +208,9 @@ pub(crate) enum Command {
         /// Keyring to check signatures with [default: DIR/debforge-archive-keyring.gpg]
         #[arg(long)]
         keyring: Option<PathBuf>,
+        /// The lab machines' base: a dpkg status file or a Packages index (repeat for several)
+        #[arg(long, value_name = "BASE")]
+        against: Vec<PathBuf>,
         /// Print a JSON report
         #[arg(long)]
         json: bool,

@@ -93,7 +93,12 @@ fn dispatch(cx: &Context, command: Command) -> Result<u8, Failure> {
             cache,
             no_cache,
         } => index::run_index(cx, &dir, cache, no_cache),
-        Command::Verify { dir, keyring, json } => verify::run_verify(cx, &dir, keyring, json),
+        Command::Verify {
+            dir,
+            keyring,
+            against,
+            json,
+        } => verify::run_verify(cx, &dir, keyring, &against, json),
         Command::Bundle {
             verify: Some(BundleCommand::Verify { bundle }),
             ..

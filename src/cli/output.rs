@@ -76,6 +76,17 @@ pub fn verify_report(r: &debforge::repo::verify::VerifyReport, dir: &std::path::
     for p in &r.problems {
         s.push_str(&format!("problem: {p}\n"));
     }
+    for b in &r.bases {
+        let what = match b.kind {
+            debforge::repo::against::BaseKind::Status => "a dpkg status file, packages installed",
+            debforge::repo::against::BaseKind::Index => "a Packages index, packages offered",
+        };
+        s.push_str(&format!(
+            "against {} ({what}: {})\n",
+            b.path.display(),
+            b.packages
+        ));
+    }
     let verdict = if r.problems.is_empty() {
         "all good".to_string()
     } else {

@@ -12,6 +12,7 @@ pub const KEYRING_NAME: &str = "debforge-archive-keyring";
 /// The pins (apt preferences) at the output's top level.
 pub const PREFERENCES_NAME: &str = "debforge.pref";
 
+pub mod against;
 pub mod generations;
 mod in_place;
 pub mod index;

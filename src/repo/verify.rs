@@ -19,6 +19,43 @@ pub struct VerifyReport {
     pub suites: usize,
     pub indexes: usize,
     pub packages: usize,
+    /// The bases checked against (`verify --against`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bases: Vec<BaseSummary>,
+    /// What the packages need that neither the bases nor the repository
+    /// have (each also a problem).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<super::against::Missing>,
+}
+
+/// A base as `verify --against` read it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BaseSummary {
+    pub path: PathBuf,
+    pub kind: super::against::BaseKind,
+    /// Installed (a status file) or offered (an index).
+    pub packages: usize,
+}
+
+impl VerifyReport {
+    /// Resolves the repository's packages at `root` against `bases`
+    /// ([`super::against`]); what is missing is a problem.
+    pub fn against(&mut self, root: &Path, bases: &[super::against::Base]) {
+        use super::against;
+        self.bases = bases
+            .iter()
+            .map(|b| BaseSummary {
+                path: b.path.clone(),
+                kind: b.kind,
+                packages: b.len(),
+            })
+            .collect();
+        self.missing = against::missing(&against::packages_of(root), bases);
+        for m in &self.missing {
+            self.problems
+                .push(format!("not installable on the base: {m}"));
+        }
+    }
 }
 
 /// A package as an index lists it: what the installability checks need.
@@ -440,45 +477,53 @@ fn listed_of(
 pub fn installability(root: &Path) -> Vec<String> {
     let mut r = VerifyReport::default();
     let mut listed = Vec::new();
-    let dists = root.join("dists");
-    let mut suites: Vec<PathBuf> = std::fs::read_dir(&dists)
+    for index in package_indexes(root) {
+        let mut in_index = Vec::new();
+        let Ok(file) = File::open(&index) else {
+            continue;
+        };
+        for stanza in ParagraphReader::new(BufReader::new(file)) {
+            match stanza {
+                Ok(s) => {
+                    let filename = s.get("Filename").unwrap_or_default().to_string();
+                    in_index.push(listed_of(&index, &s, &filename));
+                }
+                Err(e) => {
+                    r.problems.push(format!("{}: {e}", index.display()));
+                    break;
+                }
+            }
+        }
+        check_dependencies(&in_index, &mut r);
+        listed.extend(in_index);
+    }
+    check_pins(root, &listed, &mut r);
+    r.problems
+}
+
+/// The plain `Packages` index of every suite under `root/dists/`, as each
+/// suite's Release lists them (suites in name order).
+pub(super) fn package_indexes(root: &Path) -> Vec<PathBuf> {
+    let mut suites: Vec<PathBuf> = std::fs::read_dir(root.join("dists"))
         .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
     suites.sort();
+    let mut out = Vec::new();
     for suite in suites {
         let Ok(text) = std::fs::read_to_string(suite.join("Release")) else {
             continue;
         };
-        let Ok(release) = Release::parse(&text) else {
+        let Ok(files) = Release::parse(&text).and_then(|r| r.files(HashAlgo::Sha256)) else {
             continue;
         };
-        let Ok(files) = release.files(HashAlgo::Sha256) else {
-            continue;
-        };
-        for f in files.iter().filter(|f| f.path.ends_with("/Packages")) {
-            let index = suite.join(&f.path);
-            let mut in_index = Vec::new();
-            let Ok(file) = File::open(&index) else {
-                continue;
-            };
-            for stanza in ParagraphReader::new(BufReader::new(file)) {
-                match stanza {
-                    Ok(s) => {
-                        let filename = s.get("Filename").unwrap_or_default().to_string();
-                        in_index.push(listed_of(&index, &s, &filename));
-                    }
-                    Err(e) => {
-                        r.problems.push(format!("{}: {e}", index.display()));
-                        break;
-                    }
-                }
-            }
-            check_dependencies(&in_index, &mut r);
-            listed.extend(in_index);
-        }
+        out.extend(
+            files
+                .iter()
+                .filter(|f| f.path.ends_with("/Packages"))
+                .map(|f| suite.join(&f.path)),
+        );
     }
-    check_pins(root, &listed, &mut r);
-    r.problems
+    out
 }
 
 /// Every Depends/Pre-Depends group that names a package this index has (by

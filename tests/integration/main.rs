@@ -4,6 +4,7 @@
 
 mod support;
 
+mod against;
 mod architecture;
 mod bombs;
 mod bundles;

@@ -6,6 +6,7 @@ pub(crate) fn run_verify(
     cx: &Context,
     dir: &std::path::Path,
     keyring: Option<PathBuf>,
+    against: &[PathBuf],
     json: bool,
 ) -> Result<u8, Failure> {
     // A published tree has dists/; anything else is not a repository, which
@@ -34,7 +35,15 @@ pub(crate) fn run_verify(
             "a published mirror may not carry debforge's keyring: pass the lab's keyring with --keyring FILE (e.g. /usr/share/keyrings/gpu-lab-archive-keyring.gpg)",
         ))
     })?;
-    let report = debforge::repo::verify::verify(dir, &bytes, cx.env.dates.now);
+    // Every base read before anything is checked: a wrong path is said first.
+    let bases = against
+        .iter()
+        .map(|p| debforge::repo::against::Base::read(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut report = debforge::repo::verify::verify(dir, &bytes, cx.env.dates.now);
+    if !bases.is_empty() {
+        report.against(dir, &bases);
+    }
     output::verify_report(&report, dir, json);
     Ok(if report.problems.is_empty() {
         EXIT_OK

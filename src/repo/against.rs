@@ -1,0 +1,505 @@
+//! `verify --against BASE`: whether the repository's packages install on a
+//! machine at a known base, resolved as apt resolves them: every `Depends`
+//! and `Pre-Depends` of ours, through our own packages, down to what the
+//! base has. An air-gapped machine can fetch nothing else, so what neither
+//! has is listed with the chain of packages that needs it
+//! (`gpu-stack-cu101 → libnccl2 → libc6 (>= 2.38)`).
+//!
+//! A base is a dpkg status file copied from a lab machine (what is
+//! installed there: status `installed`) or a `Packages` index of the
+//! release it runs (what its own media offer), plain, `.gz` or `.xz`; a
+//! base's packages are taken as installable together (a release is
+//! consistent), so their own dependencies are not followed.
+//!
+//! Not evaluated, as in `verify`'s own checks: architecture qualifiers and
+//! restrictions (a lab's machines run one architecture), `Recommends`
+//! (apt installs them when it can, but nothing fails without them), and
+//! conflicts between what the base has and what we bring.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use crate::deb::Compression;
+use crate::error::FileError;
+use crate::format::deb822::{ControlParagraph, ParagraphReader};
+use crate::format::relation::{Alternatives, Relations};
+use crate::format::version::Version;
+
+/// A base larger than this, once decompressed, is refused (Ubuntu 18.04's
+/// main, universe and multiverse indexes together are about 60 MB).
+const MAX_BASE: u64 = 1 << 30;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgainstError {
+    #[error(transparent)]
+    Io(#[from] FileError),
+    #[error("{}: line {line}: {message}", path.display())]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("{}: neither a dpkg status file (Status fields) nor a Packages index (Filename fields)", path.display())]
+    NotABase { path: PathBuf },
+    #[error("{}: more than {} MiB once decompressed", path.display(), MAX_BASE >> 20)]
+    TooLarge { path: PathBuf },
+}
+
+impl crate::error::Hint for AgainstError {
+    fn hint(&self) -> Option<String> {
+        match self {
+            AgainstError::NotABase { .. } | AgainstError::Syntax { .. } => Some(
+                "pass a copy of a lab machine's /var/lib/dpkg/status, or a release's Packages index (e.g. from /var/lib/apt/lists/, or dists/bionic/main/binary-amd64/Packages.xz of the archive)"
+                    .into(),
+            ),
+            AgainstError::Io(e) => crate::error::Hint::hint(e),
+            AgainstError::TooLarge { .. } => None,
+        }
+    }
+}
+
+/// What a base file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BaseKind {
+    /// A dpkg status file: the packages installed.
+    Status,
+    /// A Packages index: the packages the release offers.
+    Index,
+}
+
+/// A package as the resolver sees it.
+#[derive(Debug, Clone)]
+pub struct Package {
+    name: String,
+    version: Version,
+    version_text: String,
+    /// Each group of `Pre-Depends` and `Depends`.
+    depends: Vec<Alternatives>,
+    /// Names it provides, with the version where it says one.
+    provides: Vec<(String, Option<Version>)>,
+}
+
+impl Package {
+    /// From a stanza; `None` without a Package, a Version dpkg would read,
+    /// or with relations that do not parse (`verify` reports those).
+    pub fn of(stanza: &ControlParagraph) -> Option<Package> {
+        let name = stanza.get("Package")?.trim().to_string();
+        let version_text = stanza.get("Version")?.trim().to_string();
+        let (version, _) = Version::parse_lenient(&version_text).ok()?;
+        let mut depends = Vec::new();
+        for field in ["Pre-Depends", "Depends"] {
+            if let Some(v) = stanza.field(field) {
+                depends.extend(Relations::parse(&v.folded()).ok()?.0);
+            }
+        }
+        let provides = match stanza.field("Provides") {
+            Some(v) => Relations::parse(&v.folded())
+                .ok()?
+                .0
+                .into_iter()
+                .flat_map(|alt| alt.0)
+                .map(|r| (r.name, r.constraint.map(|(_, v)| v)))
+                .collect(),
+            None => Vec::new(),
+        };
+        Some(Package {
+            name,
+            version,
+            version_text,
+            depends,
+            provides,
+        })
+    }
+
+    fn label(&self) -> String {
+        format!("{} {}", self.name, self.version_text)
+    }
+}
+
+/// A base: a status file's installed packages, or an index's packages.
+#[derive(Debug, Clone)]
+pub struct Base {
+    pub path: PathBuf,
+    pub kind: BaseKind,
+    packages: Vec<Package>,
+}
+
+impl Base {
+    /// Reads a status file or a Packages index (plain, gzip or xz, told by
+    /// its first bytes), a regular file only, with a bound.
+    pub fn read(path: &Path) -> Result<Base, AgainstError> {
+        let file = crate::input::open_regular(path).map_err(FileError::at(path))?;
+        let mut input = BufReader::new(file);
+        let head = input.fill_buf().map_err(FileError::at(path))?.to_vec();
+        let compression = match head.as_slice() {
+            [0x1f, 0x8b, ..] => Compression::Gzip,
+            [0xfd, b'7', b'z', b'X', b'Z', 0, ..] => Compression::Xz,
+            [0x28, 0xb5, 0x2f, 0xfd, ..] => Compression::Zstd,
+            _ => Compression::None,
+        };
+        let text = compression.decoder(input).map_err(FileError::at(path))?;
+        let read = std::cell::Cell::new(0u64);
+        let counted = Counted {
+            inner: text.take(MAX_BASE + 1),
+            read: &read,
+        };
+        let mut kind = None;
+        let mut packages = Vec::new();
+        for stanza in ParagraphReader::new(BufReader::new(counted)) {
+            // Past the bound the stream is cut: nothing read from it counts.
+            if read.get() > MAX_BASE {
+                return Err(AgainstError::TooLarge {
+                    path: path.to_path_buf(),
+                });
+            }
+            let stanza = stanza.map_err(|e| AgainstError::Syntax {
+                path: path.to_path_buf(),
+                line: e.line,
+                message: e.kind.to_string(),
+            })?;
+            let this = if stanza.get("Status").is_some() {
+                BaseKind::Status
+            } else if stanza.get("Filename").is_some() {
+                BaseKind::Index
+            } else {
+                continue;
+            };
+            let kind = *kind.get_or_insert(this);
+            if kind == BaseKind::Status && !installed(&stanza) {
+                continue;
+            }
+            packages.extend(Package::of(&stanza));
+        }
+        if read.get() > MAX_BASE {
+            return Err(AgainstError::TooLarge {
+                path: path.to_path_buf(),
+            });
+        }
+        let kind = kind.ok_or_else(|| AgainstError::NotABase {
+            path: path.to_path_buf(),
+        })?;
+        Ok(Base {
+            path: path.to_path_buf(),
+            kind,
+            packages,
+        })
+    }
+
+    /// How many packages it holds (installed, or offered).
+    pub fn len(&self) -> usize {
+        self.packages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.packages.is_empty()
+    }
+}
+
+/// A reader that counts the bytes it gave.
+struct Counted<'c, R> {
+    inner: R,
+    read: &'c std::cell::Cell<u64>,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.set(self.read.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// A status stanza of a package dpkg has installed (`install ok
+/// installed`, `hold ok installed`), not one removed to its conffiles.
+fn installed(stanza: &ControlParagraph) -> bool {
+    stanza
+        .get("Status")
+        .and_then(|s| s.split_whitespace().nth(2))
+        .is_some_and(|state| state == "installed")
+}
+
+/// A dependency nothing satisfies, and the packages of ours that lead to it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Missing {
+    /// From the package a lab installs down to the one that needs it
+    /// (`name version` each).
+    pub chain: Vec<String>,
+    /// The relation (with its alternatives) as the package states it.
+    pub needs: String,
+    /// What the base and the repository have by those names.
+    pub found: Vec<String>,
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} → {}: ", self.chain.join(" → "), self.needs)?;
+        if self.found.is_empty() {
+            write!(f, "neither the base nor the repository has it")
+        } else {
+            write!(f, "only {} there", self.found.join(", "))
+        }
+    }
+}
+
+/// Who can satisfy a relation by name: packages and their provides.
+struct Offers<'a> {
+    by_name: HashMap<&'a str, Vec<&'a Package>>,
+    /// name → (provider, provided version)
+    provided: HashMap<&'a str, Vec<(&'a Package, Option<&'a Version>)>>,
+}
+
+impl<'a> Offers<'a> {
+    fn new(packages: impl Iterator<Item = &'a Package>) -> Offers<'a> {
+        let mut o = Offers {
+            by_name: HashMap::new(),
+            provided: HashMap::new(),
+        };
+        for p in packages {
+            o.by_name.entry(p.name.as_str()).or_default().push(p);
+            for (name, v) in &p.provides {
+                o.provided
+                    .entry(name.as_str())
+                    .or_default()
+                    .push((p, v.as_ref()));
+            }
+        }
+        o
+    }
+
+    /// The packages that satisfy `rel`: by name and version, or by a
+    /// Provides (any for an unversioned relation, a versioned one that
+    /// matches otherwise).
+    fn satisfying(&self, rel: &crate::format::relation::Relation) -> Vec<&'a Package> {
+        let mut found: Vec<&'a Package> = self
+            .by_name
+            .get(rel.name.as_str())
+            .into_iter()
+            .flatten()
+            .filter(|p| rel.matches(&p.name, &p.version))
+            .copied()
+            .collect();
+        for (p, v) in self.provided.get(rel.name.as_str()).into_iter().flatten() {
+            let ok = match (&rel.constraint, v) {
+                (None, _) => true,
+                (Some(_), Some(v)) => rel.matches(&rel.name, v),
+                (Some(_), None) => false,
+            };
+            if ok {
+                found.push(p);
+            }
+        }
+        found
+    }
+
+    /// `name version` of every package by the names in `group`.
+    fn named(&self, group: &Alternatives) -> Vec<String> {
+        group
+            .0
+            .iter()
+            .flat_map(|r| self.by_name.get(r.name.as_str()).into_iter().flatten())
+            .map(|p| p.label())
+            .collect()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Open,
+    Good,
+    Bad,
+}
+
+/// Every dependency of `ours` that neither `bases` nor `ours` can satisfy,
+/// each listed once, under the first chain that reaches it. Packages no
+/// other package of ours depends on are followed first, so that chains
+/// start where a lab starts (`apt install` of the metapackage).
+pub fn missing(ours: &[Package], bases: &[Base]) -> Vec<Missing> {
+    let base = Offers::new(bases.iter().flat_map(|b| b.packages.iter()));
+    let own = Offers::new(ours.iter());
+    let needed: std::collections::HashSet<&str> = ours
+        .iter()
+        .flat_map(|p| p.depends.iter().flat_map(|g| g.0.iter()))
+        .flat_map(|rel| own.satisfying(rel))
+        .map(|p| p.name.as_str())
+        .collect();
+    let mut roots: Vec<&Package> = ours.iter().collect();
+    roots.sort_by_key(|p| (needed.contains(p.name.as_str()), p.name.clone()));
+    let mut walk = Walk {
+        base: &base,
+        own: &own,
+        state: HashMap::new(),
+        chain: Vec::new(),
+    };
+    let mut out = Vec::new();
+    for p in roots {
+        walk.check(p, &mut out);
+    }
+    out
+}
+
+struct Walk<'w, 'a> {
+    base: &'w Offers<'a>,
+    own: &'w Offers<'a>,
+    state: HashMap<(&'a str, &'a str), State>,
+    chain: Vec<String>,
+}
+
+impl<'a> Walk<'_, 'a> {
+    /// Whether `p` installs; what it lacks goes to `out`. A package met
+    /// again on its own chain (a cycle) counts as installable there.
+    fn check(&mut self, p: &'a Package, out: &mut Vec<Missing>) -> bool {
+        let key = (p.name.as_str(), p.version_text.as_str());
+        match self.state.get(&key) {
+            Some(State::Good) | Some(State::Open) => return true,
+            Some(State::Bad) => return false,
+            None => {}
+        }
+        self.state.insert(key, State::Open);
+        self.chain.push(p.label());
+        let mut good = true;
+        for group in &p.depends {
+            if !self.group(group, out) {
+                good = false;
+            }
+        }
+        self.chain.pop();
+        self.state
+            .insert(key, if good { State::Good } else { State::Bad });
+        good
+    }
+
+    /// Whether one alternative of `group` is satisfied: by the base as it
+    /// is, or by a package of ours that itself installs.
+    fn group(&mut self, group: &'a Alternatives, out: &mut Vec<Missing>) -> bool {
+        if group.0.iter().any(|r| !self.base.satisfying(r).is_empty()) {
+            return true;
+        }
+        let candidates: Vec<&'a Package> = group
+            .0
+            .iter()
+            .flat_map(|r| self.own.satisfying(r))
+            .collect();
+        // What a failed alternative lacks is said only if all fail.
+        let mut lacks = Vec::new();
+        for c in &candidates {
+            let mut tried = Vec::new();
+            if self.check(c, &mut tried) {
+                return true;
+            }
+            lacks.extend(tried);
+        }
+        if candidates.is_empty() {
+            let mut found = self.base.named(group);
+            found.extend(self.own.named(group));
+            let needs: Vec<String> = group.0.iter().map(|r| r.to_string()).collect();
+            out.push(Missing {
+                chain: self.chain.clone(),
+                needs: needs.join(" | "),
+                found,
+            });
+        }
+        out.extend(lacks);
+        false
+    }
+}
+
+/// The packages every `Packages` index of the repository at `root` lists.
+pub fn packages_of(root: &Path) -> Vec<Package> {
+    let mut out = Vec::new();
+    for index in super::verify::package_indexes(root) {
+        let Ok(file) = std::fs::File::open(&index) else {
+            continue;
+        };
+        for stanza in ParagraphReader::new(BufReader::new(file)).map_while(Result::ok) {
+            out.extend(Package::of(&stanza));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pkgs(text: &str) -> Vec<Package> {
+        crate::format::deb822::Document::parse(text)
+            .unwrap()
+            .paragraphs()
+            .filter_map(Package::of)
+            .collect()
+    }
+
+    /// A base read from a file holding `text`, compressed as asked.
+    fn base_as(text: &str, compression: Compression) -> Base {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("base");
+        let mut enc = compression
+            .encoder(Vec::new(), compression.default_level(), 1)
+            .unwrap();
+        std::io::Write::write_all(&mut enc, text.as_bytes()).unwrap();
+        std::fs::write(&path, enc.finish().unwrap()).unwrap();
+        Base::read(&path).unwrap()
+    }
+
+    fn base(text: &str) -> Base {
+        base_as(text, Compression::None)
+    }
+
+    #[test]
+    fn chains_start_at_what_a_lab_installs_and_stop_at_what_is_missing() {
+        let ours = pkgs(
+            "Package: meta\nVersion: 1\nDepends: lib (= 2), tool\n\nPackage: lib\nVersion: 2\nDepends: libc6 (>= 2.38)\n\nPackage: tool\nVersion: 1\nDepends: python3 | python3-minimal, virtual-thing\n\nPackage: provider\nVersion: 1\nProvides: virtual-thing\n",
+        );
+        let machine =
+            base("Package: libc6\nVersion: 2.27-3ubuntu1\nStatus: install ok installed\n");
+        let m = missing(&ours, &[machine]);
+        assert_eq!(
+            m.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
+            [
+                "meta 1 → lib 2 → libc6 (>= 2.38): only libc6 2.27-3ubuntu1 there",
+                "meta 1 → tool 1 → python3 | python3-minimal: neither the base nor the repository has it",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_base_or_our_own_packages_satisfy_and_cycles_end() {
+        let ours = pkgs(
+            "Package: a\nVersion: 1\nDepends: b, libc6 (>= 2.17)\n\nPackage: b\nVersion: 1\nPre-Depends: a\nDepends: vfoo (>= 2)\n\nPackage: c\nVersion: 1\nProvides: vfoo (= 3)\n",
+        );
+        let machine = base(
+            "Package: libc6\nVersion: 2.27\nStatus: install ok installed\n\nPackage: gone\nVersion: 1\nStatus: deinstall ok config-files\n",
+        );
+        assert_eq!(machine.len(), 1, "a removed package is not installed");
+        assert!(missing(&ours, &[machine]).is_empty());
+    }
+
+    #[test]
+    fn an_unversioned_provides_does_not_satisfy_a_versioned_relation() {
+        let ours = pkgs("Package: a\nVersion: 1\nDepends: vfoo (>= 2)\n");
+        let machine =
+            base("Package: c\nVersion: 1\nProvides: vfoo\nStatus: install ok installed\n");
+        let m = missing(&ours, &[machine]);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].needs, "vfoo (>= 2)");
+    }
+
+    #[test]
+    fn a_base_is_read_plain_gzip_or_xz_and_told_by_its_fields() {
+        let index = "Package: libc6\nVersion: 2.27\nFilename: pool/l/libc6.deb\n";
+        for c in [Compression::None, Compression::Gzip, Compression::Xz] {
+            let b = base_as(index, c);
+            assert_eq!((b.kind, b.len()), (BaseKind::Index, 1), "{c:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let other = dir.path().join("other");
+        std::fs::write(&other, "Origin: Ubuntu\nSuite: bionic\n").unwrap();
+        assert!(matches!(
+            Base::read(&other),
+            Err(AgainstError::NotABase { .. })
+        ));
+        assert!(Base::read(dir.path()).is_err(), "a directory is no base");
+    }
+}

@@ -1,0 +1,180 @@
+//! `verify --against`: the repository resolved as apt would against the
+//! base of real Ubuntu 18.04 machines — the dpkg status file of a minbase
+//! root and the release's own `main` index, both made by the real tools
+//! from Ubuntu's archive (the cached test roots).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::chroot::{Dist, base_tarball};
+use crate::support::common::{debforge, ok, run};
+use crate::support::standin::Lab;
+
+/// A file of a cached root, copied out.
+fn from_root(dist: Dist, member: &str, to: &Path) -> PathBuf {
+    let bytes = Command::new("tar")
+        .arg("-xOf")
+        .arg(base_tarball(dist))
+        .arg(member)
+        .output()
+        .unwrap();
+    assert!(
+        bytes.status.success(),
+        "{member} is not in the {dist:?} root"
+    );
+    fs::write(to, bytes.stdout).unwrap();
+    to.to_path_buf()
+}
+
+/// The version a status file or index gives `package`.
+fn version_in(file: &Path, package: &str) -> String {
+    let text = fs::read_to_string(file).unwrap();
+    let stanza = text
+        .split("\n\n")
+        .find(|s| s.starts_with(&format!("Package: {package}\n")))
+        .unwrap();
+    stanza
+        .lines()
+        .find_map(|l| l.strip_prefix("Version: "))
+        .unwrap()
+        .to_string()
+}
+
+/// A local package with `depends`, added to the lab's project.
+fn add_local(lab: &Lab, name: &str, depends: &str) {
+    let tree = lab.dir.path().join("trees").join(name);
+    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    fs::write(
+        tree.join("DEBIAN/control"),
+        format!("Package: {name}\nVersion: 1.0\nArchitecture: amd64\nMaintainer: lab <lab@example.org>\nDepends: {depends}\nDescription: {name}\n local.\n"),
+    )
+    .unwrap();
+    let deb = lab.dir.path().join(format!("{name}_1.0_amd64.deb"));
+    ok(debforge()
+        .args(["deb", "build"])
+        .arg(&tree)
+        .arg("-o")
+        .arg(&deb));
+    fs::write(
+        lab.recipes.join(format!("packages/{name}.toml")),
+        format!(
+            "name = \"{name}\"\nversion = \"1.0\"\narchitecture = \"amd64\"\nfrom = {{ path = \"{}\" }}\n",
+            deb.display()
+        ),
+    )
+    .unwrap();
+}
+
+fn verify_against(out: &Path, bases: &[&Path], json: bool) -> (i32, String) {
+    let mut c = debforge();
+    c.arg("verify").arg(out);
+    for b in bases {
+        c.arg("--against").arg(b);
+    }
+    if json {
+        c.arg("--json");
+    }
+    let (code, stdout, err) = run(&mut c);
+    assert!(code == 0 || code == 1, "{err}");
+    (code, stdout)
+}
+
+#[test]
+fn verify_against_real_bionic_machines_lists_what_they_lack_with_the_chain() {
+    let lab = Lab::new();
+    let status = from_root(
+        Dist::Bionic,
+        "./var/lib/dpkg/status",
+        &lab.dir.path().join("status"),
+    );
+    let index = from_root(
+        Dist::BionicCares,
+        "./var/lib/apt/lists/archive.ubuntu.com_ubuntu_dists_bionic_main_binary-amd64_Packages",
+        &lab.dir.path().join("bionic-main-Packages"),
+    );
+    let out = lab.dir.path().join("repo-out");
+
+    // The lab's CUDA 10.1 stack (NVIDIA's relations: libc6 (>= 2.3.4),
+    // libgcc1, libstdc++6) installs on a bare 18.04 machine.
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let (code, stdout) = verify_against(&out, &[&status], false);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "against {} (a dpkg status file, packages installed: ",
+            status.display()
+        )),
+        "{stdout}"
+    );
+
+    // A tool that needs python3 and a library shaped as NVIDIA's CUDA 13
+    // NCCL for Ubuntu 24.04 (its real relations) do not.
+    add_local(
+        &lab,
+        "nccl-cu13-shaped",
+        "libc6 (>= 2.38), libgcc-s1 (>= 3.4), libstdc++6 (>= 12)",
+    );
+    add_local(&lab, "lab-tools", "python3 (>= 3.6), nccl-cu13-shaped");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let libc6 = version_in(&status, "libc6");
+    let libstdcxx = version_in(&status, "libstdc++6");
+    let (code, stdout) = verify_against(&out, &[&status], false);
+    assert_eq!(code, 1, "{stdout}");
+    let problems: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("problem: not installable on the base: "))
+        .collect();
+    assert_eq!(
+        problems,
+        [
+            "lab-tools 1.0 → python3 (>= 3.6): neither the base nor the repository has it".to_string(),
+            format!("lab-tools 1.0 → nccl-cu13-shaped 1.0 → libc6 (>= 2.38): only libc6 {libc6} there"),
+            "lab-tools 1.0 → nccl-cu13-shaped 1.0 → libgcc-s1 (>= 3.4): neither the base nor the repository has it".to_string(),
+            format!("lab-tools 1.0 → nccl-cu13-shaped 1.0 → libstdc++6 (>= 12): only libstdc++6 {libstdcxx} there"),
+        ],
+        "{stdout}"
+    );
+
+    // The release's own index offers python3 (3.6), not a newer C library.
+    let (code, stdout) = verify_against(&out, &[&index], true);
+    assert_eq!(code, 1, "{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["bases"][0]["kind"], "index");
+    assert!(report["bases"][0]["packages"].as_u64().unwrap() > 3000);
+    let needs: Vec<&str> = report["missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["needs"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        needs,
+        [
+            "libc6 (>= 2.38)",
+            "libgcc-s1 (>= 3.4)",
+            "libstdc++6 (>= 12)"
+        ]
+    );
+    assert_eq!(
+        report["missing"][0]["chain"],
+        serde_json::json!(["lab-tools 1.0", "nccl-cu13-shaped 1.0"])
+    );
+    assert_eq!(
+        report["missing"][0]["found"],
+        serde_json::json!([format!("libc6 {}", version_in(&index, "libc6"))])
+    );
+
+    // Not a base: said before anything is checked, with what to pass.
+    let (code, _, err) = run(debforge()
+        .arg("verify")
+        .arg(&out)
+        .arg("--against")
+        .arg(out.join("dists/bionic/Release")));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("neither a dpkg status file (Status fields) nor a Packages index")
+            && err.contains("hint: pass a copy of a lab machine's /var/lib/dpkg/status"),
+        "{err}"
+    );
+}
