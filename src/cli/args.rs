@@ -158,7 +158,7 @@ pub(crate) enum Command {
     /// Write an air-gapped bundle (one tar: repository, keyring, pins, SHA256SUMS, install.sh), or verify one
     #[command(
         args_conflicts_with_subcommands = true,
-        after_help = "Examples:\n  debforge bundle -o lab.tar                 # online: after debforge build\n  debforge bundle verify lab.tar             # on the way in\n  tar -xf lab.tar && sudo sh debforge-bundle/install.sh   # on the offline machine\n\nThe same repository gives the same bundle bytes (entries sorted, dated by the\nRelease's Date or SOURCE_DATE_EPOCH)."
+        after_help = "Examples:\n  debforge bundle -o lab.tar                 # online: after debforge build\n  debforge bundle -o lab-2.tar --from lab.tar  # a delta onto what lab.tar left\n  debforge bundle verify lab-2.tar --from lab.tar   # on the way in\n  tar -xf lab.tar && sudo sh debforge-bundle/install.sh   # on the offline machine\n\nThe same repository gives the same bundle bytes (entries sorted, dated by the\nRelease's Date or SOURCE_DATE_EPOCH). A delta (--from the last bundle the lab\ninstalled, full or delta) carries only the files that generation lacks, and a\nmanifest signed with the repository's keys naming both generations; install.sh\napplies it onto that generation only, switching generations in one rename."
     )]
     Bundle {
         #[command(subcommand)]
@@ -169,6 +169,11 @@ pub(crate) enum Command {
         /// The built repository
         #[arg(long, default_value = "repo-out")]
         out: PathBuf,
+        /// Write a delta from the state this bundle (full or delta) left on the lab's machines
+        #[arg(long, value_name = "BUNDLE")]
+        from: Option<PathBuf>,
+        #[command(flatten)]
+        keys: KeyArgs,
     },
     /// Generate an OpenPGP v4 signing key for the repository into KEYS/signing/ (mode 0600)
     #[command(
@@ -289,10 +294,16 @@ pub(crate) enum Command {
 
 #[derive(Subcommand)]
 pub(crate) enum BundleCommand {
-    /// Check a bundle against its SHA256SUMS (every file, nothing missing or extra)
+    /// Check a bundle against its SHA256SUMS (every file, nothing missing or extra); a delta's signed manifest too
     Verify {
         /// The bundle
         bundle: PathBuf,
+        /// A delta: the bundle it applies onto (checks the chain, and the signature with that bundle's keyring)
+        #[arg(long, value_name = "BUNDLE")]
+        from: Option<PathBuf>,
+        /// A delta: the keyring its manifest must verify with [default: --from's, else the delta's own]
+        #[arg(long)]
+        keyring: Option<PathBuf>,
     },
 }
 

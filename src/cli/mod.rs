@@ -100,14 +100,21 @@ fn dispatch(cx: &Context, command: Command) -> Result<u8, Failure> {
             json,
         } => verify::run_verify(cx, &dir, keyring, &against, json),
         Command::Bundle {
-            verify: Some(BundleCommand::Verify { bundle }),
+            verify:
+                Some(BundleCommand::Verify {
+                    bundle,
+                    from,
+                    keyring,
+                }),
             ..
-        } => bundle::run_bundle_verify(&bundle),
+        } => bundle::run_bundle_verify(&bundle, from.as_deref(), keyring.as_deref()),
         Command::Bundle {
             verify: None,
             output,
             out,
-        } => bundle::run_bundle(cx, output, &out),
+            from,
+            keys,
+        } => bundle::run_bundle(cx, output, &out, from, &keys),
         Command::Serve {
             listen,
             out,

@@ -1,8 +1,9 @@
-//! `bundle`: the repository as one file for an air-gapped machine.
+//! `bundle`: the repository as one file for an air-gapped machine, whole
+//! or as a delta from the last bundle the lab installed.
 
 use std::path::PathBuf;
 
-use super::WorkflowError;
+use super::{KeySettings, WorkflowError};
 use crate::report::Reporter;
 
 #[derive(Debug, Clone)]
@@ -13,12 +14,104 @@ pub struct BundleSettings {
     pub output: PathBuf,
     /// Entries' dates (else the Release's).
     pub source_date_epoch: Option<i64>,
+    /// A delta from the state this bundle (full or delta) left.
+    pub from: Option<PathBuf>,
+    /// The repository's signing keys (a delta's manifest is signed).
+    pub keys: KeySettings,
+    pub now: i64,
 }
 
-/// Writes the bundle; returns how many files it holds.
-pub fn bundle(s: &BundleSettings, reporter: &dyn Reporter) -> Result<usize, WorkflowError> {
+/// What `bundle` wrote.
+#[derive(Debug, Clone)]
+pub struct BundleReport {
+    pub files: usize,
+    pub delta: Option<DeltaReport>,
+}
+
+/// A delta's base and target generations and its size against the whole.
+#[derive(Debug, Clone)]
+pub struct DeltaReport {
+    pub base: String,
+    pub target: String,
+    pub carried: usize,
+    pub carried_bytes: u64,
+    pub target_bytes: u64,
+}
+
+/// Writes the bundle (a delta with `from`).
+pub fn bundle(s: &BundleSettings, reporter: &dyn Reporter) -> Result<BundleReport, WorkflowError> {
     let mtime = s.source_date_epoch.map(|t| t as u64);
-    Ok(crate::bundle::write_bundle(
-        &s.out, &s.output, mtime, reporter,
-    )?)
+    let Some(from) = &s.from else {
+        let files = crate::bundle::write_bundle(&s.out, &s.output, mtime, reporter)?;
+        return Ok(BundleReport { files, delta: None });
+    };
+    let base = crate::bundle::read_base(from)?;
+    let plan = crate::bundle::plan_delta(&s.out, &base)?;
+    let mtime = mtime.unwrap_or_else(|| release_date(&s.out, &base.suite));
+    let signed = sign_manifest(s, &plan.manifest_text(), mtime)?;
+    let files = crate::bundle::write_delta(&s.out, &plan, &signed, &s.output, mtime, reporter)?;
+    let (target, _) = plan.generations();
+    Ok(BundleReport {
+        files,
+        delta: Some(DeltaReport {
+            base: base.id,
+            target,
+            carried: plan.carried.len(),
+            carried_bytes: plan.carried_bytes,
+            target_bytes: plan.target_bytes,
+        }),
+    })
+}
+
+/// The output's Release date (what dates a bundle's entries).
+fn release_date(out: &std::path::Path, suite: &str) -> u64 {
+    let path = out.join("dists").join(suite).join("Release");
+    crate::input::read_to_string(&path, crate::input::limit::RELEASE)
+        .ok()
+        .and_then(|t| crate::format::release::Release::parse(&t).ok())
+        .and_then(|r| r.date().ok().flatten())
+        .map_or(0, |d| d.max(0) as u64)
+}
+
+/// The manifest signed (cleartext) by every signing key, checked against
+/// the output's own keyring: a delta signed by another key than the
+/// repository's would be refused on the air-gapped side.
+fn sign_manifest(s: &BundleSettings, text: &str, date: u64) -> Result<Vec<u8>, WorkflowError> {
+    let keys: Vec<_> =
+        crate::keys::load_signing_keys(&s.keys.dir, s.keys.passphrase.as_deref(), s.now)?
+            .into_iter()
+            .map(|k| k.key)
+            .collect();
+    let dated = std::time::UNIX_EPOCH + std::time::Duration::from_secs(date);
+    let created = keys
+        .iter()
+        .map(crate::openpgp::sign::SigningKey::created)
+        .fold(dated, std::cmp::max);
+    let signed = crate::openpgp::sign::sign_cleartext(&keys, text.as_bytes(), created)
+        .map_err(crate::repo::RepoError::from)?;
+    let keyring_path = s.out.join(format!("{}.gpg", crate::repo::KEYRING_NAME));
+    let keyring = crate::input::read(&keyring_path, crate::input::limit::KEY)
+        .map_err(crate::error::FileError::at(&keyring_path))
+        .map_err(crate::repo::RepoError::from)?;
+    let verified = crate::openpgp::PinnedKeyring::all(&keyring)
+        .ok()
+        .is_some_and(|ring| ring.verify_cleartext(&signed).is_ok());
+    if !verified {
+        return Err(WorkflowError::NotTheRepositorysKeys {
+            keys: s.keys.dir.clone(),
+            out: s.out.clone(),
+        });
+    }
+    Ok(signed)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_bundle_names_the_keyring_as_the_repository_does() {
+        assert_eq!(
+            crate::bundle::KEYRING_FILE,
+            format!("{}.gpg", crate::repo::KEYRING_NAME)
+        );
+    }
 }

@@ -70,6 +70,8 @@ pub enum WorkflowError {
         crate::format::date::format_rfc2822(*until)
     )]
     AlreadyExpired { date: i64, until: i64 },
+    #[error("the keys in {} do not sign for {} (its keyring does not verify what they sign): the air-gapped side would refuse the delta", keys.display(), out.display())]
+    NotTheRepositorysKeys { keys: PathBuf, out: PathBuf },
     #[error("--mirror {mirror:?}: {reason}")]
     BadMirror { mirror: String, reason: String },
     #[error("{}: no generations recorded (none in {})", out.display(), crate::repo::generations::dir_of(out).display())]
@@ -126,6 +128,9 @@ impl Hint for WorkflowError {
             W::NoSuchGeneration { .. } | W::NothingBefore { .. } => "`debforge history` lists them",
             W::ServesNoGeneration { .. } => {
                 "choose one with `debforge publish --to TARGET --generation N` (`debforge history` lists them)"
+            }
+            W::NotTheRepositorysKeys { .. } => {
+                "pass the --keys directory the repository was built with"
             }
             W::KeyNotTrusted { .. } => {
                 "sign with a key that generation trusts (keep the old key beside the new one in KEYS/signing/), or publish a generation built with the current key"

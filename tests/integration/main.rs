@@ -11,6 +11,7 @@ mod bundles;
 mod deb822_lists;
 mod deb_build;
 mod deb_read;
+mod deltas;
 mod escapes;
 mod faults;
 mod fetch;

@@ -12,15 +12,33 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+mod delta;
+mod install;
+
+pub use delta::{BaseState, DeltaPlan, check_delta, plan_delta, read_base, write_delta};
+use install::install_script;
+
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
     #[error(transparent)]
     Io(#[from] crate::error::FileError),
     #[error("{}: not a built repository (no dists/<suite>/Release); run `debforge build` first", path.display())]
     NotARepository { path: PathBuf },
+    #[error("{}: not a debforge bundle ({why})", path.display())]
+    NotABundle { path: PathBuf, why: String },
+    #[error("the base bundle is of suite {base}, the output of suite {out}")]
+    OtherSuite { base: String, out: String },
+    #[error(
+        "the base bundle already leaves generation {generation} (the output's InRelease): there is nothing to carry"
+    )]
+    NothingNew { generation: String },
 }
 
 const TOP: &str = "debforge-bundle";
+
+/// The repository's public keyring at its top (`repo::KEYRING_NAME`.gpg;
+/// named here too: bundles sit below the repository in the layering).
+pub const KEYRING_FILE: &str = "debforge-archive-keyring.gpg";
 
 /// A line of SHA256SUMS, as both `install.sh` (this pattern, with `grep
 /// -E`) and `bundle verify` ([`sums_line`]) accept it: one list of rules.
@@ -81,65 +99,6 @@ impl Problems {
     }
 }
 
-fn install_script(suite: &str, component: &str) -> String {
-    format!(
-        r#"#!/bin/sh
-# install.sh: set up this debforge bundle as an apt source on an offline
-# machine. Checks every file against SHA256SUMS first; changes nothing if a
-# single byte is wrong. Run as root from the unpacked bundle:
-#   tar -xf lab.tar && sh debforge-bundle/install.sh
-set -e
-here=$(cd "$(dirname "$0")" && pwd)
-cd "$here"
-fail() {{ echo "install.sh: $*; nothing was changed" >&2; exit 1; }}
-# Only regular files and directories, each file once, no hard links: a
-# symlink, FIFO or device here is not from debforge (and could point at
-# /etc/shadow or hang the check below).
-odd=$(find . ! -type f ! -type d | head -n 5)
-[ -z "$odd" ] || fail "the bundle holds something that is not a regular file: $odd"
-linked=$(find . -type f -links +1 | head -n 5)
-[ -z "$linked" ] || fail "the bundle holds hard-linked files: $linked"
-# Exactly the files SHA256SUMS lists, each listed once, none outside.
-if grep -v -E '{sums_line}' SHA256SUMS | grep -q .; then
-    fail "SHA256SUMS has a line that is not '<sha256>  <path>'"
-fi
-if cut -c67- SHA256SUMS | grep -q -E '(^|/)\.\.?(/|$)|//'; then
-    fail "SHA256SUMS lists a path with . or .."
-fi
-listed=$(cut -c67- SHA256SUMS | LC_ALL=C sort)
-[ -z "$(printf '%s\n' "$listed" | uniq -d)" ] || fail "SHA256SUMS lists a file twice"
-present=$(find . -type f ! -path ./SHA256SUMS | sed 's|^\./||' | LC_ALL=C sort)
-[ "$listed" = "$present" ] || fail "the files here are not exactly those SHA256SUMS lists"
-if ! sha256sum --check --quiet --strict SHA256SUMS; then
-    fail "the bundle is corrupted (SHA256SUMS does not match); copy it again"
-fi
-dest=${{DEBFORGE_BUNDLE_DIR:-/var/lib/debforge-bundle}}
-case "$dest" in
-    /*) ;;
-    *) fail "DEBFORGE_BUNDLE_DIR must be an absolute path, not $dest" ;;
-esac
-case "$dest" in
-    *[!A-Za-z0-9._/+-]*) fail "DEBFORGE_BUNDLE_DIR=$dest: apt's file: URIs take no spaces or special characters; choose a plain path" ;;
-esac
-mkdir -p "$dest"
-cp -R repo/. "$dest/"
-chmod -R a+rX "$dest"
-install -d /usr/share/keyrings /etc/apt/sources.list.d /etc/apt/preferences.d
-install -m 644 repo/debforge-archive-keyring.gpg /usr/share/keyrings/debforge-bundle-archive-keyring.gpg
-cat > /etc/apt/sources.list.d/debforge-bundle.sources <<EOF
-Types: deb
-URIs: file:$dest/
-Suites: {suite}
-Components: {component}
-Signed-By: /usr/share/keyrings/debforge-bundle-archive-keyring.gpg
-EOF
-install -m 644 repo/debforge.pref /etc/apt/preferences.d/debforge-bundle.pref
-echo "install.sh: apt source set up from $dest; now run: apt-get update && apt-get install gpu-stack-cu101"
-"#,
-        sums_line = SUMS_LINE_ERE
-    )
-}
-
 fn files(root: &Path) -> Result<Vec<String>, BundleError> {
     Ok(crate::publish::tree_files(root).map_err(FileError::at(root))?)
 }
@@ -177,12 +136,7 @@ pub fn write_bundle(
             .and_then(|r| r.date().ok().flatten())
             .map_or(0, |d| d.max(0) as u64)
     });
-    let component = release
-        .lines()
-        .find_map(|l| l.strip_prefix("Components: "))
-        .and_then(|c| c.split_whitespace().next())
-        .unwrap_or("main")
-        .to_string();
+    let component = component_of(&release);
     let repo_files = files(out)?;
     let script = install_script(&suite, &component);
     let mut sums = String::new();
@@ -213,6 +167,16 @@ pub fn write_bundle(
     tmp.persist(output)
         .map_err(|e| FileError::new(output, e.error))?;
     Ok(repo_files.len() + 2)
+}
+
+/// The first component a Release names.
+fn component_of(release: &str) -> String {
+    release
+        .lines()
+        .find_map(|l| l.strip_prefix("Components: "))
+        .and_then(|c| c.split_whitespace().next())
+        .unwrap_or("main")
+        .to_string()
 }
 
 /// The first suite of `out` with a Release, and that Release's text.
@@ -295,9 +259,21 @@ impl<W: std::io::Write> Entries<'_, W> {
     }
 }
 
+/// What [`verify_bundle`] found.
+#[derive(Debug, Default)]
+pub struct BundleCheck {
+    /// Empty: every file matches SHA256SUMS.
+    pub problems: Vec<String>,
+    /// A delta's signed manifest (`DELTA`), as it is in the bundle.
+    pub delta: Option<Vec<u8>>,
+    /// The repository files it carries (path under `repo/` → SHA-256).
+    pub carried: BTreeMap<String, String>,
+}
+
 /// Checks a bundle in one pass: every file against `SHA256SUMS`, nothing
-/// missing, nothing extra. Returns the problems (empty: the bundle is good).
-pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
+/// missing, nothing extra; keeps a delta's manifest for the caller to check
+/// (its signature, [`check_delta`]).
+pub fn verify_bundle(path: &Path) -> Result<BundleCheck, BundleError> {
     let file = crate::input::open_regular(path).map_err(FileError::at(path))?;
     // The guard refuses a GNU long name or PAX header over 1 MiB at its
     // header, before the tar crate would read it into memory whole.
@@ -310,6 +286,8 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
     let mut expected: Option<BTreeMap<String, String>> = None;
     let mut problems = Problems::default();
     let mut seen = BTreeSet::new();
+    let mut delta = None;
+    let mut carried = BTreeMap::new();
     let entries = archive.entries().map_err(FileError::at(path))?;
     for entry in entries {
         let mut entry = match entry {
@@ -325,17 +303,25 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
             continue;
         };
         let is_sums = rel == "SHA256SUMS";
-        if is_sums && entry.header().size().unwrap_or(u64::MAX) > crate::input::limit::SUMS {
+        let is_delta = rel == "DELTA";
+        if (is_sums || is_delta)
+            && entry.header().size().unwrap_or(u64::MAX) > crate::input::limit::SUMS
+        {
             problems.push(format!(
-                "SHA256SUMS: larger than {} bytes: not a debforge bundle",
+                "{rel}: larger than {} bytes: not a debforge bundle",
                 crate::input::limit::SUMS
             ));
             break;
         }
-        let (found, data) = read_entry(&mut entry, &rel, is_sums, &mut problems);
+        let (found, data) = read_entry(&mut entry, &rel, is_sums || is_delta, &mut problems);
         if is_sums {
             expected = Some(parse_sums(&data, &mut problems));
             continue;
+        }
+        if is_delta {
+            delta = Some(data);
+        } else if let Some(path) = rel.strip_prefix("repo/") {
+            carried.insert(path.to_string(), found.clone());
         }
         let Some(sums) = expected.as_mut() else {
             problems.push("SHA256SUMS is not the first entry: not a debforge bundle".into());
@@ -344,7 +330,11 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, BundleError> {
         check_listed(sums, &rel, &found, &mut problems);
     }
     report_unseen(expected, &mut problems);
-    Ok(problems.into_list())
+    Ok(BundleCheck {
+        problems: problems.into_list(),
+        delta,
+        carried,
+    })
 }
 
 /// The path under `debforge-bundle/` of an entry to check against
@@ -474,6 +464,9 @@ impl crate::error::Hint for BundleError {
     fn hint(&self) -> Option<String> {
         match self {
             BundleError::Io(e) => crate::error::Hint::hint(e),
+            BundleError::NotABundle { .. } => Some(
+                "--from names the last bundle the lab installed (full or delta), as `debforge bundle` wrote it".into(),
+            ),
             _ => None,
         }
     }

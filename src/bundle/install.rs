@@ -1,0 +1,176 @@
+//! `install.sh`, the script every bundle carries: the air-gapped side,
+//! where debforge is not installed. POSIX sh and the tools of a minimal
+//! Ubuntu 18.04 (coreutils, grep, sed, find, gpgv 2.2).
+//!
+//! The repository lives in `DEBFORGE_BUNDLE_DIR` as generations named by
+//! the SHA-256 of their InRelease (`generations/<sha256>/`), and
+//! `current` is a link to the one in force: apt (or a web server, on a
+//! mirror inside the air gap) reads `current/`. A generation is assembled
+//! beside the one in force and switched in with one rename, so a reader
+//! sees the old repository or the new, never a mix; killed midway, the
+//! script completes on the next run. A delta holds only the files its base
+//! generation lacks and a manifest (`DELTA`) signed by the repository's
+//! key, which the script checks with the keyring the last full bundle left
+//! (`trusted.gpg`): it names the base, the target, and every file of the
+//! target with its SHA-256, against which the assembled generation is
+//! checked.
+
+use super::SUMS_LINE_ERE;
+
+pub(super) fn install_script(suite: &str, component: &str) -> String {
+    format!(
+        r#"#!/bin/sh
+# install.sh: set up this debforge bundle as an apt source on an offline
+# machine, or bring a mirror directory inside the air gap up to date. A full
+# bundle holds the whole repository; a delta (it holds DELTA) only what the
+# generation it was made from lacks, and applies onto that generation alone.
+# Everything is checked first; the new generation is assembled beside the
+# one in force and switched in with one rename, so apt sees the old
+# repository or the new, never a mix. Killed midway, run it again.
+# Run as root from the unpacked bundle:
+#   tar -xf lab.tar && sh debforge-bundle/install.sh
+# DEBFORGE_BUNDLE_DIR (default /var/lib/debforge-bundle): where the
+# repository lives; apt reads DEBFORGE_BUNDLE_DIR/current/.
+# DEBFORGE_BUNDLE_APT=no: leave apt's configuration alone (a mirror).
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here"
+fail() {{ echo "install.sh: $*; nothing was changed" >&2; exit 1; }}
+# A test stops the script here, as a power cut would.
+killed_at() {{ [ "${{DEBFORGE_BUNDLE_TEST_KILL:-}}" != "$1" ] || kill -9 $$; }}
+# Only regular files and directories, each file once, no hard links: a
+# symlink, FIFO or device here is not from debforge (and could point at
+# /etc/shadow or hang the check below).
+odd=$(find . ! -type f ! -type d | head -n 5)
+[ -z "$odd" ] || fail "the bundle holds something that is not a regular file: $odd"
+linked=$(find . -type f -links +1 | head -n 5)
+[ -z "$linked" ] || fail "the bundle holds hard-linked files: $linked"
+# A list of '<sha256>  <path>' lines: each well formed, no . or .., no
+# path twice.
+check_sums() {{
+    if grep -v -E '{sums_line}' "$1" | grep -q .; then
+        fail "$2 has a line that is not '<sha256>  <path>'"
+    fi
+    if cut -c67- "$1" | grep -q -E '(^|/)\.\.?(/|$)|//'; then
+        fail "$2 lists a path with . or .."
+    fi
+    [ -z "$(cut -c67- "$1" | LC_ALL=C sort | uniq -d)" ] || fail "$2 lists a file twice"
+}}
+# Exactly the files SHA256SUMS lists, none outside.
+check_sums SHA256SUMS SHA256SUMS
+listed=$(cut -c67- SHA256SUMS | LC_ALL=C sort)
+present=$(find . -type f ! -path ./SHA256SUMS | sed 's|^\./||' | LC_ALL=C sort)
+[ "$listed" = "$present" ] || fail "the files here are not exactly those SHA256SUMS lists"
+if ! sha256sum --check --quiet --strict SHA256SUMS; then
+    fail "the bundle is corrupted (SHA256SUMS does not match); copy it again"
+fi
+dest=${{DEBFORGE_BUNDLE_DIR:-/var/lib/debforge-bundle}}
+case "$dest" in
+    /*) ;;
+    *) fail "DEBFORGE_BUNDLE_DIR must be an absolute path, not $dest" ;;
+esac
+case "$dest" in
+    *[!A-Za-z0-9._/+-]*) fail "DEBFORGE_BUNDLE_DIR=$dest: apt's file: URIs take no spaces or special characters; choose a plain path" ;;
+esac
+suite={suite}
+gens=$dest/generations
+trusted=$dest/trusted.gpg
+hex64() {{ printf '%s\n' "$1" | grep -q -x -E '[0-9a-f]{{64}}'; }}
+# The generation in force (set up by an older install.sh: DEST itself),
+# named by its InRelease's SHA-256.
+have=
+if [ -L "$dest/current" ]; then
+    have=$dest/current
+elif [ -f "$dest/dists/$suite/InRelease" ]; then
+    have=$dest
+fi
+current=none
+if [ -n "$have" ] && [ -f "$have/dists/$suite/InRelease" ]; then
+    current=$(sha256sum < "$have/dists/$suite/InRelease" | cut -c1-64)
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [ -f DELTA ]; then
+    [ -f "$trusted" ] || fail "a delta applies onto a repository a full bundle set up; $dest has none (no $trusted)"
+    if ! gpgv --keyring "$trusted" --output "$work/manifest" DELTA 2>"$work/gpgv"; then
+        fail "DELTA is not signed by a key of $trusted: $(tail -n 2 "$work/gpgv")"
+    fi
+    field() {{ sed -n "s/^$1: //p" "$work/manifest"; }}
+    base=$(field Base)
+    target=$(field Target)
+    hex64 "$base" && hex64 "$target" || fail "DELTA names no base or target generation"
+    [ "$(field Suite)" = "$suite" ] || fail "DELTA is for suite $(field Suite), not $suite"
+    # The target's every file, as the signed manifest lists it.
+    sed -n '/^Files:$/,$p' "$work/manifest" | sed -e '1d' -e '/^$/d' > "$work/files"
+    sed 's/^ \([0-9a-f]*\) [0-9]* /\1  /' "$work/files" > "$work/target.sums"
+    check_sums "$work/target.sums" DELTA
+    if [ "$current" = "$target" ]; then
+        echo "install.sh: generation $target is already in force at $dest"
+        exit 0
+    fi
+    [ "$current" = "$base" ] || fail "this delta applies onto generation $base only; $dest has $current: apply the deltas in order, or a full bundle"
+else
+    target=$(sha256sum < "repo/dists/$suite/InRelease" | cut -c1-64)
+    sed -n 's|^\([0-9a-f]\{{64\}}\)  repo/|\1  |p' SHA256SUMS > "$work/target.sums"
+fi
+new=$gens/$target
+if [ ! -d "$new" ]; then
+    tmp=$gens/.new-$target
+    rm -rf "$tmp"
+    mkdir -p "$tmp"
+    n=0
+    while read -r sum path; do
+        mkdir -p "$tmp/$(dirname "$path")"
+        if [ -f "repo/$path" ]; then
+            cp "repo/$path" "$tmp/$path"
+        elif [ -n "$have" ] && [ -f "$have/$path" ]; then
+            ln "$have/$path" "$tmp/$path" 2>/dev/null || cp "$have/$path" "$tmp/$path"
+        else
+            fail "$path is neither in this bundle nor in the generation in force"
+        fi
+        n=$((n + 1))
+        [ "$n" != 1 ] || killed_at first-file
+    done < "$work/target.sums"
+    if ! (cd "$tmp" && sha256sum --check --quiet --strict "$work/target.sums"); then
+        fail "the new generation does not match what the bundle lists"
+    fi
+    chmod -R a+rX "$tmp"
+    mv "$tmp" "$new"
+fi
+killed_at assembled
+# In force: one rename.
+ln -sfn "generations/$target" "$dest/current.new"
+mv -T "$dest/current.new" "$dest/current"
+install -m 644 "$new/debforge-archive-keyring.gpg" "$trusted.new"
+mv "$trusted.new" "$trusted"
+if [ "${{DEBFORGE_BUNDLE_APT:-yes}}" != no ]; then
+    install -d /usr/share/keyrings /etc/apt/sources.list.d /etc/apt/preferences.d
+    install -m 644 "$new/debforge-archive-keyring.gpg" /usr/share/keyrings/debforge-bundle-archive-keyring.gpg
+    cat > "$work/sources" <<EOF
+Types: deb
+URIs: file:$dest/current/
+Suites: {suite}
+Components: {component}
+Signed-By: /usr/share/keyrings/debforge-bundle-archive-keyring.gpg
+EOF
+    install -m 644 "$work/sources" /etc/apt/sources.list.d/debforge-bundle.sources
+    install -m 644 "$new/debforge.pref" /etc/apt/preferences.d/debforge-bundle.pref
+fi
+# What an older install.sh put at the top, and the generations before the
+# last two (the one just replaced stays, for a step back).
+if [ "$have" = "$dest" ]; then
+    rm -rf "$dest/dists" "$dest/pool" "$dest/debforge-archive-keyring.gpg" \
+        "$dest/debforge-archive-keyring.asc" "$dest/debforge.pref" "$dest/.debforge-output"
+fi
+for g in "$gens"/* "$gens"/.new-*; do
+    [ -e "$g" ] || continue
+    case "$g" in
+        "$new" | "$gens/$current") ;;
+        *) rm -rf "$g" ;;
+    esac
+done
+echo "install.sh: generation $target in force at $dest/current; now run: apt-get update && apt-get install gpu-stack-cu101"
+"#,
+        sums_line = SUMS_LINE_ERE
+    )
+}

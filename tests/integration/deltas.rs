@@ -1,0 +1,175 @@
+//! Delta bundles as an air-gapped lab lives them: built and bundled here,
+//! applied with `install.sh` in an Ubuntu 18.04 root (apt 1.6, gpgv 2.2,
+//! no apt source but the bundle's): a full bundle, then a delta for each
+//! change, in order; a delta for another base refused; a delta killed
+//! midway leaves apt on the old generation and completes on the next run;
+//! a manifest changed after signing refused.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::support::chroot::Chroot;
+use crate::support::common::{debforge, ok, run};
+use crate::support::standin::Lab;
+
+/// Sets the metapackage's version and builds.
+fn build_version(lab: &Lab, out: &Path, version: &str) {
+    let recipe = lab.recipes.join("packages/gpu-stack-cu101.toml");
+    let text = fs::read_to_string(&recipe).unwrap();
+    let text: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("version = ") {
+                format!("version = \"{version}\"\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    fs::write(&recipe, text).unwrap();
+    ok(lab.cmd("build").arg("--out").arg(out));
+}
+
+fn bundle(lab: &Lab, out: &Path, name: &str, from: Option<&Path>) -> (PathBuf, String) {
+    let path = lab.dir.path().join(name);
+    let mut c = debforge();
+    c.arg("bundle").arg("-o").arg(&path).arg("--out").arg(out);
+    c.arg("--keys").arg(lab.keys());
+    if let Some(f) = from {
+        c.arg("--from").arg(f);
+    }
+    let stdout = ok(&mut c);
+    (path, stdout)
+}
+
+/// The candidate apt sees for gpu-stack-cu101 after an update.
+fn candidate(c: &Chroot) -> String {
+    let out = c.ok("apt-get update 2>&1 && apt-cache policy gpu-stack-cu101");
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix("Candidate: "))
+        .unwrap_or_else(|| panic!("no candidate:\n{out}"))
+        .to_string()
+}
+
+#[test]
+fn deltas_apply_in_order_atomically_and_only_onto_their_base() {
+    let lab = Lab::new();
+    lab.add_small_metapackage();
+    let out = lab.dir.path().join("repo-out");
+    build_version(&lab, &out, "1.0-1");
+    let (full, _) = bundle(&lab, &out, "lab-1.tar", None);
+    build_version(&lab, &out, "1.0-2");
+    let (d2, said) = bundle(&lab, &out, "lab-2.tar", Some(&full));
+    assert!(said.contains("a delta from generation "), "{said}");
+    build_version(&lab, &out, "1.0-3");
+    // A delta from a delta: the chain goes on from what the last one left.
+    let (d3, _) = bundle(&lab, &out, "lab-3.tar", Some(&d2));
+    // A metapackage bump carries its one new pool file, and the indexes.
+    let listing = ok(std::process::Command::new("tar").arg("-tf").arg(&d2));
+    let pool: Vec<&str> = listing
+        .lines()
+        .filter(|l| l.contains("/repo/pool/") && l.ends_with(".deb"))
+        .collect();
+    assert_eq!(
+        pool,
+        ["debforge-bundle/repo/pool/main/g/gpu-stack-cu101/gpu-stack-cu101_1.0-2_all.deb"],
+        "{listing}"
+    );
+
+    // On the way in: the chain and the signature, with the base's keyring.
+    let (code, checked, err) = run(debforge()
+        .args(["bundle", "verify"])
+        .arg(&d3)
+        .arg("--from")
+        .arg(&d2));
+    assert_eq!(code, 0, "{checked}{err}");
+    assert!(
+        checked.contains("DELTA: signed by ")
+            && checked.contains("all files match SHA256SUMS and the signed manifest"),
+        "{checked}"
+    );
+    let (code, wrong, _) = run(debforge()
+        .args(["bundle", "verify"])
+        .arg(&d3)
+        .arg("--from")
+        .arg(&full));
+    assert_eq!(code, 1, "{wrong}");
+    assert!(
+        wrong.contains("the delta applies onto generation"),
+        "{wrong}"
+    );
+
+    let c = Chroot::new();
+    let unpack = |tar: &Path, dir: &str| {
+        let t = c.put(tar);
+        c.ok(&format!(
+            "rm -rf /tmp/{dir} && mkdir /tmp/{dir} && tar -xf {t} -C /tmp/{dir}"
+        ));
+        format!("/tmp/{dir}/debforge-bundle/install.sh")
+    };
+    let (s1, s2, s3) = (unpack(&full, "b1"), unpack(&d2, "b2"), unpack(&d3, "b3"));
+    let current = || {
+        fs::read_link(c.path("/var/lib/debforge-bundle/current"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    };
+
+    // A delta needs the full bundle first.
+    let (code, msg) = c.run(&format!("sh {s2} 2>&1"));
+    assert_eq!(code, 1, "{msg}");
+    assert!(
+        msg.contains("a delta applies onto a repository a full bundle set up"),
+        "{msg}"
+    );
+    c.ok(&format!("sh {s1} 2>&1"));
+    assert_eq!(candidate(&c), "1.0-1");
+    c.ok("apt-get install -y gpu-stack-cu101 2>&1");
+    let first = current();
+
+    // Out of order: refused, naming both generations; nothing changed.
+    let (code, msg) = c.run(&format!("sh {s3} 2>&1"));
+    assert_eq!(code, 1, "{msg}");
+    assert!(
+        msg.contains("this delta applies onto generation ")
+            && msg.contains(" only; /var/lib/debforge-bundle has "),
+        "{msg}"
+    );
+    assert_eq!(current(), first);
+
+    // Killed while assembling, then once assembled: apt still sees the old
+    // generation, whole; the next run completes.
+    for at in ["first-file", "assembled"] {
+        let (code, msg) = c.run(&format!("DEBFORGE_BUNDLE_TEST_KILL={at} sh {s2} 2>&1"));
+        assert_eq!(code, 137, "{at}: {msg}");
+        assert_eq!(current(), first, "{at}");
+        assert_eq!(candidate(&c), "1.0-1", "{at}");
+    }
+    let done = c.ok(&format!("sh {s2} 2>&1"));
+    assert!(
+        done.contains("in force at /var/lib/debforge-bundle/current"),
+        "{done}"
+    );
+    assert_eq!(candidate(&c), "1.0-2");
+    let again = c.ok(&format!("sh {s2} 2>&1"));
+    assert!(again.contains("is already in force"), "{again}");
+
+    // A manifest changed after signing (another target, still 64 hex
+    // digits; its SHA256SUMS made to match): gpgv refuses it.
+    c.ok("rm -rf /tmp/bad && cp -r /tmp/b3 /tmp/bad && cd /tmp/bad/debforge-bundle && sed -i -e 's/^Target: 0/Target: 1/' -e t -e 's/^Target: ./Target: 0/' DELTA && grep -v '  DELTA$' SHA256SUMS > S && sha256sum DELTA >> S && mv S SHA256SUMS");
+    let (code, msg) = c.run("sh /tmp/bad/debforge-bundle/install.sh 2>&1");
+    assert_eq!(code, 1, "{msg}");
+    assert!(
+        msg.contains("DELTA is not signed by a key of /var/lib/debforge-bundle/trusted.gpg"),
+        "{msg}"
+    );
+
+    c.ok(&format!("sh {s3} 2>&1"));
+    assert_eq!(candidate(&c), "1.0-3");
+    let installed = c.ok(
+        "apt-get install -y gpu-stack-cu101 2>&1 && dpkg-query -W -f='${Version}' gpu-stack-cu101",
+    );
+    assert!(installed.ends_with("1.0-3"), "{installed}");
+    // Two generations kept: the one in force and the one before.
+    let kept = c.ok("ls /var/lib/debforge-bundle/generations | wc -l");
+    assert_eq!(kept.trim(), "2");
+}
