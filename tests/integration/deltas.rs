@@ -173,3 +173,41 @@ fn deltas_apply_in_order_atomically_and_only_onto_their_base() {
     let kept = c.ok("ls /var/lib/debforge-bundle/generations | wc -l");
     assert_eq!(kept.trim(), "2");
 }
+
+/// A machine set up by an older install.sh (the repository copied into
+/// DEBFORGE_BUNDLE_DIR itself, apt reading it there) is moved to the
+/// generations layout by the next full bundle; apt reads the new one.
+#[test]
+fn a_machine_set_up_by_the_older_install_sh_moves_to_generations() {
+    let lab = Lab::new();
+    lab.add_small_metapackage();
+    let out = lab.dir.path().join("repo-out");
+    build_version(&lab, &out, "1.0-1");
+    let (v1, _) = bundle(&lab, &out, "lab-1.tar", None);
+    build_version(&lab, &out, "1.0-2");
+    let (v2, _) = bundle(&lab, &out, "lab-2.tar", None);
+    let c = Chroot::new();
+    let t1 = c.put(&v1);
+    // What the older script did.
+    c.ok(&format!(
+        "mkdir -p /tmp/old /var/lib/debforge-bundle && tar -xf {t1} -C /tmp/old && cp -R /tmp/old/debforge-bundle/repo/. /var/lib/debforge-bundle/ && install -d /usr/share/keyrings /etc/apt/preferences.d && install -m 644 /tmp/old/debforge-bundle/repo/debforge-archive-keyring.gpg /usr/share/keyrings/debforge-bundle-archive-keyring.gpg && printf 'Types: deb\\nURIs: file:/var/lib/debforge-bundle/\\nSuites: bionic\\nComponents: main\\nSigned-By: /usr/share/keyrings/debforge-bundle-archive-keyring.gpg\\n' > /etc/apt/sources.list.d/debforge-bundle.sources"
+    ));
+    assert_eq!(candidate(&c), "1.0-1");
+    let t2 = c.put(&v2);
+    c.ok(&format!(
+        "mkdir -p /tmp/new && tar -xf {t2} -C /tmp/new && sh /tmp/new/debforge-bundle/install.sh 2>&1"
+    ));
+    assert_eq!(candidate(&c), "1.0-2");
+    let top = c.ok("ls -A /var/lib/debforge-bundle");
+    assert_eq!(
+        top.split_whitespace().collect::<Vec<_>>(),
+        ["current", "generations", "trusted.gpg"],
+        "{top}"
+    );
+    let sources =
+        fs::read_to_string(c.path("/etc/apt/sources.list.d/debforge-bundle.sources")).unwrap();
+    assert!(
+        sources.contains("URIs: file:/var/lib/debforge-bundle/current/"),
+        "{sources}"
+    );
+}
