@@ -678,6 +678,9 @@ pub fn parse_repository(
     #[serde(deny_unknown_fields)]
     struct Top {
         repository: Spanned<RawRepository>,
+        /// Read by [`parse_base`].
+        #[allow(dead_code)]
+        base: Option<toml::Value>,
     }
     let top: Top = toml::from_str(text).map_err(|e| toml_error(file, text, e))?;
     let span = top.repository.span();
@@ -700,6 +703,54 @@ pub fn parse_repository(
         c.mirror = Some(check_mirror(&m).map_err(|e| at(format!("repository.mirror: {e}")))?);
     }
     Ok(c)
+}
+
+/// `repository.toml`'s `[base]`: the files that say what the lab's
+/// machines run (dpkg status files, or Packages indexes of the release),
+/// relative to the project. None without the table.
+pub fn parse_base(file: &Path, text: &str) -> Result<Vec<PathBuf>, RecipeError> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct RawBase {
+        files: Vec<String>,
+    }
+    #[derive(Deserialize)]
+    struct Top {
+        base: Option<Spanned<RawBase>>,
+    }
+    let top: Top = toml::from_str(text).map_err(|e| toml_error(file, text, e))?;
+    let Some(base) = top.base else {
+        return Ok(Vec::new());
+    };
+    let span = base.span();
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let mut out = Vec::new();
+    for f in base.into_inner().files {
+        crate::format::path::check_relative(&f).map_err(|e| {
+            error_at(
+                file,
+                text,
+                Some(span.clone()),
+                format!("base.files: {e}: a file of the project, relative to it"),
+            )
+        })?;
+        out.push(dir.join(f));
+    }
+    Ok(out)
+}
+
+/// The project's `[base]` ([`parse_base`]); none without repository.toml.
+pub fn load_base(dir: &Path) -> Result<Vec<PathBuf>, RecipeError> {
+    let file = dir.join("repository.toml");
+    match crate::input::read_to_string(&file, crate::input::limit::RECIPE) {
+        Ok(text) => parse_base(&file, &text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(RecipeError {
+            file,
+            line: None,
+            message: format!("cannot read: {e}"),
+        }),
+    }
 }
 
 /// Whether `v` is one word of a repository's names: letters, digits and `-_.+`.

@@ -525,6 +525,8 @@ pub fn materialize(
     retain.sort();
     retain.dedup();
     let params = super::RepoParams {
+        // A generation published again was checked when it was built.
+        base: &[],
         config,
         keys,
         date,

@@ -86,6 +86,12 @@ pub enum RepoError {
         out.display()
     )]
     NotInstallable { out: PathBuf, problems: Vec<String> },
+    #[error(
+        "the repository would not install on the lab's base (repository.toml [base]), where nothing else can be fetched:\n  {}\n  nothing was written; {} is as it was",
+        missing.join("\n  "),
+        out.display()
+    )]
+    NotInstallableOnBase { out: PathBuf, missing: Vec<String> },
     #[error("{filename}: architecture {arch} is not one of the repository's ({archs})")]
     ForeignArch {
         filename: String,
@@ -357,6 +363,10 @@ impl crate::error::Hint for RepoError {
             }
             RepoError::NotInstallable { .. } => Some(
                 "a package names a version the repository does not have: a relation written by hand in a recipe (use build.depends-exact, which follows the built versions), a package missing from the recipes, or a `pin` on a package the repository lacks"
+                    .into(),
+            ),
+            RepoError::NotInstallableOnBase { .. } => Some(
+                "add a recipe for each missing package (from the distribution's signed source, e.g. `from = { source = \"ubuntu\" }`), or drop what needs it; `debforge verify --against BASE` lists the same on a published repository"
                     .into(),
             ),
             RepoError::Io(e) => crate::error::Hint::hint(e),

@@ -71,6 +71,7 @@ pub(crate) fn write_repo(
 ) -> Result<OutputReport, super::RepoError> {
     let records = DigestStore::new(None);
     let params = RepoParams {
+        base: &[],
         config: RepoConfig::default(),
         keys,
         date,

@@ -41,6 +41,9 @@ pub struct RepoParams<'k> {
     /// Compressed indexes an earlier generation kept: one whose plain index
     /// has the bytes this build writes is linked, not compressed again.
     pub kept_forms: Vec<super::KeptForm>,
+    /// The lab's base (`[base]` of repository.toml): the packages must
+    /// install on it with nothing else, or nothing is written.
+    pub base: &'k [super::against::Base],
 }
 
 /// One package file for the pool, with the control paragraph read from it
@@ -237,7 +240,7 @@ fn write_whole(
     retain_earlier(root, out, &current, params)?;
     let index = write_dists(root, &entries, params, observer)?;
     write_beside_dists(root, params, pins)?;
-    check_installable(root, out)?;
+    check_installable(root, out, params.base)?;
     let parent = crate::files::parent(out);
     let base = base_name(out);
     let pause = params.pause_in_swap.as_deref();
@@ -250,14 +253,28 @@ pub(super) type Written = (Vec<IndexedDeb>, Vec<PoolEntry>, IndexReport);
 
 /// `verify` would reject a repository apt cannot install from: such a
 /// build fails here, before its swap, the previous output untouched.
-pub(super) fn check_installable(root: &Path, out: &Path) -> Result<(), RepoError> {
+pub(super) fn check_installable(
+    root: &Path,
+    out: &Path,
+    base: &[super::against::Base],
+) -> Result<(), RepoError> {
     let problems = super::verify::installability(root);
-    if problems.is_empty() {
+    if !problems.is_empty() {
+        return Err(RepoError::NotInstallable {
+            out: out.to_path_buf(),
+            problems,
+        });
+    }
+    if base.is_empty() {
         return Ok(());
     }
-    Err(RepoError::NotInstallable {
+    let missing = super::against::missing(&super::against::packages_of(root), base);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(RepoError::NotInstallableOnBase {
         out: out.to_path_buf(),
-        problems,
+        missing: missing.iter().map(ToString::to_string).collect(),
     })
 }
 
@@ -299,7 +316,7 @@ pub fn write_kept(
         .collect();
     super::sign_dists(&dist, &params.config, &listed, params.date, params.keys)?;
     write_beside_dists(root, params, pins)?;
-    check_installable(root, out)?;
+    check_installable(root, out, params.base)?;
     swap_in(
         staging.keep(),
         out,

@@ -115,6 +115,7 @@ fn redate(
         retain_from: None,
         kept_forms: Vec::new(),
         pause_in_swap: None,
+        base: &[],
     };
     let Some(tree) = crate::repo::redate(&s.out, &params, reporter)? else {
         return Ok(None);
@@ -142,6 +143,12 @@ fn build_all(
     stamp: bool,
 ) -> Result<(BuildReport, Option<Inputs>, String), WorkflowError> {
     let reporter = recorder.inner();
+    // The lab's base, read before anything is fetched: a wrong file is said
+    // first.
+    let base = crate::recipe::load_base(&s.recipes)?
+        .iter()
+        .map(|f| crate::repo::against::Base::read(f))
+        .collect::<Result<Vec<_>, _>>()?;
     let session = super::open_session(&s.recipes, s.pipeline.clone(), reporter)?;
     let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
     let inputs = if stamp && fetched.sources.is_empty() {
@@ -174,6 +181,7 @@ fn build_all(
             .map(|g| generations::kept_forms(&s.out, g))
             .unwrap_or_default(),
         pause_in_swap: s.hooks.pause_in_swap.clone(),
+        base: &base,
     };
     let pool: Vec<_> = artifacts.iter().map(|a| a.pool_input()).collect();
     let output = crate::repo::write(&s.out, &pool, &params, &pins, reporter)?;

@@ -60,6 +60,8 @@ pub enum WorkflowError {
     Publish(#[from] crate::publish::PublishError),
     #[error(transparent)]
     Bundle(#[from] crate::bundle::BundleError),
+    #[error(transparent)]
+    Base(#[from] crate::repo::against::AgainstError),
     #[error(
         "SOURCE_DATE_EPOCH={date} dates the Release {}, in the future: apt refuses it as not valid yet",
         crate::format::date::format_rfc2822(*date)
@@ -115,6 +117,7 @@ impl Hint for WorkflowError {
             W::Recipe(e) => return e.hint(),
             W::Publish(e) => return e.hint(),
             W::Bundle(e) => return e.hint(),
+            W::Base(e) => return e.hint(),
             W::DatedInTheFuture { .. } => {
                 "set SOURCE_DATE_EPOCH to a time in the past (e.g. $(git log -1 --format=%ct)), or unset it"
             }

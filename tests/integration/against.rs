@@ -178,3 +178,54 @@ fn verify_against_real_bionic_machines_lists_what_they_lack_with_the_chain() {
         "{err}"
     );
 }
+
+/// The project names its base (`[base]` in repository.toml): `build`
+/// refuses a repository whose packages would not install there with
+/// nothing else, lists the chains, and writes nothing; without the package
+/// that needs what is missing, it builds.
+#[test]
+fn build_refuses_what_would_not_install_on_the_projects_base() {
+    let lab = Lab::new();
+    fs::create_dir_all(lab.recipes.join("base")).unwrap();
+    let status = from_root(
+        Dist::Bionic,
+        "./var/lib/dpkg/status",
+        &lab.recipes.join("base/lab-01.status"),
+    );
+    fs::write(
+        lab.recipes.join("repository.toml"),
+        "[repository]\norigin = \"GPU lab\"\nlabel = \"gpu-lab\"\n\n[base]\nfiles = [\"base/lab-01.status\"]\n",
+    )
+    .unwrap();
+    let out = lab.dir.path().join("repo-out");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let release = fs::read(out.join("dists/bionic/Release")).unwrap();
+    add_local(&lab, "lab-tools", "python3 (>= 3.6) | python3-minimal");
+    let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("the repository would not install on the lab's base (repository.toml [base])")
+            && err.contains("lab-tools 1.0 → python3 (>= 3.6) | python3-minimal: neither the base nor the repository has it")
+            && err.contains("nothing was written")
+            && err.contains("hint: add a recipe for each missing package"),
+        "{err}"
+    );
+    assert_eq!(fs::read(out.join("dists/bionic/Release")).unwrap(), release);
+    fs::remove_file(lab.recipes.join("packages/lab-tools.toml")).unwrap();
+    ok(lab.cmd("build").arg("--out").arg(&out));
+
+    // A base that is no base, or outside the project: said before anything
+    // is fetched.
+    fs::write(&status, "Origin: Ubuntu\n").unwrap();
+    let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("neither a dpkg status file"), "{err}");
+    fs::write(
+        lab.recipes.join("repository.toml"),
+        "[repository]\norigin = \"GPU lab\"\n\n[base]\nfiles = [\"../elsewhere\"]\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("base.files"), "{err}");
+}

@@ -933,6 +933,7 @@ fn the_output_transaction_refuses_a_pin_with_no_candidate() {
         .sha256;
     let records = debforge::repo::pool::DigestStore::new(None);
     let params = debforge::repo::RepoParams {
+        base: &[],
         config: debforge::repo::RepoConfig::default(),
         keys: &signing,
         date: 1_556_000_000,
