@@ -86,6 +86,24 @@ pub fn pause_at(marker: &Path) {
 /// nanosecond. Stats only (one `fstatat` per entry); what a no-op build
 /// compares instead of reading a file.
 pub fn tree_digest(root: &Path, skip: &dyn Fn(&Path) -> bool) -> std::io::Result<String> {
+    tree_digest_with(root, skip, true)
+}
+
+/// [`tree_digest`] of a tree read through no symbolic link: an error at
+/// the first link (what a link points to can change with no trace in the
+/// tree itself).
+pub fn tree_digest_without_links(
+    root: &Path,
+    skip: &dyn Fn(&Path) -> bool,
+) -> std::io::Result<String> {
+    tree_digest_with(root, skip, false)
+}
+
+fn tree_digest_with(
+    root: &Path,
+    skip: &dyn Fn(&Path) -> bool,
+    links: bool,
+) -> std::io::Result<String> {
     use std::os::unix::fs::MetadataExt;
     let mut lines = Vec::new();
     let mut stack = vec![(root.to_path_buf(), String::new())];
@@ -106,6 +124,11 @@ pub fn tree_digest(root: &Path, skip: &dyn Fn(&Path) -> bool) -> std::io::Result
             let m = e.metadata()?;
             if m.is_dir() {
                 stack.push((path, child.clone()));
+            } else if m.is_symlink() && !links {
+                return Err(std::io::Error::other(format!(
+                    "{}: a symbolic link",
+                    path.display()
+                )));
             }
             let line = format!(
                 "{child}\0{:o} {} {} {}.{} {}.{}\n",
@@ -169,8 +192,15 @@ impl FileIdentity {
     /// or removed). Bytes rewritten with the size and modification time put
     /// back (`touch -d`, `cp -p`) move the change time alone: not the same.
     pub fn same_bytes_ignoring_links(&self, now: &FileIdentity) -> bool {
+        // A record without a link count (older) trusts no new change time.
         (self.dev, self.ino, self.size, self.mtime) == (now.dev, now.ino, now.size, now.mtime)
-            && (self.ctime == now.ctime || self.nlink != now.nlink)
+            && (self.ctime == now.ctime || (self.nlink != 0 && self.nlink != now.nlink))
+    }
+
+    /// The same inode, size and modification time (the change time and
+    /// link count aside).
+    pub fn same_inode_bytes(&self, now: &FileIdentity) -> bool {
+        (self.dev, self.ino, self.size, self.mtime) == (now.dev, now.ino, now.size, now.mtime)
     }
 
     /// `dev-ino`: where a record of the file is kept.

@@ -16,7 +16,7 @@
 //! (apt installs them when it can, but nothing fails without them), and
 //! conflicts between what the base has and what we bring.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
@@ -123,6 +123,9 @@ impl Package {
 pub struct Base {
     pub path: PathBuf,
     pub kind: BaseKind,
+    /// The file's SHA-256: a build's output depends on the base it was
+    /// checked against.
+    pub sha256: String,
     packages: Vec<Package>,
 }
 
@@ -183,6 +186,7 @@ impl Base {
         Ok(Base {
             path: path.to_path_buf(),
             kind,
+            sha256: crate::digest::sha256_file(path).map_err(FileError::at(path))?,
             packages,
         })
     }
@@ -304,21 +308,23 @@ impl<'a> Offers<'a> {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum State {
-    Open,
-    Good,
-    Bad,
-}
-
 /// Every dependency of `ours` that neither `bases` nor `ours` can satisfy,
-/// each listed once, under the first chain that reaches it. Packages no
-/// other package of ours depends on are followed first, so that chains
-/// start where a lab starts (`apt install` of the metapackage).
+/// each listed once (per package that states it), under the first chain
+/// that reaches it. Packages no other package of ours depends on are
+/// followed first, so that chains start where a lab starts (`apt install`
+/// of the metapackage).
+///
+/// Which of ours install is a greatest fixpoint: all are taken as
+/// installable, then any with a group that neither the base nor an
+/// installable one of ours satisfies is dropped, until none is (a cycle of
+/// packages that need nothing else stays installable; one that needs what
+/// is missing goes whole). What is missing is then said by walking down
+/// from each package that does not install.
 pub fn missing(ours: &[Package], bases: &[Base]) -> Vec<Missing> {
     let base = Offers::new(bases.iter().flat_map(|b| b.packages.iter()));
     let own = Offers::new(ours.iter());
-    let needed: std::collections::HashSet<&str> = ours
+    let installable = installable(ours, &base, &own);
+    let needed: HashSet<&str> = ours
         .iter()
         .flat_map(|p| p.depends.iter().flat_map(|g| g.0.iter()))
         .flat_map(|rel| own.satisfying(rel))
@@ -329,79 +335,111 @@ pub fn missing(ours: &[Package], bases: &[Base]) -> Vec<Missing> {
     let mut walk = Walk {
         base: &base,
         own: &own,
-        state: HashMap::new(),
+        installable: &installable,
+        said: HashSet::new(),
         chain: Vec::new(),
+        out: Vec::new(),
     };
-    let mut out = Vec::new();
     for p in roots {
-        walk.check(p, &mut out);
+        if !installable.contains(&key(p)) {
+            walk.down(p);
+        }
     }
-    out
+    walk.out
 }
 
+/// A package of ours by name and version.
+fn key(p: &Package) -> (&str, &str) {
+    (p.name.as_str(), p.version_text.as_str())
+}
+
+/// The packages of ours that install (see [`missing`]).
+fn installable<'a>(
+    ours: &'a [Package],
+    base: &Offers<'a>,
+    own: &Offers<'a>,
+) -> HashSet<(&'a str, &'a str)> {
+    let mut set: HashSet<(&str, &str)> = ours.iter().map(key).collect();
+    loop {
+        let drop: Vec<(&str, &str)> = ours
+            .iter()
+            .filter(|p| set.contains(&key(p)))
+            .filter(|p| {
+                p.depends.iter().any(|group| {
+                    !group.0.iter().any(|r| {
+                        !base.satisfying(r).is_empty()
+                            || own.satisfying(r).iter().any(|c| set.contains(&key(c)))
+                    })
+                })
+            })
+            .map(|p| key(p))
+            .collect();
+        if drop.is_empty() {
+            return set;
+        }
+        for k in drop {
+            set.remove(&k);
+        }
+    }
+}
+
+/// The walk that says why packages do not install.
 struct Walk<'w, 'a> {
     base: &'w Offers<'a>,
     own: &'w Offers<'a>,
-    state: HashMap<(&'a str, &'a str), State>,
-    chain: Vec<String>,
+    installable: &'w HashSet<(&'a str, &'a str)>,
+    /// (package, relation) said already.
+    said: HashSet<(String, String)>,
+    chain: Vec<(&'a str, &'a str)>,
+    out: Vec<Missing>,
 }
 
 impl<'a> Walk<'_, 'a> {
-    /// Whether `p` installs; what it lacks goes to `out`. A package met
-    /// again on its own chain (a cycle) counts as installable there.
-    fn check(&mut self, p: &'a Package, out: &mut Vec<Missing>) -> bool {
-        let key = (p.name.as_str(), p.version_text.as_str());
-        match self.state.get(&key) {
-            Some(State::Good) | Some(State::Open) => return true,
-            Some(State::Bad) => return false,
-            None => {}
+    /// Says why `p` (which does not install) does not: each group nothing
+    /// satisfies, and, where only packages of ours that do not install
+    /// could, why those do not.
+    fn down(&mut self, p: &'a Package) {
+        if self.chain.contains(&key(p)) {
+            return;
         }
-        self.state.insert(key, State::Open);
-        self.chain.push(p.label());
-        let mut good = true;
+        self.chain.push(key(p));
         for group in &p.depends {
-            if !self.group(group, out) {
-                good = false;
+            let by_base = group.0.iter().any(|r| !self.base.satisfying(r).is_empty());
+            let candidates: Vec<&'a Package> = group
+                .0
+                .iter()
+                .flat_map(|r| self.own.satisfying(r))
+                .collect();
+            if by_base
+                || candidates
+                    .iter()
+                    .any(|c| self.installable.contains(&key(c)))
+            {
+                continue;
+            }
+            if candidates.is_empty() {
+                self.say(p, group);
+            }
+            for c in candidates {
+                self.down(c);
             }
         }
         self.chain.pop();
-        self.state
-            .insert(key, if good { State::Good } else { State::Bad });
-        good
     }
 
-    /// Whether one alternative of `group` is satisfied: by the base as it
-    /// is, or by a package of ours that itself installs.
-    fn group(&mut self, group: &'a Alternatives, out: &mut Vec<Missing>) -> bool {
-        if group.0.iter().any(|r| !self.base.satisfying(r).is_empty()) {
-            return true;
+    fn say(&mut self, p: &Package, group: &Alternatives) {
+        let needs: Vec<String> = group.0.iter().map(|r| r.to_string()).collect();
+        let needs = needs.join(" | ");
+        if !self.said.insert((p.label(), needs.clone())) {
+            return;
         }
-        let candidates: Vec<&'a Package> = group
-            .0
-            .iter()
-            .flat_map(|r| self.own.satisfying(r))
-            .collect();
-        // What a failed alternative lacks is said only if all fail.
-        let mut lacks = Vec::new();
-        for c in &candidates {
-            let mut tried = Vec::new();
-            if self.check(c, &mut tried) {
-                return true;
-            }
-            lacks.extend(tried);
-        }
-        if candidates.is_empty() {
-            let mut found = self.base.named(group);
-            found.extend(self.own.named(group));
-            let needs: Vec<String> = group.0.iter().map(|r| r.to_string()).collect();
-            out.push(Missing {
-                chain: self.chain.clone(),
-                needs: needs.join(" | "),
-                found,
-            });
-        }
-        out.extend(lacks);
-        false
+        let mut found = self.base.named(group);
+        found.extend(self.own.named(group));
+        self.out.push(Missing {
+            chain: self.chain.iter().map(|(n, v)| format!("{n} {v}")).collect(),
+            needs,
+            found,
+        });
     }
 }
 
@@ -474,6 +512,27 @@ mod tests {
         );
         assert_eq!(machine.len(), 1, "a removed package is not installed");
         assert!(missing(&ours, &[machine]).is_empty());
+    }
+
+    #[test]
+    fn a_package_that_fails_as_an_alternative_is_said_as_a_root_and_cycles_go_whole() {
+        // rr installs through zz; aa, tried first for rr, does not: said
+        // for aa itself. The cycle c1 <-> c2 needs what is missing: both go.
+        let ours = pkgs(
+            "Package: rr\nVersion: 1\nDepends: aa | zz\n\nPackage: aa\nVersion: 1\nDepends: missing-thing\n\nPackage: zz\nVersion: 1\n\nPackage: c1\nVersion: 1\nDepends: c2\n\nPackage: c2\nVersion: 1\nDepends: c1, gone\n",
+        );
+        let machine = base("Package: libc6\nVersion: 2.27\nStatus: install ok installed\n");
+        let m: Vec<String> = missing(&ours, &[machine])
+            .iter()
+            .map(|m| m.to_string())
+            .collect();
+        assert_eq!(
+            m,
+            [
+                "aa 1 → missing-thing: neither the base nor the repository has it",
+                "c1 1 → c2 1 → gone: neither the base nor the repository has it",
+            ]
+        );
     }
 
     #[test]

@@ -188,6 +188,26 @@ impl DigestStore {
         self.get(meta)
     }
 
+    /// The record of the file at `path` follows its change time and link
+    /// count, where nothing else about it changed: called on the pool
+    /// files a build linked or unlinked, so that the next build's check of
+    /// the change time starts from what this one left.
+    pub fn refresh(&self, path: &Path) {
+        let Ok(meta) = fs::metadata(path) else { return };
+        let now = crate::files::FileIdentity::of(&meta);
+        let Ok(mut records) = self.records.lock() else {
+            return;
+        };
+        if let Some(r) = records.digests.get_mut(&now.key())
+            && r.identity.same_inode_bytes(&now)
+            && r.identity != now
+        {
+            r.identity = now;
+            self.changed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
     /// Records `digests` for the file `meta` describes.
     pub fn put_digests(&self, meta: &fs::Metadata, digests: &Digests) {
         self.put(meta, digests);

@@ -211,6 +211,10 @@ pub fn write(
         unchanged: false,
         tree: String::new(),
     };
+    // The pool's links moved change times: the records follow.
+    for e in &report.packages {
+        params.records.refresh(&out.join(&e.filename));
+    }
     // Best effort: without a stamp the next build simply does the work.
     if let Ok(tree) = tree_identity(out) {
         report.tree = tree.clone();
@@ -577,6 +581,10 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
     h.update(crate::openpgp::sign::export_public(params.keys).0);
     h.update(b"\0");
     h.update(pins.as_bytes());
+    // The base it must install on: another base, another check.
+    for b in params.base {
+        h.update(format!("\0base {}", b.sha256).as_bytes());
+    }
     // Only what is kept beyond this build's own files changes the output.
     let own: std::collections::HashSet<&str> = packages.iter().map(|p| p.sha256).collect();
     for (rel, sha) in params

@@ -152,7 +152,15 @@ fn build_all(
     let session = super::open_session(&s.recipes, s.pipeline.clone(), reporter)?;
     let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
     let inputs = if stamp && fetched.sources.is_empty() {
-        let files: Vec<PathBuf> = fetched.packages.iter().map(|f| f.file.clone()).collect();
+        // Each file read, and a path recipe's path as written too (a link
+        // pointed elsewhere resolves to another file).
+        let mut files: Vec<PathBuf> = fetched.packages.iter().map(|f| f.file.clone()).collect();
+        files.extend(fetched.packages.iter().filter_map(|f| {
+            let l = &f.resolved.locked;
+            (l.origin == "path")
+                .then(|| l.url.strip_prefix("file://").map(PathBuf::from))
+                .flatten()
+        }));
         unchanged::identities(&files)
     } else {
         None

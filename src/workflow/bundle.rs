@@ -48,7 +48,7 @@ pub fn bundle(s: &BundleSettings, reporter: &dyn Reporter) -> Result<BundleRepor
     let base = crate::bundle::read_base(from)?;
     let plan = crate::bundle::plan_delta(&s.out, &base)?;
     let mtime = mtime.unwrap_or_else(|| release_date(&s.out, &base.suite));
-    let signed = sign_manifest(s, &plan.manifest_text(), mtime)?;
+    let signed = sign_manifest(s, &plan.manifest_text(), mtime, base.keyring.as_deref())?;
     let files = crate::bundle::write_delta(&s.out, &plan, &signed, &s.output, mtime, reporter)?;
     let (target, _) = plan.generations();
     Ok(BundleReport {
@@ -73,36 +73,59 @@ fn release_date(out: &std::path::Path, suite: &str) -> u64 {
         .map_or(0, |d| d.max(0) as u64)
 }
 
-/// The manifest signed (cleartext) by every signing key, checked against
-/// the output's own keyring: a delta signed by another key than the
-/// repository's would be refused on the air-gapped side.
-fn sign_manifest(s: &BundleSettings, text: &str, date: u64) -> Result<Vec<u8>, WorkflowError> {
+/// The manifest signed (cleartext) by each signing key the lab trusts:
+/// the keyring the base bundle left (`trusted`; else the output's own).
+/// gpgv refuses a message with any signature whose key it lacks, so a key
+/// added since (a rotation) does not sign until a bundle carried it over.
+fn sign_manifest(
+    s: &BundleSettings,
+    text: &str,
+    date: u64,
+    trusted: Option<&[u8]>,
+) -> Result<Vec<u8>, WorkflowError> {
     let keys: Vec<_> =
         crate::keys::load_signing_keys(&s.keys.dir, s.keys.passphrase.as_deref(), s.now)?
             .into_iter()
             .map(|k| k.key)
             .collect();
+    let own;
+    let trusted = match trusted {
+        Some(t) => t,
+        None => {
+            let path = s.out.join(format!("{}.gpg", crate::repo::KEYRING_NAME));
+            own = crate::input::read(&path, crate::input::limit::KEY)
+                .map_err(crate::error::FileError::at(&path))
+                .map_err(crate::repo::RepoError::from)?;
+            &own
+        }
+    };
+    let ring = crate::openpgp::PinnedKeyring::all(trusted).ok();
     let dated = std::time::UNIX_EPOCH + std::time::Duration::from_secs(date);
-    let created = keys
-        .iter()
-        .map(crate::openpgp::sign::SigningKey::created)
-        .fold(dated, std::cmp::max);
-    let signed = crate::openpgp::sign::sign_cleartext(&keys, text.as_bytes(), created)
-        .map_err(crate::repo::RepoError::from)?;
-    let keyring_path = s.out.join(format!("{}.gpg", crate::repo::KEYRING_NAME));
-    let keyring = crate::input::read(&keyring_path, crate::input::limit::KEY)
-        .map_err(crate::error::FileError::at(&keyring_path))
-        .map_err(crate::repo::RepoError::from)?;
-    let verified = crate::openpgp::PinnedKeyring::all(&keyring)
-        .ok()
-        .is_some_and(|ring| ring.verify_cleartext(&signed).is_ok());
-    if !verified {
+    let sign = |keys: &[crate::openpgp::sign::SigningKey]| {
+        let created = keys
+            .iter()
+            .map(crate::openpgp::sign::SigningKey::created)
+            .fold(dated, std::cmp::max);
+        crate::openpgp::sign::sign_cleartext(keys, text.as_bytes(), created)
+            .map_err(crate::repo::RepoError::from)
+    };
+    let verifies = |signed: &[u8]| {
+        ring.as_ref()
+            .is_some_and(|r| r.verify_cleartext(signed).is_ok())
+    };
+    let mut trusted_keys = Vec::new();
+    for k in keys {
+        if verifies(&sign(std::slice::from_ref(&k))?) {
+            trusted_keys.push(k);
+        }
+    }
+    if trusted_keys.is_empty() {
         return Err(WorkflowError::NotTheRepositorysKeys {
             keys: s.keys.dir.clone(),
             out: s.out.clone(),
         });
     }
-    Ok(signed)
+    Ok(sign(&trusted_keys)?)
 }
 
 #[cfg(test)]

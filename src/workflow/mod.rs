@@ -72,7 +72,7 @@ pub enum WorkflowError {
         crate::format::date::format_rfc2822(*until)
     )]
     AlreadyExpired { date: i64, until: i64 },
-    #[error("the keys in {} do not sign for {} (its keyring does not verify what they sign): the air-gapped side would refuse the delta", keys.display(), out.display())]
+    #[error("none of the keys in {} is one the lab trusts (the keyring the base bundle left, else {}'s): the air-gapped side would refuse the delta", keys.display(), out.display())]
     NotTheRepositorysKeys { keys: PathBuf, out: PathBuf },
     #[error("--mirror {mirror:?}: {reason}")]
     BadMirror { mirror: String, reason: String },
@@ -133,7 +133,7 @@ impl Hint for WorkflowError {
                 "choose one with `debforge publish --to TARGET --generation N` (`debforge history` lists them)"
             }
             W::NotTheRepositorysKeys { .. } => {
-                "pass the --keys directory the repository was built with"
+                "pass the --keys directory the repository was built with; after a key rotation with no old key left, carry a full bundle"
             }
             W::KeyNotTrusted { .. } => {
                 "sign with a key that generation trusts (keep the old key beside the new one in KEYS/signing/), or publish a generation built with the current key"

@@ -254,9 +254,12 @@ impl<'s> Probe<'s> {
                 || p == lock
                 || p.as_os_str().as_encoded_bytes().starts_with(beside)
         };
+        // A project read through a link is not stamped: what it points to
+        // may change with no trace here.
         let mut h = crate::digest::KeyHasher::new();
         for root in [&self.s.recipes, &self.s.keys.dir] {
-            h.update(tree_digest(&std::path::absolute(root).ok()?, &skip).ok()?);
+            let root = std::path::absolute(root).ok()?;
+            h.update(crate::files::tree_digest_without_links(&root, &skip).ok()?);
         }
         let lock_identity = match std::fs::symlink_metadata(&lock) {
             Ok(m) => Some(FileIdentity::of(&m)),
@@ -389,7 +392,8 @@ impl Before {
     }
 }
 
-/// The identity of each package file (`None` if one is gone).
+/// The identity of each package file (`None` if one is gone): of what it
+/// resolves to, so that a link pointed elsewhere shows.
 pub(super) fn identities(files: &[PathBuf]) -> Option<Vec<(PathBuf, FileIdentity)>> {
     files
         .iter()

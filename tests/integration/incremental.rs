@@ -257,3 +257,35 @@ fn a_build_dated_by_the_clock_with_nothing_else_changed_only_signs_again() {
     assert!(fewer.contains("wrote 1 packages into"), "{fewer}");
     ok(debforge().arg("verify").arg(p.out()));
 }
+
+/// Right after the first build (the package file now also linked into the
+/// pool), its bytes rewritten in place with size and modification time put
+/// back (`cp -p` over it): the next build reads it again and refuses what
+/// the lock does not name; it never publishes the new bytes under the old
+/// index's SHA256.
+#[test]
+fn bytes_rewritten_in_place_right_after_a_build_are_read_again() {
+    let p = Project::new(&["alpha"]);
+    ok(&mut p.build(&[]));
+    let deb = p.deb("alpha");
+    let mtime = fs::metadata(&deb).unwrap().modified().unwrap();
+    let mut bytes = fs::read(&deb).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // In place: the same inode (the pool's link sees it too).
+    use std::io::Write;
+    let mut f = fs::OpenOptions::new().write(true).open(&deb).unwrap();
+    f.write_all(&bytes).unwrap();
+    drop(f);
+    set_mtime(&deb, mtime);
+    let (code, stdout, err) = run(&mut p.build(&["--locked"]));
+    assert_eq!(
+        code, 2,
+        "the changed bytes were taken for the recorded ones: {stdout}"
+    );
+    assert!(
+        err.contains("does not match what the recipes resolve to"),
+        "{err}"
+    );
+}
