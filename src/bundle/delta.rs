@@ -12,6 +12,7 @@
 //! Suite: bionic
 //! Base: <sha256 of the base's dists/bionic/InRelease>
 //! Target: <sha256 of the target's dists/bionic/InRelease>
+//! Installer: <sha256 of the delta's install.sh>
 //! Files:
 //!  <sha256> <size> <path>
 //! ```
@@ -135,6 +136,9 @@ struct Manifest {
     suite: String,
     base: String,
     target: String,
+    /// The SHA-256 of the install.sh the delta carries (run as root: the
+    /// signature covers it too).
+    installer: String,
     /// path → (sha256, size)
     files: BTreeMap<String, (String, u64)>,
 }
@@ -142,8 +146,8 @@ struct Manifest {
 impl Manifest {
     fn render(&self) -> String {
         let mut s = format!(
-            "Format: {FORMAT}\nSuite: {}\nBase: {}\nTarget: {}\nFiles:\n",
-            self.suite, self.base, self.target
+            "Format: {FORMAT}\nSuite: {}\nBase: {}\nTarget: {}\nInstaller: {}\nFiles:\n",
+            self.suite, self.base, self.target, self.installer
         );
         for (path, (sha, size)) in &self.files {
             s.push_str(&format!(" {sha} {size} {path}\n"));
@@ -167,8 +171,9 @@ impl Manifest {
         let suite = field("Suite")?;
         let base = field("Base")?;
         let target = field("Target")?;
+        let installer = field("Installer")?;
         let hex = |h: &str| crate::format::path::is_hex_digest(h, 64);
-        if !hex(&base) || !hex(&target) || lines.next()? != "Files:" {
+        if !hex(&base) || !hex(&target) || !hex(&installer) || lines.next()? != "Files:" {
             return None;
         }
         let mut files = BTreeMap::new();
@@ -185,6 +190,7 @@ impl Manifest {
             suite,
             base,
             target,
+            installer,
             files,
         })
     }
@@ -251,6 +257,9 @@ pub fn plan_delta(out: &Path, base: &BaseState) -> Result<DeltaPlan, BundleError
     let target_bytes = files.values().map(|(_, s)| s).sum();
     Ok(DeltaPlan {
         manifest: Manifest {
+            installer: crate::digest::sha256_hex(
+                install_script(&suite, &super::component_of(&release)).as_bytes(),
+            ),
             suite,
             base: base.id.clone(),
             target,
@@ -315,12 +324,20 @@ pub fn write_delta(
 pub fn check_delta(
     manifest_text: &str,
     carried: &BTreeMap<String, String>,
+    installer: Option<&str>,
     base: Option<&BaseState>,
 ) -> Vec<String> {
     let Some(m) = Manifest::parse(manifest_text) else {
         return vec!["DELTA: not a debforge delta manifest".into()];
     };
     let mut problems = Vec::new();
+    if installer != Some(m.installer.as_str()) {
+        problems.push(format!(
+            "install.sh: SHA256 {}, the signed manifest says {}",
+            installer.unwrap_or("(none)"),
+            m.installer
+        ));
+    }
     for (path, sha) in carried {
         match m.files.get(path) {
             Some((h, _)) if h == sha => {}
@@ -358,6 +375,7 @@ mod tests {
             suite: "bionic".into(),
             base: "a".repeat(64),
             target: "b".repeat(64),
+            installer: "d".repeat(64),
             files: [("pool/main/x/x.deb".to_string(), ("c".repeat(64), 12))].into(),
         };
         assert_eq!(Manifest::parse(&m.render()), Some(m.clone()));

@@ -72,10 +72,17 @@ esac
 case "$dest" in
     *[!A-Za-z0-9._/+-]*) fail "DEBFORGE_BUNDLE_DIR=$dest: apt's file: URIs take no spaces or special characters; choose a plain path" ;;
 esac
+mkdir -p "$dest"
+# One install at a time: a second would remove the first's work.
+exec 9>"$dest/.lock"
+flock -n 9 || fail "another install.sh is working on $dest"
 suite={suite}
 gens=$dest/generations
 trusted=$dest/trusted.gpg
-hex64() {{ printf '%s\n' "$1" | grep -q -x -E '[0-9a-f]{{64}}'; }}
+hex64() {{
+    [ "${{#1}}" -eq 64 ] || return 1
+    case "$1" in *[!0-9a-f]*) return 1 ;; esac
+}}
 # The generation in force (set up by an older install.sh: DEST itself),
 # named by its InRelease's SHA-256.
 have=
@@ -90,6 +97,8 @@ if [ -n "$have" ] && [ -f "$have/dists/$suite/InRelease" ]; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# What was checked above, kept: the bundle is not read twice.
+cp SHA256SUMS "$work/sums"
 if [ -f DELTA ]; then
     [ -f "$trusted" ] || fail "a delta applies onto a repository a full bundle set up; $dest has none (no $trusted)"
     if ! gpgv --keyring "$trusted" --output "$work/manifest" DELTA 2>"$work/gpgv"; then
@@ -104,14 +113,13 @@ if [ -f DELTA ]; then
     sed -n '/^Files:$/,$p' "$work/manifest" | sed -e '1d' -e '/^$/d' > "$work/files"
     sed 's/^ \([0-9a-f]*\) [0-9]* /\1  /' "$work/files" > "$work/target.sums"
     check_sums "$work/target.sums" DELTA
-    if [ "$current" = "$target" ]; then
-        echo "install.sh: generation $target is already in force at $dest"
-        exit 0
-    fi
-    [ "$current" = "$base" ] || fail "this delta applies onto generation $base only; $dest has $current: apply the deltas in order, or a full bundle"
+    # Already in force (a run killed after the switch): the steps after it
+    # are done again.
+    [ "$current" = "$base" ] || [ "$current" = "$target" ] || fail "this delta applies onto generation $base only; $dest has $current: apply the deltas in order, or a full bundle"
 else
     target=$(sha256sum < "repo/dists/$suite/InRelease" | cut -c1-64)
-    sed -n 's|^\([0-9a-f]\{{64\}}\)  repo/|\1  |p' SHA256SUMS > "$work/target.sums"
+    hex64 "$target" || fail "the bundle holds no dists/$suite/InRelease"
+    sed -n 's|^\([0-9a-f]\{{64\}}\)  repo/|\1  |p' "$work/sums" > "$work/target.sums"
 fi
 new=$gens/$target
 if [ ! -d "$new" ]; then
@@ -141,6 +149,7 @@ killed_at assembled
 # In force: one rename.
 ln -sfn "generations/$target" "$dest/current.new"
 mv -T "$dest/current.new" "$dest/current"
+killed_at switched
 install -m 644 "$new/debforge-archive-keyring.gpg" "$trusted.new"
 mv "$trusted.new" "$trusted"
 if [ "${{DEBFORGE_BUNDLE_APT:-yes}}" != no ]; then
@@ -169,7 +178,11 @@ for g in "$gens"/* "$gens"/.new-*; do
         *) rm -rf "$g" ;;
     esac
 done
-echo "install.sh: generation $target in force at $dest/current; now run: apt-get update && apt-get install gpu-stack-cu101"
+if [ "$current" = "$target" ]; then
+    echo "install.sh: generation $target is already in force at $dest/current (set up again)"
+else
+    echo "install.sh: generation $target in force at $dest/current; now run: apt-get update && apt-get install gpu-stack-cu101"
+fi
 "#,
         sums_line = SUMS_LINE_ERE
     )

@@ -268,6 +268,8 @@ pub struct BundleCheck {
     pub delta: Option<Vec<u8>>,
     /// The repository files it carries (path under `repo/` → SHA-256).
     pub carried: BTreeMap<String, String>,
+    /// The SHA-256 of its install.sh.
+    pub installer: Option<String>,
 }
 
 /// Checks a bundle in one pass: every file against `SHA256SUMS`, nothing
@@ -288,6 +290,7 @@ pub fn verify_bundle(path: &Path) -> Result<BundleCheck, BundleError> {
     let mut seen = BTreeSet::new();
     let mut delta = None;
     let mut carried = BTreeMap::new();
+    let mut installer = None;
     let entries = archive.entries().map_err(FileError::at(path))?;
     for entry in entries {
         let mut entry = match entry {
@@ -320,6 +323,8 @@ pub fn verify_bundle(path: &Path) -> Result<BundleCheck, BundleError> {
         }
         if is_delta {
             delta = Some(data);
+        } else if rel == "install.sh" {
+            installer = Some(found.clone());
         } else if let Some(path) = rel.strip_prefix("repo/") {
             carried.insert(path.to_string(), found.clone());
         }
@@ -334,6 +339,7 @@ pub fn verify_bundle(path: &Path) -> Result<BundleCheck, BundleError> {
         problems: problems.into_list(),
         delta,
         carried,
+        installer,
     })
 }
 

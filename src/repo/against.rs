@@ -372,7 +372,7 @@ fn installable<'a>(
                     })
                 })
             })
-            .map(|p| key(p))
+            .map(key)
             .collect();
         if drop.is_empty() {
             return set;
@@ -447,10 +447,13 @@ impl<'a> Walk<'_, 'a> {
 pub fn packages_of(root: &Path) -> Vec<Package> {
     let mut out = Vec::new();
     for index in super::verify::package_indexes(root) {
-        let Ok(file) = std::fs::File::open(&index) else {
+        // Regular files only, with a bound: `verify` may be given a tree
+        // nobody here wrote.
+        let Ok(file) = crate::input::open_regular(&index) else {
             continue;
         };
-        for stanza in ParagraphReader::new(BufReader::new(file)).map_while(Result::ok) {
+        let bounded = BufReader::new(file.take(MAX_BASE));
+        for stanza in ParagraphReader::new(bounded).map_while(Result::ok) {
             out.extend(Package::of(&stanza));
         }
     }

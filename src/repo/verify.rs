@@ -520,6 +520,7 @@ pub(super) fn package_indexes(root: &Path) -> Vec<PathBuf> {
             files
                 .iter()
                 .filter(|f| f.path.ends_with("/Packages"))
+                .filter(|f| crate::format::path::check_relative(&f.path).is_ok())
                 .map(|f| suite.join(&f.path)),
         );
     }

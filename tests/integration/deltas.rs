@@ -88,6 +88,13 @@ fn deltas_apply_in_order_atomically_and_only_onto_their_base() {
             && checked.contains("all files match SHA256SUMS and the signed manifest"),
         "{checked}"
     );
+    // Without the lab's keyring, a delta is not vouched for.
+    let (code, alone, _) = run(debforge().args(["bundle", "verify"]).arg(&d3));
+    assert_eq!(code, 1, "{alone}");
+    assert!(
+        alone.contains("not checked against the keyring the lab trusts"),
+        "{alone}"
+    );
     let (code, wrong, _) = run(debforge()
         .args(["bundle", "verify"])
         .arg(&d3)
@@ -201,7 +208,7 @@ fn a_machine_set_up_by_the_older_install_sh_moves_to_generations() {
     let top = c.ok("ls -A /var/lib/debforge-bundle");
     assert_eq!(
         top.split_whitespace().collect::<Vec<_>>(),
-        ["current", "generations", "trusted.gpg"],
+        [".lock", "current", "generations", "trusted.gpg"],
         "{top}"
     );
     let sources =

@@ -73,11 +73,17 @@ pub(crate) fn run_bundle_verify(
                 b.keyring.clone().unwrap_or_default(),
                 "the base bundle's keyring".to_string(),
             ),
-            _ => (
-                delta_keyring(bundle)?,
-                "the keyring the delta itself carries (pass --from or --keyring for the lab's)"
-                    .to_string(),
-            ),
+            _ => {
+                // The delta's own keyring proves nothing of where it came
+                // from: checked, but not good enough to say "all good".
+                problems.push(
+                    "DELTA: not checked against the keyring the lab trusts: pass --from LAST.tar (the bundle the lab installed last) or --keyring FILE".into(),
+                );
+                (
+                    delta_keyring(bundle)?,
+                    "the keyring the delta itself carries".to_string(),
+                )
+            }
         };
         match debforge::openpgp::PinnedKeyring::all(&ring)
             .map_err(|e| e.to_string())
@@ -89,6 +95,7 @@ pub(crate) fn run_bundle_verify(
                 problems.extend(debforge::bundle::check_delta(
                     &text,
                     &check.carried,
+                    check.installer.as_deref(),
                     base.as_ref(),
                 ));
             }
