@@ -34,6 +34,9 @@ pub struct Resolved {
     pub recipe: PackageRecipe,
     pub locked: LockedPackage,
     pub(super) from: FetchFrom,
+    /// A path recipe's file as it was stat'ed before it was read (what a
+    /// build stamp names it by).
+    pub seen: Option<crate::files::FileIdentity>,
 }
 
 impl Resolved {
@@ -171,6 +174,7 @@ impl Session<'_> {
                     release_sha256: f.release_sha256,
                 },
                 from: FetchFrom::Source(name.to_string()),
+                seen: None,
             });
         }
         let files = OpenSourceFiles {
@@ -211,6 +215,7 @@ impl Session<'_> {
                 sha512,
             ),
             from,
+            seen: None,
         })
     }
 
@@ -313,6 +318,7 @@ impl Session<'_> {
                 d.sha512,
             ),
             from: FetchFrom::Project(full),
+            seen: Some(crate::files::FileIdentity::of(&meta)),
         })
     }
 
@@ -346,6 +352,7 @@ impl Session<'_> {
             recipe: p.clone(),
             locked: locked.clone(),
             from: FetchFrom::Local(local),
+            seen: None,
         })
     }
 

@@ -118,13 +118,19 @@ pub(super) fn write(
 /// indexes it lists are linked into a new `dists/` with their digests from
 /// it, the Release written and signed as `params` say, and `dists/` swapped
 /// in whole. Returns the output's tree digest, taken under its lock; `None`
-/// (nothing changed) where the Release cannot be read as ours.
+/// (nothing changed) where the Release cannot be read as ours, or the
+/// output is no longer the one with tree digest `expected` (another build
+/// got there first).
 pub fn redate(
     out: &Path,
     params: &RepoParams,
+    expected: &str,
     observer: &dyn Reporter,
 ) -> Result<Option<String>, RepoError> {
     let lock = super::lock_output(out)?;
+    if crate::files::tree_digest(out, &|_| false).ok().as_deref() != Some(expected) {
+        return Ok(None);
+    }
     let suite = &params.config.suite;
     let current = out.join("dists").join(suite);
     let Some(listed) = release_files(&current.join("Release")) else {

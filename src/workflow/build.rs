@@ -117,7 +117,7 @@ fn redate(
         pause_in_swap: None,
         base: &[],
     };
-    let Some(tree) = crate::repo::redate(&s.out, &params, reporter)? else {
+    let Some(tree) = crate::repo::redate(&s.out, &params, stamp.tree(), reporter)? else {
         return Ok(None);
     };
     let mut report = probe.redated(stamp, tree);
@@ -129,6 +129,26 @@ fn redate(
 
 /// The package files' identities before a build read them, for its stamp.
 type Inputs = Vec<(PathBuf, crate::files::FileIdentity)>;
+
+/// Each package file by its identity: a path recipe's as it was before it
+/// was read, under the path as written too (a link pointed elsewhere
+/// resolves to another file); a cache file's (named by its digest) now.
+fn stamp_inputs(packages: &[pipeline::Fetched]) -> Option<Inputs> {
+    let mut out = Vec::new();
+    for f in packages {
+        let l = &f.resolved.locked;
+        match f.resolved.seen {
+            Some(id) => {
+                out.push((f.file.clone(), id));
+                if let Some(written) = l.url.strip_prefix("file://") {
+                    out.push((PathBuf::from(written), id));
+                }
+            }
+            None => out.extend(unchanged::identities(std::slice::from_ref(&f.file))?),
+        }
+    }
+    Some(out)
+}
 
 /// The whole build; the identities of the package files it read where a
 /// stamp may record them (`stamp`, and no signed source was asked), and the
@@ -152,16 +172,7 @@ fn build_all(
     let session = super::open_session(&s.recipes, s.pipeline.clone(), reporter)?;
     let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
     let inputs = if stamp && fetched.sources.is_empty() {
-        // Each file read, and a path recipe's path as written too (a link
-        // pointed elsewhere resolves to another file).
-        let mut files: Vec<PathBuf> = fetched.packages.iter().map(|f| f.file.clone()).collect();
-        files.extend(fetched.packages.iter().filter_map(|f| {
-            let l = &f.resolved.locked;
-            (l.origin == "path")
-                .then(|| l.url.strip_prefix("file://").map(PathBuf::from))
-                .flatten()
-        }));
-        unchanged::identities(&files)
+        stamp_inputs(&fetched.packages)
     } else {
         None
     };

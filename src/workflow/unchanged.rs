@@ -9,9 +9,10 @@
 //! else, or any doubt, takes the whole build (which checks again by digest,
 //! and writes nothing when the output is already right).
 //!
-//! Identities are taken before the build reads its inputs, so an edit made
-//! while it runs shows as a change next time; the output's is taken under
-//! its lock by `repo` itself. The lock file a build writes is named by the
+//! Identities are taken before the build reads its inputs (a cache file,
+//! named by its digest, once it is in the cache), so an edit made while it
+//! runs shows as a change next time; the output's is taken under its lock
+//! by `repo` itself. The lock file a build writes is named by the
 //! identity it has once written, after its bytes are checked to be the ones
 //! written.
 
@@ -350,6 +351,13 @@ pub(super) enum Answer {
 
 /// A stamp that matched but for the date.
 pub(super) struct Stamped(BuildStamp);
+
+impl Stamped {
+    /// The output's tree digest the stamp names.
+    pub(super) fn tree(&self) -> &str {
+        &self.0.tree
+    }
+}
 
 /// The project's and the keys' trees (less the lock file) and the lock
 /// file, by identity, as a build found them.
