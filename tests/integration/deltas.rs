@@ -44,7 +44,7 @@ fn bundle(lab: &Lab, out: &Path, name: &str, from: Option<&Path>) -> (PathBuf, S
 
 /// The candidate apt sees for gpu-stack-cu101 after an update.
 fn candidate(c: &Chroot) -> String {
-    let out = c.ok("apt-get update 2>&1 && apt-cache policy gpu-stack-cu101");
+    let out = c.ok_offline("apt-get update 2>&1 && apt-cache policy gpu-stack-cu101");
     out.lines()
         .find_map(|l| l.trim().strip_prefix("Candidate: "))
         .unwrap_or_else(|| panic!("no candidate:\n{out}"))
@@ -107,9 +107,11 @@ fn deltas_apply_in_order_atomically_and_only_onto_their_base() {
     );
 
     let c = Chroot::new();
+    // As the lab lives it: no apt source but the bundles', no network.
+    c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
     let unpack = |tar: &Path, dir: &str| {
         let t = c.put(tar);
-        c.ok(&format!(
+        c.ok_offline(&format!(
             "rm -rf /tmp/{dir} && mkdir /tmp/{dir} && tar -xf {t} -C /tmp/{dir}"
         ));
         format!("/tmp/{dir}/debforge-bundle/install.sh")
@@ -122,19 +124,19 @@ fn deltas_apply_in_order_atomically_and_only_onto_their_base() {
     };
 
     // A delta needs the full bundle first.
-    let (code, msg) = c.run(&format!("sh {s2} 2>&1"));
+    let (code, msg) = c.run_offline(&format!("sh {s2} 2>&1"));
     assert_eq!(code, 1, "{msg}");
     assert!(
         msg.contains("a delta applies onto a repository a full bundle set up"),
         "{msg}"
     );
-    c.ok(&format!("sh {s1} 2>&1"));
+    c.ok_offline(&format!("sh {s1} 2>&1"));
     assert_eq!(candidate(&c), "1.0-1");
-    c.ok("apt-get install -y gpu-stack-cu101 2>&1");
+    c.ok_offline("apt-get install -y gpu-stack-cu101 2>&1");
     let first = current();
 
     // Out of order: refused, naming both generations; nothing changed.
-    let (code, msg) = c.run(&format!("sh {s3} 2>&1"));
+    let (code, msg) = c.run_offline(&format!("sh {s3} 2>&1"));
     assert_eq!(code, 1, "{msg}");
     assert!(
         msg.contains("this delta applies onto generation ")
@@ -146,33 +148,33 @@ fn deltas_apply_in_order_atomically_and_only_onto_their_base() {
     // Killed while assembling, then once assembled: apt still sees the old
     // generation, whole; the next run completes.
     for at in ["first-file", "assembled"] {
-        let (code, msg) = c.run(&format!("DEBFORGE_BUNDLE_TEST_KILL={at} sh {s2} 2>&1"));
+        let (code, msg) = c.run_offline(&format!("DEBFORGE_BUNDLE_TEST_KILL={at} sh {s2} 2>&1"));
         assert_eq!(code, 137, "{at}: {msg}");
         assert_eq!(current(), first, "{at}");
         assert_eq!(candidate(&c), "1.0-1", "{at}");
     }
-    let done = c.ok(&format!("sh {s2} 2>&1"));
+    let done = c.ok_offline(&format!("sh {s2} 2>&1"));
     assert!(
         done.contains("in force at /var/lib/debforge-bundle/current"),
         "{done}"
     );
     assert_eq!(candidate(&c), "1.0-2");
-    let again = c.ok(&format!("sh {s2} 2>&1"));
+    let again = c.ok_offline(&format!("sh {s2} 2>&1"));
     assert!(again.contains("is already in force"), "{again}");
 
     // A manifest changed after signing (another target, still 64 hex
     // digits; its SHA256SUMS made to match): gpgv refuses it.
-    c.ok("rm -rf /tmp/bad && cp -r /tmp/b3 /tmp/bad && cd /tmp/bad/debforge-bundle && sed -i -e 's/^Target: 0/Target: 1/' -e t -e 's/^Target: ./Target: 0/' DELTA && grep -v '  DELTA$' SHA256SUMS > S && sha256sum DELTA >> S && mv S SHA256SUMS");
-    let (code, msg) = c.run("sh /tmp/bad/debforge-bundle/install.sh 2>&1");
+    c.ok_offline("rm -rf /tmp/bad && cp -r /tmp/b3 /tmp/bad && cd /tmp/bad/debforge-bundle && sed -i -e 's/^Target: 0/Target: 1/' -e t -e 's/^Target: ./Target: 0/' DELTA && grep -v '  DELTA$' SHA256SUMS > S && sha256sum DELTA >> S && mv S SHA256SUMS");
+    let (code, msg) = c.run_offline("sh /tmp/bad/debforge-bundle/install.sh 2>&1");
     assert_eq!(code, 1, "{msg}");
     assert!(
         msg.contains("DELTA is not signed by a key of /var/lib/debforge-bundle/trusted.gpg"),
         "{msg}"
     );
 
-    c.ok(&format!("sh {s3} 2>&1"));
+    c.ok_offline(&format!("sh {s3} 2>&1"));
     assert_eq!(candidate(&c), "1.0-3");
-    let installed = c.ok(
+    let installed = c.ok_offline(
         "apt-get install -y gpu-stack-cu101 2>&1 && dpkg-query -W -f='${Version}' gpu-stack-cu101",
     );
     assert!(installed.ends_with("1.0-3"), "{installed}");
@@ -194,6 +196,7 @@ fn a_machine_set_up_by_the_older_install_sh_moves_to_generations() {
     build_version(&lab, &out, "1.0-2");
     let (v2, _) = bundle(&lab, &out, "lab-2.tar", None);
     let c = Chroot::new();
+    c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
     let t1 = c.put(&v1);
     // What the older script did.
     c.ok(&format!(

@@ -176,6 +176,25 @@ impl Chroot {
         (code, format!("{out}{err}"))
     }
 
+    /// [`Chroot::run`] in a network namespace of its own: no network at
+    /// all, as on an air-gapped machine.
+    pub fn run_offline(&self, cmd: &str) -> (i32, String) {
+        let (code, out, err) = run(Command::new("unshare")
+            .arg("-n")
+            .arg("chroot")
+            .arg(&self.root)
+            .args(["/bin/sh", "-c", cmd])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"));
+        (code, format!("{out}{err}"))
+    }
+
+    pub fn ok_offline(&self, cmd: &str) -> String {
+        let (code, out) = self.run_offline(cmd);
+        assert_eq!(code, 0, "{cmd} ({:?}, offline):\n{out}", self.dist);
+        out
+    }
+
     pub fn ok(&self, cmd: &str) -> String {
         let (code, out) = self.run(cmd);
         assert_eq!(code, 0, "{cmd} ({:?}):\n{out}", self.dist);
