@@ -165,11 +165,16 @@ EOF
     install -m 644 "$work/sources" /etc/apt/sources.list.d/debforge-bundle.sources
     install -m 644 "$new/debforge.pref" /etc/apt/preferences.d/debforge-bundle.pref
 fi
-# What an older install.sh put at the top, and the generations before the
-# last two (the one just replaced stays, for a step back).
+# What an older install.sh put at the top goes aside, not away (anything
+# put there by hand goes with it); the generations before the last two go
+# (the one just replaced stays, for a step back).
 if [ "$have" = "$dest" ]; then
-    rm -rf "$dest/dists" "$dest/pool" "$dest/debforge-archive-keyring.gpg" \
-        "$dest/debforge-archive-keyring.asc" "$dest/debforge.pref" "$dest/.debforge-output"
+    aside=$dest/old-layout
+    mkdir -p "$aside"
+    for f in dists pool debforge-archive-keyring.gpg debforge-archive-keyring.asc debforge.pref .debforge-output; do
+        [ ! -e "$dest/$f" ] || mv "$dest/$f" "$aside/"
+    done
+    echo "install.sh: what an older install.sh left in $dest is now in $aside: remove it once apt works from $dest/current"
 fi
 for g in "$gens"/* "$gens"/.new-*; do
     [ -e "$g" ] || continue

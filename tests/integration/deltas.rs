@@ -204,14 +204,25 @@ fn a_machine_set_up_by_the_older_install_sh_moves_to_generations() {
     ));
     assert_eq!(candidate(&c), "1.0-1");
     let t2 = c.put(&v2);
-    c.ok(&format!(
+    let said = c.ok(&format!(
         "mkdir -p /tmp/new && tar -xf {t2} -C /tmp/new && sh /tmp/new/debforge-bundle/install.sh 2>&1"
     ));
+    assert!(
+        said.contains("is now in /var/lib/debforge-bundle/old-layout"),
+        "{said}"
+    );
+    assert!(c.path("/var/lib/debforge-bundle/old-layout/pool").is_dir());
     assert_eq!(candidate(&c), "1.0-2");
     let top = c.ok("ls -A /var/lib/debforge-bundle");
     assert_eq!(
         top.split_whitespace().collect::<Vec<_>>(),
-        [".lock", "current", "generations", "trusted.gpg"],
+        [
+            ".lock",
+            "current",
+            "generations",
+            "old-layout",
+            "trusted.gpg"
+        ],
         "{top}"
     );
     let sources =
