@@ -48,44 +48,8 @@ pub fn read_base(path: &Path) -> Result<BaseState, BundleError> {
         path: path.to_path_buf(),
         why: why.to_string(),
     };
-    let file = crate::input::open_regular(path).map_err(FileError::at(path))?;
-    let guarded = crate::deb::targuard::TarGuard::new(
-        BufReader::with_capacity(1 << 20, file),
-        u64::MAX,
-        "the bundle",
-    );
-    let mut archive = tar::Archive::new(guarded);
-    let mut sums = None;
-    let mut delta = None;
-    let mut keyring = None;
-    let keyring_entry = format!("repo/{}", super::KEYRING_FILE);
-    for entry in archive.entries().map_err(FileError::at(path))? {
-        let mut entry = entry.map_err(FileError::at(path))?;
-        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let is = |rel: &str| name == format!("{TOP}/{rel}");
-        if is(&keyring_entry)
-            && entry.header().size().unwrap_or(u64::MAX) <= crate::input::limit::KEY
-        {
-            let mut data = Vec::new();
-            entry.read_to_end(&mut data).map_err(FileError::at(path))?;
-            keyring = Some(data);
-            continue;
-        }
-        if !(is("SHA256SUMS") || is("DELTA")) {
-            continue;
-        }
-        if entry.header().size().unwrap_or(u64::MAX) > crate::input::limit::SUMS {
-            return Err(not_a_bundle("its SHA256SUMS or DELTA is too large"));
-        }
-        let mut data = Vec::new();
-        entry.read_to_end(&mut data).map_err(FileError::at(path))?;
-        if is("DELTA") {
-            delta = Some(data);
-        } else {
-            sums = Some(data);
-        }
-    }
-    if let Some(data) = delta {
+    let found = bundle_entries(path)?;
+    if let Some(data) = found.delta {
         let text = String::from_utf8_lossy(&data);
         let body = crate::format::clearsign::split(&text)
             .map_err(|e| not_a_bundle(&format!("DELTA: {e}")))?
@@ -95,11 +59,11 @@ pub fn read_base(path: &Path) -> Result<BaseState, BundleError> {
             suite: m.suite,
             id: m.target,
             files: m.files.into_iter().map(|(p, (h, _))| (p, h)).collect(),
-            keyring,
+            keyring: found.keyring,
         });
     }
     // A full bundle: its SHA256SUMS lists the repository under repo/.
-    let data = sums.ok_or_else(|| not_a_bundle("no SHA256SUMS"))?;
+    let data = found.sums.ok_or_else(|| not_a_bundle("no SHA256SUMS"))?;
     let mut problems = super::Problems::default();
     let listed = parse_sums(&data, &mut problems);
     if !problems.is_empty() {
@@ -109,25 +73,70 @@ pub fn read_base(path: &Path) -> Result<BaseState, BundleError> {
         .into_iter()
         .filter_map(|(p, h)| Some((p.strip_prefix("repo/")?.to_string(), h)))
         .collect();
-    let inrelease: Vec<(&String, &String)> = files
-        .iter()
-        .filter(|(p, _)| {
-            p.strip_prefix("dists/")
-                .and_then(|r| r.strip_suffix("/InRelease"))
-                .is_some_and(|s| !s.contains('/'))
-        })
-        .collect();
-    let [(p, id)] = inrelease.as_slice() else {
-        return Err(not_a_bundle("no single dists/<suite>/InRelease"));
-    };
-    let suite = p["dists/".len()..p.len() - "/InRelease".len()].to_string();
-    let id = id.to_string();
+    let (suite, id) =
+        the_inrelease(&files).ok_or_else(|| not_a_bundle("no single dists/<suite>/InRelease"))?;
     Ok(BaseState {
         suite,
         id,
         files,
-        keyring,
+        keyring: found.keyring,
     })
+}
+
+/// The suite and SHA-256 of the one `dists/<suite>/InRelease` in `files`.
+fn the_inrelease(files: &BTreeMap<String, String>) -> Option<(String, String)> {
+    let mut found = files.iter().filter_map(|(p, h)| {
+        let suite = p.strip_prefix("dists/")?.strip_suffix("/InRelease")?;
+        (!suite.contains('/')).then(|| (suite.to_string(), h.clone()))
+    });
+    let one = found.next()?;
+    found.next().is_none().then_some(one)
+}
+
+/// What [`read_base`] reads of a bundle.
+struct BaseEntries {
+    sums: Option<Vec<u8>>,
+    delta: Option<Vec<u8>>,
+    keyring: Option<Vec<u8>>,
+}
+
+/// SHA256SUMS, DELTA and the repository's keyring of the bundle at
+/// `path`, each read with its bound; the rest skipped.
+fn bundle_entries(path: &Path) -> Result<BaseEntries, BundleError> {
+    let file = crate::input::open_regular(path).map_err(FileError::at(path))?;
+    let guarded = crate::deb::targuard::TarGuard::new(
+        BufReader::with_capacity(1 << 20, file),
+        u64::MAX,
+        "the bundle",
+    );
+    let mut archive = tar::Archive::new(guarded);
+    let mut found = BaseEntries {
+        sums: None,
+        delta: None,
+        keyring: None,
+    };
+    let keyring = format!("{TOP}/repo/{}", super::KEYRING_FILE);
+    let (sums, delta) = (format!("{TOP}/SHA256SUMS"), format!("{TOP}/DELTA"));
+    for entry in archive.entries().map_err(FileError::at(path))? {
+        let mut entry = entry.map_err(FileError::at(path))?;
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let (slot, limit) = match name.as_str() {
+            n if n == keyring => (&mut found.keyring, crate::input::limit::KEY),
+            n if n == sums => (&mut found.sums, crate::input::limit::SUMS),
+            n if n == delta => (&mut found.delta, crate::input::limit::SUMS),
+            _ => continue,
+        };
+        if entry.header().size().unwrap_or(u64::MAX) > limit {
+            return Err(BundleError::NotABundle {
+                path: path.to_path_buf(),
+                why: format!("{name} is too large"),
+            });
+        }
+        let mut data = Vec::new();
+        entry.read_to_end(&mut data).map_err(FileError::at(path))?;
+        *slot = Some(data);
+    }
+    Ok(found)
 }
 
 /// A delta's manifest.
