@@ -204,7 +204,7 @@ pub(crate) enum Command {
     },
     /// Check a built or published repository as apt would, listing every problem
     #[command(
-        after_help = "Examples:\n  debforge verify repo-out\n  debforge verify repo-out --against lab-machine-status\n\nChecks the signatures against the exported keyring, every index against Release\n(size, SHA256, SHA512, by-hash copies), every pool file against its stanza (size,\nhashes, control fields), Date and Valid-Until. With --against, every Depends and\nPre-Depends of the repository's packages is resolved as apt would against the\nrepository plus the base (a copy of a lab machine's /var/lib/dpkg/status: what is\ninstalled; or a release's Packages index, plain, .gz or .xz: what it offers), and\nwhat neither has is listed with the chain of packages that needs it. Exit 0 when\nall hold, 1 when a problem was found."
+        after_help = "Examples:\n  debforge verify repo-out\n  debforge verify repo-out --against lab-machine-status\n\nChecks the signatures against the exported keyring, every index against Release\n(size, SHA256, SHA512, by-hash copies), every pool file against its stanza (size,\nhashes, control fields), Date and Valid-Until. With --against, every Depends and\nPre-Depends of the repository's packages is resolved as apt would against the\nrepository plus the base (a copy of a lab machine's /var/lib/dpkg/status: what is\ninstalled; or a release's Packages index, plain, .gz or .xz: what it offers), and\nwhat neither has is listed with the chain of packages that needs it;\n--closure-from INDEX lists what that index would have to add (apt's pick, down to\nthe base). Exit 0 when all hold, 1 when a problem was found."
     )]
     Verify {
         /// The repository root
@@ -216,6 +216,9 @@ pub(crate) enum Command {
         /// The lab machines' base: a dpkg status file or a Packages index (repeat for several)
         #[arg(long, value_name = "BASE")]
         against: Vec<PathBuf>,
+        /// With --against: what a trusted source's Packages index (e.g. the release's main) would have to add, and why
+        #[arg(long, value_name = "INDEX", requires = "against")]
+        closure_from: Option<PathBuf>,
         /// Print a JSON report
         #[arg(long)]
         json: bool,

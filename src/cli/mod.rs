@@ -97,8 +97,9 @@ fn dispatch(cx: &Context, command: Command) -> Result<u8, Failure> {
             dir,
             keyring,
             against,
+            closure_from,
             json,
-        } => verify::run_verify(cx, &dir, keyring, &against, json),
+        } => verify::run_verify(cx, &dir, keyring, &against, closure_from.as_deref(), json),
         Command::Bundle {
             verify:
                 Some(BundleCommand::Verify {

@@ -87,6 +87,24 @@ pub fn verify_report(r: &debforge::repo::verify::VerifyReport, dir: &std::path::
             b.packages
         ));
     }
+    if let Some(c) = &r.closure {
+        s.push_str(&format!(
+            "closure from {}: {} package(s) to carry\n",
+            c.index.display(),
+            c.pulled.len()
+        ));
+        for p in &c.pulled {
+            s.push_str(&format!(
+                "  + {} ({} → {})\n",
+                p.package,
+                p.chain.join(" → "),
+                p.needs
+            ));
+        }
+        for m in &c.lacking {
+            s.push_str(&format!("  ! not in the index either: {m}\n"));
+        }
+    }
     let verdict = if r.problems.is_empty() {
         "all good".to_string()
     } else {

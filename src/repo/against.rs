@@ -348,6 +348,64 @@ pub fn missing(ours: &[Package], bases: &[Base]) -> Vec<Missing> {
     walk.out
 }
 
+/// A package a machine at the base would have to get from a release's
+/// index for ours to install, and the chain that needs it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Pulled {
+    /// `name version`
+    pub package: String,
+    /// From the package a lab installs down to the one that needs it.
+    pub chain: Vec<String>,
+    /// The relation it satisfies.
+    pub needs: String,
+}
+
+/// The dependency closure of `ours` at `bases` from `offered` (a release's
+/// index: what the project's trusted source has): the packages to carry
+/// with ours so that they install with nothing else, picked as apt would
+/// (the first alternative the index satisfies, its highest version), each
+/// with the chain that needs it; and what even the index lacks.
+pub fn closure(ours: &[Package], bases: &[Base], offered: &Base) -> (Vec<Pulled>, Vec<Missing>) {
+    let index = Offers::new(offered.packages.iter());
+    let mut with: Vec<Package> = ours.to_vec();
+    let mut pulled: Vec<Pulled> = Vec::new();
+    loop {
+        let lacking = missing(&with, bases);
+        let mut added = false;
+        let mut still = Vec::new();
+        for m in lacking {
+            match pick(&index, &m.needs) {
+                Some(p) if !with.iter().any(|w| key(w) == key(p)) => {
+                    pulled.push(Pulled {
+                        package: p.label(),
+                        chain: m.chain.clone(),
+                        needs: m.needs.clone(),
+                    });
+                    with.push(p.clone());
+                    added = true;
+                }
+                Some(_) => {}
+                None => still.push(m),
+            }
+        }
+        if !added {
+            return (pulled, still);
+        }
+    }
+}
+
+/// The package of `index` apt would take for a group (as `needs` states
+/// it): the first alternative it satisfies, at its highest version.
+fn pick<'a>(index: &Offers<'a>, needs: &str) -> Option<&'a Package> {
+    let group = Relations::parse(needs).ok()?.0.into_iter().next()?;
+    group.0.iter().find_map(|r| {
+        index
+            .satisfying(r)
+            .into_iter()
+            .max_by(|a, b| a.version.compare(&b.version))
+    })
+}
+
 /// A package of ours by name and version.
 fn key(p: &Package) -> (&str, &str) {
     (p.name.as_str(), p.version_text.as_str())
@@ -536,6 +594,26 @@ mod tests {
                 "c1 1 → c2 1 → gone: neither the base nor the repository has it",
             ]
         );
+    }
+
+    #[test]
+    fn the_closure_pulls_what_the_index_offers_down_to_the_base() {
+        let ours = pkgs("Package: tool\nVersion: 1\nDepends: py (>= 3), newlibc (>= 9)\n");
+        let machine = base("Package: libc6\nVersion: 2.27\nStatus: install ok installed\n");
+        let index = base_as(
+            "Package: py\nVersion: 2\nFilename: a\n\nPackage: py\nVersion: 3.6\nDepends: pylib | other\nFilename: b\n\nPackage: pylib\nVersion: 1\nDepends: libc6\nFilename: c\n",
+            Compression::None,
+        );
+        let (pulled, still) = closure(&ours, &[machine], &index);
+        assert_eq!(
+            pulled
+                .iter()
+                .map(|p| format!("{} <- {}", p.package, p.chain.join(" → ")))
+                .collect::<Vec<_>>(),
+            ["py 3.6 <- tool 1", "pylib 1 <- tool 1 → py 3.6"]
+        );
+        assert_eq!(still.len(), 1);
+        assert_eq!(still[0].needs, "newlibc (>= 9)");
     }
 
     #[test]

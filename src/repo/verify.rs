@@ -26,6 +26,18 @@ pub struct VerifyReport {
     /// have (each also a problem).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<super::against::Missing>,
+    /// With `--closure-from`: the index read, what it would have to add
+    /// for the packages to install on the bases, and what even it lacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closure: Option<Closure>,
+}
+
+/// What `verify --closure-from` found.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Closure {
+    pub index: PathBuf,
+    pub pulled: Vec<super::against::Pulled>,
+    pub lacking: Vec<super::against::Missing>,
 }
 
 /// A base as `verify --against` read it.
@@ -55,6 +67,23 @@ impl VerifyReport {
             self.problems
                 .push(format!("not installable on the base: {m}"));
         }
+    }
+
+    /// What `index` would have to add to the repository at `root` for its
+    /// packages to install on `bases` ([`super::against::closure`]).
+    pub fn closure(
+        &mut self,
+        root: &Path,
+        bases: &[super::against::Base],
+        index: &super::against::Base,
+    ) {
+        let (pulled, lacking) =
+            super::against::closure(&super::against::packages_of(root), bases, index);
+        self.closure = Some(Closure {
+            index: index.path.clone(),
+            pulled,
+            lacking,
+        });
     }
 }
 

@@ -136,6 +136,42 @@ fn verify_against_real_bionic_machines_lists_what_they_lack_with_the_chain() {
         "{stdout}"
     );
 
+    // What the release's index would have to add (item 3's closure): python3
+    // and what it needs down to the minbase machine, each with its chain;
+    // not a newer C library.
+    let mut c = debforge();
+    c.arg("verify")
+        .arg(&out)
+        .arg("--against")
+        .arg(&status)
+        .arg("--closure-from")
+        .arg(&index);
+    let (code, text, err) = run(&mut c);
+    assert_eq!(code, 1, "{err}");
+    let python3 = version_in(&index, "python3");
+    let stdlib = version_in(&index, "libpython3.6-stdlib");
+    assert!(
+        text.contains(&format!(
+            "  + python3 {python3} (lab-tools 1.0 → python3 (>= 3.6))\n"
+        )),
+        "{text}"
+    );
+    let line = text
+        .lines()
+        .find(|l| {
+            l.starts_with(&format!(
+                "  + libpython3.6-stdlib {stdlib} (lab-tools 1.0 → python3 {python3} → "
+            ))
+        })
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.ends_with(")"), "{line}");
+    assert!(
+        text.contains(
+            "  ! not in the index either: lab-tools 1.0 → nccl-cu13-shaped 1.0 → libc6 (>= 2.38)"
+        ),
+        "{text}"
+    );
+
     // The release's own index offers python3 (3.6), not a newer C library.
     let (code, stdout) = verify_against(&out, &[&index], true);
     assert_eq!(code, 1, "{stdout}");
@@ -228,4 +264,81 @@ fn build_refuses_what_would_not_install_on_the_projects_base() {
     let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("base.files"), "{err}");
+}
+
+/// The closure `verify --closure-from` lists for a package that needs
+/// python3 on a bare 18.04 machine is what the real apt 1.6 there would
+/// install from the release's `main` (Recommends aside, which the closure
+/// does not follow): the same packages, at the same versions.
+#[test]
+fn the_closure_is_what_apt_would_install_on_the_base() {
+    use crate::support::chroot::Chroot;
+    let lab = Lab::new();
+    let status = from_root(
+        Dist::Bionic,
+        "./var/lib/dpkg/status",
+        &lab.dir.path().join("status"),
+    );
+    let index = from_root(
+        Dist::BionicCares,
+        "./var/lib/apt/lists/archive.ubuntu.com_ubuntu_dists_bionic_main_binary-amd64_Packages",
+        &lab.dir.path().join("bionic-main-Packages"),
+    );
+    let inrelease = from_root(
+        Dist::BionicCares,
+        "./var/lib/apt/lists/archive.ubuntu.com_ubuntu_dists_bionic_InRelease",
+        &lab.dir.path().join("bionic-InRelease"),
+    );
+    add_local(&lab, "lab-tools", "python3 (>= 3.6)");
+    let out = lab.dir.path().join("repo-out");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let (code, stdout, err) = run(debforge()
+        .arg("verify")
+        .arg(&out)
+        .arg("--against")
+        .arg(&status)
+        .arg("--closure-from")
+        .arg(&index)
+        .arg("--json"));
+    assert_eq!(code, 1, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let mut ours: Vec<String> = report["closure"]["pulled"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["package"].as_str().unwrap().to_string())
+        .collect();
+    ours.sort();
+
+    // The same machine (its status is the one above), the release's main
+    // as its only source, no network: what apt would install.
+    let c = Chroot::new();
+    c.ok("rm -f /etc/apt/sources.list.d/* && echo 'deb http://archive.ubuntu.com/ubuntu bionic main' > /etc/apt/sources.list");
+    fs::copy(
+        &index,
+        c.path(
+            "/var/lib/apt/lists/archive.ubuntu.com_ubuntu_dists_bionic_main_binary-amd64_Packages",
+        ),
+    )
+    .unwrap();
+    fs::copy(
+        &inrelease,
+        c.path("/var/lib/apt/lists/archive.ubuntu.com_ubuntu_dists_bionic_InRelease"),
+    )
+    .unwrap();
+    let plan = c.ok_offline("apt-get -s --no-install-recommends install python3 2>&1");
+    // "Inst python3-minimal (3.6.5-3 Ubuntu:18.04/bionic [amd64])"
+    let mut apt: Vec<String> = plan
+        .lines()
+        .filter_map(|l| l.strip_prefix("Inst "))
+        .map(|l| {
+            let mut w = l.split_whitespace();
+            let name = w.next().unwrap();
+            let version = w.next().unwrap().trim_start_matches('(');
+            format!("{name} {version}")
+        })
+        .collect();
+    apt.sort();
+    assert!(apt.len() > 5, "{plan}");
+    assert_eq!(ours, apt, "{plan}");
 }

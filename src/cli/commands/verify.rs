@@ -7,6 +7,7 @@ pub(crate) fn run_verify(
     dir: &std::path::Path,
     keyring: Option<PathBuf>,
     against: &[PathBuf],
+    closure_from: Option<&Path>,
     json: bool,
 ) -> Result<u8, Failure> {
     // A published tree has dists/; anything else is not a repository, which
@@ -40,9 +41,15 @@ pub(crate) fn run_verify(
         .iter()
         .map(|p| debforge::repo::against::Base::read(p))
         .collect::<Result<Vec<_>, _>>()?;
+    let offered = closure_from
+        .map(debforge::repo::against::Base::read)
+        .transpose()?;
     let mut report = debforge::repo::verify::verify(dir, &bytes, cx.env.dates.now);
     if !bases.is_empty() {
         report.against(dir, &bases);
+    }
+    if let Some(index) = &offered {
+        report.closure(dir, &bases, index);
     }
     output::verify_report(&report, dir, json);
     Ok(if report.problems.is_empty() {
