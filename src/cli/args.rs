@@ -202,6 +202,25 @@ pub(crate) enum Command {
         #[arg(long)]
         add: bool,
     },
+    /// What the lab's base ([base] in repository.toml) lacks for the built packages, picked from a trusted source's signed index
+    #[command(
+        after_help = "Example:\n  debforge closure --from-source ubuntu-bionic --write && debforge build\n\nPrepares the repository's packages as build does (nothing written but the lock),\nresolves every Depends/Pre-Depends against the base, and picks what is missing from SOURCE's signed index as apt would (the first\nalternative it has, its highest version), down to what the base has. Lists each\npackage with the chain that needs it; with --write, adds a recipe for each (never\nover an existing one), which the next build locks and fetches like any other."
+    )]
+    Closure {
+        #[command(flatten)]
+        project: ProjectArgs,
+        /// The source in sources.toml to pick from (e.g. the release the machines were installed from)
+        #[arg(long = "from-source", value_name = "SOURCE")]
+        source: String,
+        #[command(flatten)]
+        keys: KeyArgs,
+        /// The architecture of the source's index
+        #[arg(long, default_value = "amd64")]
+        architecture: String,
+        /// Write a recipe for each package picked
+        #[arg(long)]
+        write: bool,
+    },
     /// Check a built or published repository as apt would, listing every problem
     #[command(
         after_help = "Examples:\n  debforge verify repo-out\n  debforge verify repo-out --against lab-machine-status\n\nChecks the signatures against the exported keyring, every index against Release\n(size, SHA256, SHA512, by-hash copies), every pool file against its stanza (size,\nhashes, control fields), Date and Valid-Until. With --against, every Depends and\nPre-Depends of the repository's packages is resolved as apt would against the\nrepository plus the base (a copy of a lab machine's /var/lib/dpkg/status: what is\ninstalled; or a release's Packages index, plain, .gz or .xz: what it offers), and\nwhat neither has is listed with the chain of packages that needs it;\n--closure-from INDEX lists what that index would have to add (apt's pick, down to\nthe base). Exit 0 when all hold, 1 when a problem was found."

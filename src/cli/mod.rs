@@ -15,8 +15,8 @@ use clap::Parser;
 
 use args::{BundleCommand, Cli, Command, DebCommand};
 use commands::{
-    build, bundle, fetch, history, index, keygen, lock, policy, publish, rollback, serve, vercmp,
-    verify,
+    build, bundle, closure, fetch, history, index, keygen, lock, policy, publish, rollback, serve,
+    vercmp, verify,
 };
 
 /// Exit codes, documented in the README.
@@ -81,6 +81,13 @@ fn dispatch(cx: &Context, command: Command) -> Result<u8, Failure> {
     match command {
         Command::Vercmp { a, op, b } => vercmp::vercmp(cx, &a, &op, &b),
         Command::Lock(project) => lock::run_lock(cx, &project),
+        Command::Closure {
+            project,
+            source,
+            keys,
+            architecture,
+            write,
+        } => closure::run_closure(cx, &project, &keys, source, architecture, write),
         Command::Fetch {
             project,
             to,

@@ -67,6 +67,10 @@ pub enum PipelineError {
     Io(#[from] crate::error::FileError),
     #[error("--source {0}: no such source in sources.toml")]
     UnknownOverride(String),
+    #[error(
+        "source '{source_name}': not in sources.toml, or not reachable here (offline, no --source-dir snapshot of it)"
+    )]
+    NoSuchSource { source_name: String },
     #[error("{} does not exist: run `debforge lock` first (--locked needs it)", path.display())]
     NoLock { path: PathBuf },
     #[error("the lock file {} does not match what the recipes resolve to:\n  {}", path.display(), differences.join("\n  "))]

@@ -219,6 +219,26 @@ impl Session<'_> {
         })
     }
 
+    /// Source `name`'s whole index for `arch`, through its signed Release
+    /// (the local, verified file): what a closure is picked from.
+    pub fn source_index(&self, name: &str, arch: &str) -> Result<PathBuf, PipelineError> {
+        let source = self
+            .recipes
+            .sources
+            .get(name)
+            .ok_or_else(|| PipelineError::NoSuchSource {
+                source_name: name.to_string(),
+            })?;
+        let keyring = upstream::load_keyring(source, &self.recipes.root())?;
+        let transport = self
+            .transport(name)
+            .ok_or_else(|| PipelineError::NoSuchSource {
+                source_name: name.to_string(),
+            })?;
+        let open = OpenSource::open(source, &keyring, transport, self.settings.now)?;
+        Ok(open.verified_index(arch, &self.settings.cache)?)
+    }
+
     /// Every path recipe, in order, resolved on all cores: thousands of
     /// local files are read at once, not one after another.
     fn resolve_paths(&self) -> Vec<Result<Resolved, PipelineError>> {

@@ -75,6 +75,7 @@ pub struct Package {
     name: String,
     version: Version,
     version_text: String,
+    architecture: String,
     /// Each group of `Pre-Depends` and `Depends`.
     depends: Vec<Alternatives>,
     /// Names it provides, with the version where it says one.
@@ -104,10 +105,16 @@ impl Package {
                 .collect(),
             None => Vec::new(),
         };
+        let architecture = stanza
+            .get("Architecture")
+            .unwrap_or("all")
+            .trim()
+            .to_string();
         Some(Package {
             name,
             version,
             version_text,
+            architecture,
             depends,
             provides,
         })
@@ -354,6 +361,9 @@ pub fn missing(ours: &[Package], bases: &[Base]) -> Vec<Missing> {
 pub struct Pulled {
     /// `name version`
     pub package: String,
+    pub name: String,
+    pub version: String,
+    pub architecture: String,
     /// From the package a lab installs down to the one that needs it.
     pub chain: Vec<String>,
     /// The relation it satisfies.
@@ -378,6 +388,9 @@ pub fn closure(ours: &[Package], bases: &[Base], offered: &Base) -> (Vec<Pulled>
                 Some(p) if !with.iter().any(|w| key(w) == key(p)) => {
                     pulled.push(Pulled {
                         package: p.label(),
+                        name: p.name.clone(),
+                        version: p.version_text.clone(),
+                        architecture: p.architecture.clone(),
                         chain: m.chain.clone(),
                         needs: m.needs.clone(),
                     });

@@ -381,17 +381,45 @@ impl<'t> OpenSource<'t> {
 
     /// The index for `arch` the Release lists (xz, else gz, else plain),
     /// with the Release's entry for it.
+    /// The source's whole index for `arch`, fetched (or taken from the
+    /// cache) and verified against the signed Release: its local path.
+    pub fn verified_index(&self, arch: &str, cache: &Path) -> Result<PathBuf, UpstreamError> {
+        let (rel_in_release, entry) = self.index_entry(arch)?;
+        let index_path = format!("{}{rel_in_release}", self.source.release_dir());
+        Ok(self.fetch_index(&index_path, &entry, cache)?.0)
+    }
+
     fn index_entry(
         &self,
         arch: &str,
     ) -> Result<(String, crate::format::release::IndexEntry), UpstreamError> {
         let dir = self.source.release_dir();
-        let index_dir = self.source.index_dir(arch);
-        let candidates: Vec<String> = ["Packages.xz", "Packages.gz", "Packages"]
-            .iter()
-            .map(|n| format!("{index_dir}{n}"))
-            .collect();
-        for c in &candidates {
+        let candidates = |arch: &str| -> Vec<String> {
+            let index_dir = self.source.index_dir(arch);
+            ["Packages.xz", "Packages.gz", "Packages"]
+                .iter()
+                .map(|n| format!("{index_dir}{n}"))
+                .collect()
+        };
+        // Packages of architecture `all` are listed in every binary-ARCH
+        // index (Debian's and Ubuntu's archives have no binary-all): the
+        // Release's first architecture's, where there is no binary-all.
+        let mut tries = vec![candidates(arch)];
+        if arch == "all" {
+            let archs = self
+                .release
+                .paragraph()
+                .get("Architectures")
+                .unwrap_or_default();
+            tries.extend(
+                archs
+                    .split_whitespace()
+                    .filter(|a| *a != "all")
+                    .take(1)
+                    .map(candidates),
+            );
+        }
+        for c in tries.iter().flatten() {
             let entry = self.release.entry(c).map_err(|e| {
                 self.fail(UpstreamErrorKind::Release {
                     what: self.transport.describe(&format!("{dir}Release")),
@@ -403,7 +431,7 @@ impl<'t> OpenSource<'t> {
             }
         }
         Err(self.fail(UpstreamErrorKind::IndexNotInRelease {
-            candidates: candidates.join(", "),
+            candidates: tries[0].join(", "),
             release: self.transport.describe(&format!("{dir}Release")),
         }))
     }

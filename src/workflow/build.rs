@@ -228,6 +228,22 @@ fn build_all(
     Ok((report, inputs, lock))
 }
 
+/// The control paragraph of every package the build would put in the
+/// repository: resolved, fetched and verified, repacked, built, as `build`
+/// does, and nothing written but the lock (what `closure` resolves).
+pub(super) fn prepared_controls(
+    s: &BuildSettings,
+    reporter: &dyn Reporter,
+) -> Result<Vec<crate::format::deb822::ControlParagraph>, WorkflowError> {
+    let config = repository_config(s)?;
+    let signing = signing_keys(&s.keys, s.dates.now, reporter)?;
+    let session = super::open_session(&s.recipes, s.pipeline.clone(), reporter)?;
+    let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
+    let (artifacts, _) = prepare_all(&session, &fetched, &config, &signing, s.dates, reporter)?;
+    session.save_records();
+    Ok(artifacts.into_iter().map(|a| a.control).collect())
+}
+
 /// repository.toml with `--mirror` over its `mirror`.
 fn repository_config(s: &BuildSettings) -> Result<RepoConfig, WorkflowError> {
     let mut config = crate::recipe::load_repository(&s.recipes)?;

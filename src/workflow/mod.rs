@@ -8,6 +8,7 @@
 
 pub mod build;
 pub mod bundle;
+pub mod closure;
 pub mod publish;
 mod unchanged;
 
@@ -74,6 +75,8 @@ pub enum WorkflowError {
     AlreadyExpired { date: i64, until: i64 },
     #[error("none of the keys in {} is one the lab trusts (the keyring the base bundle left, else {}'s): the air-gapped side would refuse the delta", keys.display(), out.display())]
     NotTheRepositorysKeys { keys: PathBuf, out: PathBuf },
+    #[error("{}: no [base] (files = [...]): the closure is what that base lacks", file.display())]
+    NoBase { file: PathBuf },
     #[error("--mirror {mirror:?}: {reason}")]
     BadMirror { mirror: String, reason: String },
     #[error("{}: no generations recorded (none in {})", out.display(), crate::repo::generations::dir_of(out).display())]
@@ -125,6 +128,9 @@ impl Hint for WorkflowError {
                 "use a later SOURCE_DATE_EPOCH, a longer valid-for-days in repository.toml, or unset SOURCE_DATE_EPOCH"
             }
             W::BadMirror { .. } => "e.g. --mirror http://apt.lab.example/gpu/",
+            W::NoBase { .. } => {
+                "name the lab machines' base in repository.toml: [base] files = [\"base/lab-01.status\"] (a copy of a lab machine's /var/lib/dpkg/status)"
+            }
             W::NoGenerations { .. } => {
                 "each `debforge build` that changes something records one; pass that build's --out"
             }

@@ -342,3 +342,127 @@ fn the_closure_is_what_apt_would_install_on_the_base() {
     assert!(apt.len() > 5, "{plan}");
     assert_eq!(ours, apt, "{plan}");
 }
+
+/// The lab's day with a base: a tool that needs python3, a bare 18.04 base.
+/// `build` refuses; `closure --write` picks what the base lacks from
+/// Ubuntu's real signed `bionic` index (the release the machines were
+/// installed from) and writes recipes; `build` then locks and fetches them
+/// through that index and passes the base check; on the bare 18.04 root,
+/// with no apt source but the bundle's and no network, `apt-get install
+/// lab-tools` installs from the bundle alone, and its python3 runs.
+#[test]
+fn the_closure_written_as_recipes_makes_the_bundle_alone_install_on_the_base() {
+    use crate::support::chroot::Chroot;
+    if std::env::var_os("DEBFORGE_TEST_OFFLINE").is_some_and(|v| v == "1") {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED the_closure_written_as_recipes…: DEBFORGE_TEST_OFFLINE=1 (it needs Ubuntu's archive)"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let recipes = dir.path().join("recipes");
+    fs::create_dir_all(recipes.join("packages")).unwrap();
+    fs::create_dir_all(recipes.join("base")).unwrap();
+    from_root(
+        Dist::Bionic,
+        "./var/lib/dpkg/status",
+        &recipes.join("base/lab-01.status"),
+    );
+    let keyring = Path::new(env!("CARGO_MANIFEST_DIR")).join("keys/ubuntu-archive-keyring.gpg");
+    fs::write(
+        recipes.join("sources.toml"),
+        format!(
+            "[source.ubuntu-bionic]\nurl = \"http://archive.ubuntu.com/ubuntu/\"\nlayout = \"dists\"\nsuite = \"bionic\"\ncomponent = \"main\"\nkey = \"{}\"\nfingerprint = [\"790BC7277767219C42C86F933B4FE6ACC0B21F32\", \"F6ECB3762474EDA9D21B7022871920D1991BC93C\"]\n",
+            keyring.display()
+        ),
+    )
+    .unwrap();
+    fs::write(
+        recipes.join("repository.toml"),
+        "[repository]\norigin = \"GPU lab\"\nlabel = \"gpu-lab\"\n\n[base]\nfiles = [\"base/lab-01.status\"]\n",
+    )
+    .unwrap();
+    // lab-tools: a script run by python3.
+    let tree = dir.path().join("tree");
+    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    fs::create_dir_all(tree.join("usr/bin")).unwrap();
+    fs::write(
+        tree.join("DEBIAN/control"),
+        "Package: lab-tools\nVersion: 1.0\nArchitecture: all\nMaintainer: lab <lab@example.org>\nDepends: python3 (>= 3.6)\nDescription: lab tools\n python3.\n",
+    )
+    .unwrap();
+    let script = tree.join("usr/bin/lab-tools");
+    fs::write(
+        &script,
+        "#!/usr/bin/python3\nimport sys\nprint('lab-tools on python', sys.version.split()[0])\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    let deb = dir.path().join("lab-tools_1.0_all.deb");
+    ok(debforge()
+        .args(["deb", "build"])
+        .arg(&tree)
+        .arg("-o")
+        .arg(&deb));
+    fs::write(
+        recipes.join("packages/lab-tools.toml"),
+        format!(
+            "name = \"lab-tools\"\nversion = \"1.0\"\narchitecture = \"all\"\nfrom = {{ path = \"{}\" }}\n",
+            deb.display()
+        ),
+    )
+    .unwrap();
+    let cmd = |sub: &str| {
+        let mut c = debforge();
+        c.current_dir(dir.path()).arg(sub).args([
+            "--recipes",
+            "recipes",
+            "--cache",
+            "cache",
+            "--keys",
+            "keys",
+        ]);
+        c
+    };
+    let (code, _, err) = run(&mut cmd("build"));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("lab-tools 1.0 → python3 (>= 3.6)"), "{err}");
+
+    let said = ok(cmd("closure").args(["--from-source", "ubuntu-bionic", "--write"]));
+    assert!(
+        said.contains("  + python3 3.6.5-3 (lab-tools 1.0 → python3 (>= 3.6))")
+            && said.contains("wrote ")
+            && said.contains("next: debforge build"),
+        "{said}"
+    );
+    let written = fs::read_to_string(recipes.join("packages/python3.toml")).unwrap();
+    assert!(
+        written.contains("from = { source = \"ubuntu-bionic\" }")
+            && written.contains("version = \"3.6.5-3\""),
+        "{written}"
+    );
+    ok(&mut cmd("build"));
+    let lock = fs::read_to_string(recipes.join("debforge.lock")).unwrap();
+    assert!(
+        lock.contains("libpython3.6-stdlib"),
+        "recorded in the lock like any recipe"
+    );
+    let bundle = dir.path().join("lab.tar");
+    ok(debforge()
+        .current_dir(dir.path())
+        .args(["bundle", "-o"])
+        .arg(&bundle));
+
+    let c = Chroot::new();
+    c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
+    let t = c.put(&bundle);
+    c.ok_offline(&format!(
+        "cd /tmp && tar -xf {t} && sh debforge-bundle/install.sh 2>&1"
+    ));
+    c.ok_offline("apt-get update 2>&1 && apt-get install -y lab-tools 2>&1");
+    let ran = c.ok_offline("lab-tools");
+    assert!(ran.starts_with("lab-tools on python 3.6.5"), "{ran}");
+}

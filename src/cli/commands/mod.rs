@@ -4,6 +4,7 @@
 
 pub(crate) mod build;
 pub(crate) mod bundle;
+pub(crate) mod closure;
 pub(crate) mod deb;
 pub(crate) mod fetch;
 pub(crate) mod history;
