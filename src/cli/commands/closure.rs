@@ -50,6 +50,9 @@ pub(crate) fn run_closure(
     for w in &r.written {
         text.push_str(&format!("wrote {}\n", w.display()));
     }
+    for f in &r.refused {
+        text.push_str(&format!("refused {f}\n"));
+    }
     for k in &r.kept {
         text.push_str(&format!(
             "kept {} (a recipe of that name exists)\n",
