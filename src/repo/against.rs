@@ -384,8 +384,10 @@ pub fn closure(ours: &[Package], bases: &[Base], offered: &Base) -> (Vec<Pulled>
         let mut added = false;
         let mut still = Vec::new();
         for m in lacking {
+            // One version of a package: a name already among ours (or
+            // pulled) at another version cannot be added beside it.
             match pick(&index, &m.needs) {
-                Some(p) if !with.iter().any(|w| key(w) == key(p)) => {
+                Some(p) if !with.iter().any(|w| w.name == p.name) => {
                     pulled.push(Pulled {
                         package: p.label(),
                         name: p.name.clone(),
@@ -397,8 +399,7 @@ pub fn closure(ours: &[Package], bases: &[Base], offered: &Base) -> (Vec<Pulled>
                     with.push(p.clone());
                     added = true;
                 }
-                Some(_) => {}
-                None => still.push(m),
+                Some(_) | None => still.push(m),
             }
         }
         if !added {
@@ -408,14 +409,30 @@ pub fn closure(ours: &[Package], bases: &[Base], offered: &Base) -> (Vec<Pulled>
 }
 
 /// The package of `index` apt would take for a group (as `needs` states
-/// it): the first alternative it satisfies, at its highest version.
+/// it): the first alternative it satisfies, by that name at its highest
+/// version; only where no package has the name, its one provider (several
+/// providers are apt's choice, not ours to guess: none).
 fn pick<'a>(index: &Offers<'a>, needs: &str) -> Option<&'a Package> {
     let group = Relations::parse(needs).ok()?.0.into_iter().next()?;
     group.0.iter().find_map(|r| {
-        index
+        let (named, providers): (Vec<&Package>, Vec<&Package>) = index
             .satisfying(r)
             .into_iter()
-            .max_by(|a, b| a.version.compare(&b.version))
+            .partition(|p| p.name == r.name);
+        if !named.is_empty() {
+            return named
+                .into_iter()
+                .max_by(|a, b| a.version.compare(&b.version));
+        }
+        let mut names: Vec<&str> = providers.iter().map(|p| p.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        match names.as_slice() {
+            [_] => providers
+                .into_iter()
+                .max_by(|a, b| a.version.compare(&b.version)),
+            _ => None,
+        }
     })
 }
 
@@ -627,6 +644,41 @@ mod tests {
         );
         assert_eq!(still.len(), 1);
         assert_eq!(still[0].needs, "newlibc (>= 9)");
+    }
+
+    #[test]
+    fn the_closure_takes_the_package_by_its_name_and_one_version_of_each() {
+        let machine = base("Package: libc6\nVersion: 2.27\nStatus: install ok installed\n");
+        // A provider with a higher version does not push out the package
+        // of that name; two providers are not guessed between.
+        let index = base_as(
+            "Package: nd\nVersion: 3.20\nFilename: a\n\nPackage: shell\nVersion: 3.28\nProvides: nd, virt\nFilename: b\n\nPackage: other\nVersion: 1\nProvides: virt\nFilename: c\n\nPackage: foo\nVersion: 1\nFilename: d\n\nPackage: foo\nVersion: 2\nFilename: e\n",
+            Compression::None,
+        );
+        let ours = pkgs("Package: t\nVersion: 1\nDepends: nd, virt\n");
+        let (pulled, still) = closure(&ours, std::slice::from_ref(&machine), &index);
+        assert_eq!(
+            pulled
+                .iter()
+                .map(|p| p.package.as_str())
+                .collect::<Vec<_>>(),
+            ["nd 3.20"]
+        );
+        assert_eq!(still.len(), 1);
+        assert_eq!(still[0].needs, "virt");
+        // foo (>= 2) and foo (<< 2): one version only; the other lacks.
+        let ours = pkgs(
+            "Package: a\nVersion: 1\nDepends: foo (>= 2)\n\nPackage: b\nVersion: 1\nDepends: foo (<< 2)\n",
+        );
+        let (pulled, still) = closure(&ours, std::slice::from_ref(&machine), &index);
+        assert_eq!(pulled.len(), 1, "{pulled:?}");
+        assert_eq!(still.len(), 1, "{still:?}");
+        // Ours at another version: not pulled beside it, said as lacking.
+        let ours =
+            pkgs("Package: c\nVersion: 1\nDepends: foo (>= 2)\n\nPackage: foo\nVersion: 1+lab1\n");
+        let (pulled, still) = closure(&ours, &[machine], &index);
+        assert!(pulled.is_empty(), "{pulled:?}");
+        assert_eq!(still.len(), 1);
     }
 
     #[test]

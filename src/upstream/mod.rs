@@ -431,7 +431,7 @@ impl<'t> OpenSource<'t> {
             }
         }
         Err(self.fail(UpstreamErrorKind::IndexNotInRelease {
-            candidates: tries[0].join(", "),
+            candidates: tries.concat().join(", "),
             release: self.transport.describe(&format!("{dir}Release")),
         }))
     }

@@ -230,13 +230,20 @@ fn build_all(
 
 /// The control paragraph of every package the build would put in the
 /// repository: resolved, fetched and verified, repacked, built, as `build`
-/// does, and nothing written but the lock (what `closure` resolves).
+/// does, and nothing written but the lock and the cache (what `closure`
+/// resolves). The signing keys must exist (none is made).
 pub(super) fn prepared_controls(
     s: &BuildSettings,
     reporter: &dyn Reporter,
 ) -> Result<Vec<crate::format::deb822::ControlParagraph>, WorkflowError> {
     let config = repository_config(s)?;
-    let signing = signing_keys(&s.keys, s.dates.now, reporter)?;
+    // The keys as they are: a missing one is an error here, never made (the
+    // repo-config package carries the keyring).
+    let signing: Vec<SigningKey> =
+        crate::keys::load_signing_keys(&s.keys.dir, s.keys.passphrase.as_deref(), s.dates.now)?
+            .into_iter()
+            .map(|k| k.key)
+            .collect();
     let session = super::open_session(&s.recipes, s.pipeline.clone(), reporter)?;
     let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
     let (artifacts, _) = prepare_all(&session, &fetched, &config, &signing, s.dates, reporter)?;
