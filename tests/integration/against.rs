@@ -343,7 +343,8 @@ fn the_closure_is_what_apt_would_install_on_the_base() {
     assert_eq!(ours, apt, "{plan}");
 }
 
-/// The lab's day with a base: a tool that needs python3, a bare 18.04 base.
+/// The lab's day with a base: a tool that needs python3, a bare 18.04
+/// machine as released (minbase from bionic main alone, no updates).
 /// `build` refuses; `closure --write` picks what the base lacks from
 /// Ubuntu's real signed `bionic` index (the release the machines were
 /// installed from) and writes recipes; `build` then locks and fetches them
@@ -365,8 +366,10 @@ fn the_closure_written_as_recipes_makes_the_bundle_alone_install_on_the_base() {
     let recipes = dir.path().join("recipes");
     fs::create_dir_all(recipes.join("packages")).unwrap();
     fs::create_dir_all(recipes.join("base")).unwrap();
+    // The machine as installed from the release: minbase from bionic
+    // main alone, no updates.
     from_root(
-        Dist::Bionic,
+        Dist::BionicRelease,
         "./var/lib/dpkg/status",
         &recipes.join("base/lab-01.status"),
     );
@@ -456,7 +459,7 @@ fn the_closure_written_as_recipes_makes_the_bundle_alone_install_on_the_base() {
         .args(["bundle", "-o"])
         .arg(&bundle));
 
-    let c = Chroot::new();
+    let c = Chroot::of(Dist::BionicRelease);
     c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
     let t = c.put(&bundle);
     c.ok_offline(&format!(

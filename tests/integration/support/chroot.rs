@@ -19,6 +19,9 @@ use crate::support::standin::Lab;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dist {
     Bionic,
+    /// Ubuntu 18.04 as released: minbase from `bionic main` alone (no
+    /// updates), the lab's air-gapped machine installed from the ISO.
+    BionicRelease,
     Bookworm,
     BionicCares,
     FocalCares,
@@ -35,6 +38,7 @@ impl Dist {
     fn tarball_name(self) -> &'static str {
         match self {
             Dist::Bionic => "bionic-minbase-apt-gpgv-gnupg-v1.tar",
+            Dist::BionicRelease => "bionic-release-main-minbase-apt-v1.tar",
             Dist::Bookworm => "bookworm-minbase-v1.tar",
             Dist::BionicCares => "bionic-minbase-cares-python3-lists-v3.tar",
             Dist::FocalCares => "focal-minbase-cares-lists-v2.tar",
@@ -66,6 +70,15 @@ impl Dist {
                     .arg(out)
                     .arg(format!("deb {UBUNTU} bionic main"))
                     .arg(format!("deb {UBUNTU} bionic-updates main"));
+            }
+            Dist::BionicRelease => {
+                let keyring =
+                    Path::new(env!("CARGO_MANIFEST_DIR")).join("keys/ubuntu-archive-keyring.gpg");
+                c.arg("--include=apt")
+                    .arg(format!("--keyring={}", keyring.display()))
+                    .arg("bionic")
+                    .arg(out)
+                    .arg(format!("deb {UBUNTU} bionic main"));
             }
             Dist::Bookworm => {
                 c.arg("bookworm").arg(out);
