@@ -19,10 +19,10 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufReader, BufWriter, Read};
+use std::io::{BufReader, Read};
 use std::path::Path;
 
-use super::{BundleError, Entries, TOP, install_script, parse_sums, sha256_file};
+use super::{BundleError, TOP, install_script, parse_sums, sha256_file};
 use crate::error::FileError;
 
 /// What the manifest's first line says.
@@ -302,28 +302,14 @@ pub fn write_delta(
     for f in &plan.carried {
         sums.push_str(&format!("{}  repo/{f}\n", plan.manifest.files[f].0));
     }
-    let dir = crate::files::parent(output);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".debforge-bundle-")
-        .tempfile_in(dir)
-        .map_err(FileError::at(dir))?;
-    let tar = tar::Builder::new(BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
-    let mut entries = Entries { tar, mtime, output };
-    entries.add("SHA256SUMS", &mut sums.as_bytes(), sums.len() as u64, 0o644)?;
-    entries.add("DELTA", &mut &signed[..], signed.len() as u64, 0o644)?;
-    entries.add(
-        "install.sh",
-        &mut script.as_bytes(),
-        script.len() as u64,
-        0o755,
-    )?;
+    let head: [(&str, &[u8], u32); 3] = [
+        ("SHA256SUMS", sums.as_bytes(), 0o644),
+        ("DELTA", signed, 0o644),
+        ("install.sh", script.as_bytes(), 0o755),
+    ];
     // Carried files as they are now: one that changed since it was hashed
     // is refused by install.sh's check against the signed list.
-    entries.add_repository(out, &plan.carried, observer)?;
-    entries.finish()?;
-    tmp.as_file().sync_all().map_err(FileError::at(output))?;
-    tmp.persist(output)
-        .map_err(|e| FileError::new(output, e.error))?;
+    super::write_tar(output, mtime, &head, out, &plan.carried, observer)?;
     Ok(plan.carried.len() + 3)
 }
 

@@ -147,6 +147,26 @@ pub fn write_bundle(
         "{}  install.sh\n",
         crate::digest::sha256_hex(script.as_bytes())
     ));
+    let head: [(&str, &[u8], u32); 2] = [
+        ("SHA256SUMS", sums.as_bytes(), 0o644),
+        ("install.sh", script.as_bytes(), 0o755),
+    ];
+    write_tar(output, mtime, &head, out, &repo_files, observer)?;
+    Ok(repo_files.len() + 2)
+}
+
+/// Writes a bundle's tar to `output` (a temporary name beside it, fsynced,
+/// renamed): the `head` entries (name, bytes, mode) first, SHA256SUMS
+/// leading, then `repo_files` of `out` under `repo/`; every entry dated
+/// `mtime`.
+fn write_tar(
+    output: &Path,
+    mtime: u64,
+    head: &[(&str, &[u8], u32)],
+    out: &Path,
+    repo_files: &[String],
+    observer: &dyn crate::report::Reporter,
+) -> Result<(), BundleError> {
     let dir = crate::files::parent(output);
     let mut tmp = tempfile::Builder::new()
         .prefix(".debforge-bundle-")
@@ -154,19 +174,15 @@ pub fn write_bundle(
         .map_err(FileError::at(dir))?;
     let tar = tar::Builder::new(BufWriter::with_capacity(1 << 20, tmp.as_file_mut()));
     let mut entries = Entries { tar, mtime, output };
-    entries.add("SHA256SUMS", &mut sums.as_bytes(), sums.len() as u64, 0o644)?;
-    entries.add(
-        "install.sh",
-        &mut script.as_bytes(),
-        script.len() as u64,
-        0o755,
-    )?;
-    entries.add_repository(out, &repo_files, observer)?;
+    for (name, bytes, mode) in head.iter().copied() {
+        entries.add(name, &mut &bytes[..], bytes.len() as u64, mode)?;
+    }
+    entries.add_repository(out, repo_files, observer)?;
     entries.finish()?;
     tmp.as_file().sync_all().map_err(FileError::at(output))?;
     tmp.persist(output)
         .map_err(|e| FileError::new(output, e.error))?;
-    Ok(repo_files.len() + 2)
+    Ok(())
 }
 
 /// The first component a Release names.

@@ -67,6 +67,28 @@ pub fn built(packages: &[debforge::repo::PoolEntry], summary: &str) {
     );
 }
 
+/// A closure's picks (`+ package (chain → relation)`) and what `from`
+/// lacks too (`!`), a line each: `verify --closure-from` and `closure`.
+pub fn closure_lines(
+    pulled: &[debforge::repo::against::Pulled],
+    lacking: &[debforge::repo::against::Missing],
+    from: &str,
+) -> String {
+    let mut s = String::new();
+    for p in pulled {
+        s.push_str(&format!(
+            "  + {} ({} → {})\n",
+            p.package,
+            p.chain.join(" → "),
+            p.needs
+        ));
+    }
+    for m in lacking {
+        s.push_str(&format!("  ! not in {from} either: {m}\n"));
+    }
+    s
+}
+
 pub fn verify_report(r: &debforge::repo::verify::VerifyReport, dir: &std::path::Path, json: bool) {
     if json {
         json_out(&serde_json::to_value(r).expect("report serializes"));
@@ -93,17 +115,7 @@ pub fn verify_report(r: &debforge::repo::verify::VerifyReport, dir: &std::path::
             c.index.display(),
             c.pulled.len()
         ));
-        for p in &c.pulled {
-            s.push_str(&format!(
-                "  + {} ({} → {})\n",
-                p.package,
-                p.chain.join(" → "),
-                p.needs
-            ));
-        }
-        for m in &c.lacking {
-            s.push_str(&format!("  ! not in the index either: {m}\n"));
-        }
+        s.push_str(&closure_lines(&c.pulled, &c.lacking, "the index"));
     }
     let verdict = if r.problems.is_empty() {
         "all good".to_string()

@@ -141,7 +141,12 @@ impl Base {
     /// its first bytes), a regular file only, with a bound.
     pub fn read(path: &Path) -> Result<Base, AgainstError> {
         let file = crate::input::open_regular(path).map_err(FileError::at(path))?;
-        let mut input = BufReader::new(file);
+        // The file's own bytes hashed as they are read (not read twice).
+        let hasher = std::cell::RefCell::new(crate::digest::KeyHasher::new());
+        let mut input = BufReader::new(Hashed {
+            inner: file,
+            hasher: &hasher,
+        });
         let head = input.fill_buf().map_err(FileError::at(path))?.to_vec();
         let compression = match head.as_slice() {
             [0x1f, 0x8b, ..] => Compression::Gzip,
@@ -193,7 +198,7 @@ impl Base {
         Ok(Base {
             path: path.to_path_buf(),
             kind,
-            sha256: crate::digest::sha256_file(path).map_err(FileError::at(path))?,
+            sha256: hasher.into_inner().finish_hex(),
             packages,
         })
     }
@@ -205,6 +210,20 @@ impl Base {
 
     pub fn is_empty(&self) -> bool {
         self.packages.is_empty()
+    }
+}
+
+/// A reader that hashes the bytes it gave.
+struct Hashed<'h, R> {
+    inner: R,
+    hasher: &'h std::cell::RefCell<crate::digest::KeyHasher>,
+}
+
+impl<R: Read> Read for Hashed<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.borrow_mut().update(&buf[..n]);
+        Ok(n)
     }
 }
 

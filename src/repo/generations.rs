@@ -77,15 +77,27 @@ fn try_keep_indexes(out: &Path, suite: &str, files: &[String]) -> Option<Vec<Kep
     fs::create_dir_all(&store).ok()?;
     let mut kept = Vec::with_capacity(files.len());
     for rel in files {
-        let bytes = crate::input::read(&dist.join(rel), 1 << 30).ok()?;
-        let digests = crate::digest::digest_reader(&bytes[..]).ok()?;
+        // Copied and hashed in one streamed pass (an index may be large).
+        let mut src = crate::input::open_regular(&dist.join(rel)).ok()?;
+        let tmp = tempfile::NamedTempFile::new_in(&store).ok()?;
+        let mut w = crate::digest::HashingWriter::new(
+            tmp,
+            crate::digest::Hasher::new(crate::digest::DigestSet::ALL),
+        );
+        std::io::copy(&mut src, &mut w).ok()?;
+        let (tmp, digests) = w.finish();
         listed
             .iter()
             .find(|f| f.path == *rel && f.digest == digests.sha256 && f.size == digests.size)?;
         let dest = store.join(&digests.sha256);
         if !dest.is_file() {
             // Written once: an existing file of that name has these bytes.
-            crate::files::write_atomic(&dest, &bytes, crate::files::Existing::Keep).ok()?;
+            use std::os::unix::fs::PermissionsExt;
+            tmp.as_file()
+                .set_permissions(fs::Permissions::from_mode(0o644))
+                .ok()?;
+            tmp.as_file().sync_all().ok()?;
+            tmp.persist_noclobber(&dest).ok()?;
         }
         kept.push(KeptIndex {
             path: rel.clone(),

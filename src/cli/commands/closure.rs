@@ -36,17 +36,11 @@ pub(crate) fn run_closure(
         "{} package(s) from source '{source}' for the base:\n",
         r.pulled.len()
     );
-    for p in &r.pulled {
-        text.push_str(&format!(
-            "  + {} ({} → {})\n",
-            p.package,
-            p.chain.join(" → "),
-            p.needs
-        ));
-    }
-    for m in &r.lacking {
-        text.push_str(&format!("  ! not in '{source}' either: {m}\n"));
-    }
+    text.push_str(&output::closure_lines(
+        &r.pulled,
+        &r.lacking,
+        &format!("'{source}'"),
+    ));
     for w in &r.written {
         text.push_str(&format!("wrote {}\n", w.display()));
     }
