@@ -582,6 +582,7 @@ fn direct_entry(
         index: String::new(),
         index_sha256: String::new(),
         release_sha256: String::new(),
+        for_base: false,
     }
 }
 

@@ -172,6 +172,7 @@ impl Session<'_> {
                     index: f.index,
                     index_sha256: f.index_sha256,
                     release_sha256: f.release_sha256,
+                    for_base: p.for_base,
                 },
                 from: FetchFrom::Source(name.to_string()),
                 seen: None,

@@ -48,6 +48,10 @@ pub struct LockedPackage {
     /// SHA256 of the signed Release that listed the index.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub release_sha256: String,
+    /// Picked by the base's closure (`[base] closure` in repository.toml),
+    /// not named by a recipe: the next build reads its recipe from here.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub for_base: bool,
 }
 
 /// Old lock files wrote `sha512 = ""` for "unknown".
@@ -263,6 +267,7 @@ mod tests {
             index: "Packages".into(),
             index_sha256: "c".repeat(64),
             release_sha256: "d".repeat(64),
+            for_base: false,
         }
     }
 

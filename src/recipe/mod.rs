@@ -324,6 +324,9 @@ pub struct PackageRecipe {
     pub pin: Option<bool>,
     /// The recipe file, for messages.
     pub file: PathBuf,
+    /// Picked by the base's closure (`[base] closure`), read back from the
+    /// lock: no recipe file names it.
+    pub for_base: bool,
 }
 
 /// All recipes of a project.
@@ -502,7 +505,64 @@ pub fn parse_package(
         build,
         pin: raw.pin,
         file: file.to_path_buf(),
+        for_base: false,
     })
+}
+
+/// The recipe of a package picked for the base's closure: the source's
+/// exact build, kept as it is, not pinned (the distribution's own build
+/// stays in charge). `why` (the chain that needs it) becomes a one-line
+/// comment. The values come from a foreign index: checked (the name by
+/// policy, the version by dpkg's syntax, each one plain word) before they
+/// become TOML.
+pub fn picked_recipe_text(
+    name: &str,
+    version: &str,
+    architecture: &str,
+    source: &str,
+    why: &str,
+) -> Result<String, String> {
+    crate::format::control::check_package_name(name)?;
+    Version::parse(version).map_err(|e| e.to_string())?;
+    let plain = |v: &str| {
+        !v.is_empty()
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".+~:-".contains(&b))
+    };
+    if !plain(version) || !plain(architecture) || architecture.contains([':', '.', '+', '~']) {
+        return Err(format!(
+            "version {version:?} or architecture {architecture:?} is not one plain word"
+        ));
+    }
+    if !is_word(source) {
+        return Err(format!("{source:?} is not a source's name"));
+    }
+    let why: String = why
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    Ok(format!(
+        "# Picked for the lab's base: {why}.\nname = \"{name}\"\nversion = \"{version}\"\narchitecture = \"{architecture}\"\nfrom = {{ source = \"{source}\" }}\naction = \"keep\"\npin = false\n"
+    ))
+}
+
+/// A package the base's closure picked, as a recipe ([`picked_recipe_text`],
+/// then parsed as any recipe); `file` names where it was read (the lock).
+pub fn picked_recipe(
+    file: &Path,
+    (name, version, architecture): (&str, &str, &str),
+    source: &str,
+    sources: &BTreeMap<String, Source>,
+) -> Result<PackageRecipe, RecipeError> {
+    let text =
+        picked_recipe_text(name, version, architecture, source, "").map_err(|m| RecipeError {
+            file: file.to_path_buf(),
+            line: None,
+            message: format!("{name} (picked for the base): {m}"),
+        })?;
+    let mut r = parse_package(file, &text, sources)?;
+    r.for_base = true;
+    Ok(r)
 }
 
 /// Checks a package recipe's name, version and architecture.
@@ -705,14 +765,41 @@ pub fn parse_repository(
     Ok(c)
 }
 
-/// `repository.toml`'s `[base]`: the files that say what the lab's
-/// machines run (dpkg status files, or Packages indexes of the release),
-/// relative to the project. None without the table.
-pub fn parse_base(file: &Path, text: &str) -> Result<Vec<PathBuf>, RecipeError> {
+/// `repository.toml`'s `[base]`: what the lab's machines run, and where
+/// what they lack comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BaseConfig {
+    /// Project files: dpkg status files copied from lab machines, or
+    /// Packages indexes (plain, .gz or .xz).
+    pub files: Vec<PathBuf>,
+    /// Sources (sources.toml) whose signed index is the base: the release
+    /// the machines were installed from, as a mirror inside the air gap
+    /// offers it.
+    pub sources: Vec<String>,
+    /// The source the build pulls what the base lacks from (the closure),
+    /// each package through its signed index and recorded in the lock.
+    pub closure: Option<String>,
+}
+
+impl BaseConfig {
+    /// Whether a base is named at all.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.sources.is_empty()
+    }
+}
+
+/// Parses `[base]` (defaults: none). Files are relative to the project;
+/// sources and the closure's source must be named in `sources.toml`
+/// (checked where they are opened).
+pub fn parse_base(file: &Path, text: &str) -> Result<BaseConfig, RecipeError> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct RawBase {
+        #[serde(default)]
         files: Vec<String>,
+        #[serde(default)]
+        sources: Vec<String>,
+        closure: Option<String>,
     }
     #[derive(Deserialize)]
     struct Top {
@@ -720,31 +807,44 @@ pub fn parse_base(file: &Path, text: &str) -> Result<Vec<PathBuf>, RecipeError> 
     }
     let top: Top = toml::from_str(text).map_err(|e| toml_error(file, text, e))?;
     let Some(base) = top.base else {
-        return Ok(Vec::new());
+        return Ok(BaseConfig::default());
     };
     let span = base.span();
+    let at = |msg: String| error_at(file, text, Some(span.clone()), msg);
     let dir = file.parent().unwrap_or(Path::new("."));
-    let mut out = Vec::new();
-    for f in base.into_inner().files {
+    let raw = base.into_inner();
+    let mut out = BaseConfig::default();
+    for f in raw.files {
         crate::format::path::check_relative(&f).map_err(|e| {
-            error_at(
-                file,
-                text,
-                Some(span.clone()),
-                format!("base.files: {e}: a file of the project, relative to it"),
-            )
+            at(format!(
+                "base.files: {e}: a file of the project, relative to it"
+            ))
         })?;
-        out.push(dir.join(f));
+        out.files.push(dir.join(f));
+    }
+    for name in raw.sources.iter().chain(&raw.closure) {
+        if !is_word(name) {
+            return Err(at(format!(
+                "base: {name:?} is not a source's name (a [source.NAME] of sources.toml)"
+            )));
+        }
+    }
+    out.sources = raw.sources;
+    out.closure = raw.closure;
+    if out.closure.is_some() && out.is_empty() {
+        return Err(at(
+            "base.closure: the closure is what the base lacks: name the base too (files = [...] or sources = [...])".into(),
+        ));
     }
     Ok(out)
 }
 
 /// The project's `[base]` ([`parse_base`]); none without repository.toml.
-pub fn load_base(dir: &Path) -> Result<Vec<PathBuf>, RecipeError> {
+pub fn load_base(dir: &Path) -> Result<BaseConfig, RecipeError> {
     let file = dir.join("repository.toml");
     match crate::input::read_to_string(&file, crate::input::limit::RECIPE) {
         Ok(text) => parse_base(&file, &text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BaseConfig::default()),
         Err(e) => Err(RecipeError {
             file,
             line: None,
@@ -1179,5 +1279,55 @@ fingerprint = ["790BC7277767219C42C86F933B4FE6ACC0B21F32", "f6ec b376 2474 eda9 
         )
         .unwrap_err();
         assert_eq!(e.line, Some(3));
+    }
+
+    fn check_pulled(p: (&str, &str, &str)) -> Result<String, String> {
+        picked_recipe_text(p.0, p.1, p.2, "ubuntu", "tool 1\nname = \"evil\" → x")
+    }
+
+    #[test]
+    fn values_from_the_index_are_checked_before_they_become_a_recipe() {
+        assert!(check_pulled(("python3", "3.6.5-3", "amd64")).is_ok());
+        assert!(check_pulled(("libc6", "1:2.27-3ubuntu1", "all")).is_ok());
+        for (n, v, a) in [
+            ("Python3", "1", "amd64"),
+            ("x\"y", "1", "amd64"),
+            ("ok-name", "1\"\nname = \"evil", "amd64"),
+            ("ok-name", "1", "am d64"),
+            ("ok-name", "1", "amd64:x"),
+        ] {
+            assert!(check_pulled((n, v, a)).is_err(), "{n} {v} {a}");
+        }
+        let text = check_pulled(("python3", "3.6.5-3", "amd64")).unwrap();
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("name = ")).count(),
+            1,
+            "{text}"
+        );
+        let parsed: toml::Value = toml::from_str(&text).unwrap();
+        assert_eq!(parsed["name"].as_str(), Some("python3"));
+    }
+
+    #[test]
+    fn base_names_files_sources_and_the_closure_source() {
+        let f = Path::new("/p/repository.toml");
+        let b = parse_base(
+            f,
+            "[base]\nfiles = [\"base/lab.status\"]\nsources = [\"ubuntu-bionic\"]\nclosure = \"ubuntu-bionic\"\n",
+        )
+        .unwrap();
+        assert_eq!(b.files, [PathBuf::from("/p/base/lab.status")]);
+        assert_eq!(b.sources, ["ubuntu-bionic"]);
+        assert_eq!(b.closure.as_deref(), Some("ubuntu-bionic"));
+        assert!(parse_base(f, "[repository]\n").unwrap().is_empty());
+        for (text, says) in [
+            ("[base]\nclosure = \"ubuntu\"\n", "name the base too"),
+            ("[base]\nsources = [\"a b\"]\n", "is not a source's name"),
+            ("[base]\nfiles = [\"/etc/passwd\"]\n", "relative to it"),
+            ("[base]\nfile = []\n", "unknown field"),
+        ] {
+            let e = parse_base(f, text).unwrap_err();
+            assert!(e.message.contains(says), "{text}: {e}");
+        }
     }
 }

@@ -163,14 +163,43 @@ fn build_all(
     stamp: bool,
 ) -> Result<(BuildReport, Option<Inputs>, String), WorkflowError> {
     let reporter = recorder.inner();
-    // The lab's base, read before anything is fetched: a wrong file is said
-    // first.
-    let base = crate::recipe::load_base(&s.recipes)?
-        .iter()
-        .map(|f| crate::repo::against::Base::read(f))
-        .collect::<Result<Vec<_>, _>>()?;
-    let session = super::open_session(&s.recipes, s.pipeline.clone(), reporter)?;
-    let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
+    // The lab's base: its files read before anything is fetched (a wrong
+    // file is said first), its sources' signed indexes once the session is
+    // open.
+    let base_config = crate::recipe::load_base(&s.recipes)?;
+    let mut base = super::base::read_files(&base_config)?;
+    let mut pass = fetch_and_prepare(s, &config, signing, recorder, None)?;
+    base.extend(super::base::read_sources(
+        &base_config,
+        &pass.session,
+        &config.architectures,
+    )?);
+    if let Some(source) = &base_config.closure {
+        let change = super::base::closure_change(
+            &pass.session,
+            &pass.artifacts,
+            &base,
+            source,
+            &config.architectures,
+            s.locked,
+            reporter,
+        )?;
+        if let Some(picked) = change {
+            // Fetched and prepared again with the packages picked (only
+            // when the closure changed): the lock holds them all.
+            pass = fetch_and_prepare(s, &config, signing, recorder, Some(picked))?;
+        }
+    }
+    // A stamp only where nothing but the project's files and the package
+    // files can change the output: no signed source asked, none read for
+    // the base.
+    let stamp = stamp && base_config.sources.is_empty() && base_config.closure.is_none();
+    let Pass {
+        session,
+        fetched,
+        artifacts,
+        pins,
+    } = pass;
     let inputs = if stamp && fetched.sources.is_empty() {
         stamp_inputs(&fetched.packages)
     } else {
@@ -181,7 +210,6 @@ fn build_all(
     } else {
         String::new()
     };
-    let (artifacts, pins) = prepare_all(&session, &fetched, &config, signing, s.dates, recorder)?;
     // Everything downstream comes from the artifacts (memory: a lock entry
     // and a recipe per package less while the repository is written).
     drop(fetched);
@@ -226,6 +254,35 @@ fn build_all(
         from_stamp: None,
     };
     Ok((report, inputs, lock))
+}
+
+/// One resolve, fetch and prepare of the project.
+struct Pass<'r> {
+    session: Session<'r>,
+    fetched: super::Fetched,
+    artifacts: Vec<pipeline::Artifact>,
+    pins: String,
+}
+
+/// Resolves, fetches and prepares every package (with `picked` as the
+/// packages picked for the base; `None`: the lock's).
+fn fetch_and_prepare<'r>(
+    s: &BuildSettings,
+    config: &RepoConfig,
+    signing: &[SigningKey],
+    recorder: &'r unchanged::Recorder,
+    picked: Option<Vec<crate::recipe::PackageRecipe>>,
+) -> Result<Pass<'r>, WorkflowError> {
+    let reporter = recorder.inner();
+    let session = super::open_session_with(&s.recipes, s.pipeline.clone(), reporter, picked)?;
+    let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
+    let (artifacts, pins) = prepare_all(&session, &fetched, config, signing, s.dates, recorder)?;
+    Ok(Pass {
+        session,
+        fetched,
+        artifacts,
+        pins,
+    })
 }
 
 /// The control paragraph of every package the build would put in the

@@ -41,20 +41,23 @@ pub fn closure(
     reporter: &dyn Reporter,
 ) -> Result<ClosureReport, WorkflowError> {
     let recipes = &s.build.recipes;
-    let bases = crate::recipe::load_base(recipes)?
-        .iter()
-        .map(|f| Base::read(f))
-        .collect::<Result<Vec<_>, _>>()?;
-    if bases.is_empty() {
+    let config = crate::recipe::load_base(recipes)?;
+    if config.is_empty() {
         return Err(WorkflowError::NoBase {
             file: recipes.join("repository.toml"),
         });
     }
+    let mut bases = super::base::read_files(&config)?;
     let ours: Vec<_> = super::build::prepared_controls(&s.build, reporter)?
         .iter()
         .filter_map(against::Package::of)
         .collect();
     let session = super::open_session(recipes, s.build.pipeline.clone(), reporter)?;
+    bases.extend(super::base::read_sources(
+        &config,
+        &session,
+        std::slice::from_ref(&s.architecture),
+    )?);
     let index = session.source_index(&s.source, &s.architecture)?;
     let offered = Base::read(&index)?;
     let (pulled, lacking) = against::closure(&ours, &bases, &offered);
@@ -63,21 +66,27 @@ pub fn closure(
         for p in &pulled {
             // The values come from a foreign index: checked before they
             // become a file name and a recipe.
-            if let Err(why) = check_pulled(p) {
-                refused.push(format!("{}: {why}", p.package));
-                continue;
-            }
+            let why = format!("{} → {}", p.chain.join(" → "), p.needs);
+            let text = match crate::recipe::picked_recipe_text(
+                &p.name,
+                &p.version,
+                &p.architecture,
+                &s.source,
+                &why,
+            ) {
+                Ok(t) => t,
+                Err(e) => {
+                    refused.push(format!("{}: {e}", p.package));
+                    continue;
+                }
+            };
             let path = recipes.join("packages").join(format!("{}.toml", p.name));
             if path.exists() {
                 kept.push(path);
                 continue;
             }
-            crate::files::write_atomic(
-                &path,
-                recipe(p, &s.source).as_bytes(),
-                crate::files::Existing::Keep,
-            )
-            .map_err(crate::repo::RepoError::from)?;
+            crate::files::write_atomic(&path, text.as_bytes(), crate::files::Existing::Keep)
+                .map_err(crate::repo::RepoError::from)?;
             written.push(path);
         }
     }
@@ -88,79 +97,4 @@ pub fn closure(
         kept,
         refused,
     })
-}
-
-/// A package's name (Debian policy), version (dpkg's syntax, no quote or
-/// space) and architecture (one word) as a recipe may hold them.
-fn check_pulled(p: &Pulled) -> Result<(), String> {
-    crate::format::control::check_package_name(&p.name)?;
-    crate::format::version::Version::parse(&p.version).map_err(|e| e.to_string())?;
-    let plain = |v: &str| {
-        !v.is_empty()
-            && v.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b".+~:-".contains(&b))
-    };
-    if !plain(&p.version)
-        || !plain(&p.architecture)
-        || p.architecture.contains([':', '.', '+', '~'])
-    {
-        return Err(format!(
-            "version {:?} or architecture {:?} is not one plain word",
-            p.version, p.architecture
-        ));
-    }
-    Ok(())
-}
-
-/// The recipe of a package picked for the closure: the source's exact
-/// version, kept as it is, not pinned (the distribution's own build).
-fn recipe(p: &Pulled, source: &str) -> String {
-    // The chain is for people: one line, whatever it holds.
-    let why: String = format!("{} → {}", p.chain.join(" → "), p.needs)
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    format!(
-        "# Picked by `debforge closure` for the lab's base: {why}.\nname = \"{}\"\nversion = \"{}\"\narchitecture = \"{}\"\nfrom = {{ source = \"{source}\" }}\naction = \"keep\"\npin = false\n",
-        p.name, p.version, p.architecture
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pulled(name: &str, version: &str, arch: &str) -> Pulled {
-        Pulled {
-            package: format!("{name} {version}"),
-            name: name.into(),
-            version: version.into(),
-            architecture: arch.into(),
-            chain: vec!["tool 1\nname = \"evil\"".into()],
-            needs: "x".into(),
-        }
-    }
-
-    #[test]
-    fn values_from_the_index_are_checked_before_they_become_a_recipe() {
-        assert!(check_pulled(&pulled("python3", "3.6.5-3", "amd64")).is_ok());
-        assert!(check_pulled(&pulled("libc6", "1:2.27-3ubuntu1", "all")).is_ok());
-        for (n, v, a) in [
-            ("Python3", "1", "amd64"),
-            ("x\"y", "1", "amd64"),
-            ("ok-name", "1\"\nname = \"evil", "amd64"),
-            ("ok-name", "1", "am d64"),
-            ("ok-name", "1", "amd64:x"),
-        ] {
-            assert!(check_pulled(&pulled(n, v, a)).is_err(), "{n} {v} {a}");
-        }
-        let text = recipe(&pulled("python3", "3.6.5-3", "amd64"), "ubuntu");
-        assert_eq!(
-            text.lines().filter(|l| l.starts_with("name = ")).count(),
-            1,
-            "{text}"
-        );
-        let parsed: toml::Value = toml::from_str(&text).unwrap();
-        assert_eq!(parsed["name"].as_str(), Some("python3"));
-    }
 }

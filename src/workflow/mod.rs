@@ -6,6 +6,7 @@
 //! [`Reporter`]; each returns a report for the binary to print. Nothing here
 //! reads the environment or prints (uv's `settings.rs` + `commands/` split).
 
+mod base;
 pub mod build;
 pub mod bundle;
 pub mod closure;
@@ -75,8 +76,19 @@ pub enum WorkflowError {
     AlreadyExpired { date: i64, until: i64 },
     #[error("none of the keys in {} is one the lab trusts (the keyring the base bundle left, else {}'s): the air-gapped side would refuse the delta", keys.display(), out.display())]
     NotTheRepositorysKeys { keys: PathBuf, out: PathBuf },
-    #[error("{}: no [base] (files = [...]): the closure is what that base lacks", file.display())]
+    #[error("{}: no [base] (files = [...] or sources = [...]): the closure is what that base lacks", file.display())]
     NoBase { file: PathBuf },
+    #[error(
+        "the packages the base lacks are not the ones {} records (--locked):{}{}",
+        lock.display(),
+        if added.is_empty() { String::new() } else { format!("\n  lacking now: {}", added.join(", ")) },
+        if removed.is_empty() { String::new() } else { format!("\n  no longer needed: {}", removed.join(", ")) }
+    )]
+    ClosureChanged {
+        lock: PathBuf,
+        added: Vec<String>,
+        removed: Vec<String>,
+    },
     #[error("--mirror {mirror:?}: {reason}")]
     BadMirror { mirror: String, reason: String },
     #[error("{}: no generations recorded (none in {})", out.display(), crate::repo::generations::dir_of(out).display())]
@@ -128,6 +140,9 @@ impl Hint for WorkflowError {
                 "use a later SOURCE_DATE_EPOCH, a longer valid-for-days in repository.toml, or unset SOURCE_DATE_EPOCH"
             }
             W::BadMirror { .. } => "e.g. --mirror http://apt.lab.example/gpu/",
+            W::ClosureChanged { .. } => {
+                "the recipes or the base changed: build once without --locked (it picks the closure and writes the lock), review and commit the lock"
+            }
             W::NoBase { .. } => {
                 "name the lab machines' base in repository.toml: [base] files = [\"base/lab-01.status\"] (a copy of a lab machine's /var/lib/dpkg/status)"
             }
@@ -156,14 +171,30 @@ pub struct Fetched {
     pub lock: crate::recipe::lock::Lock,
 }
 
-/// A session on the project in `recipes` (the recipes loaded, the sources
-/// checked against `settings`).
+/// A session on the project in `recipes` (the recipes loaded, with the
+/// packages the last build picked for the base, the sources checked
+/// against `settings`).
 pub fn open_session<'a>(
     recipes: &Path,
     settings: pipeline::Settings,
     reporter: &'a dyn Reporter,
 ) -> Result<Session<'a>, WorkflowError> {
-    let recipes = crate::recipe::load(recipes)?;
+    open_session_with(recipes, settings, reporter, None)
+}
+
+/// The same, with `picked` as the packages picked for the base (`None`:
+/// the lock's).
+fn open_session_with<'a>(
+    dir: &Path,
+    settings: pipeline::Settings,
+    reporter: &'a dyn Reporter,
+    picked: Option<Vec<crate::recipe::PackageRecipe>>,
+) -> Result<Session<'a>, WorkflowError> {
+    let mut recipes = crate::recipe::load(dir)?;
+    match picked {
+        Some(p) => base::add_picked(&mut recipes, p),
+        None => base::add_picked_from_lock(&mut recipes, &crate::recipe::load_base(dir)?)?,
+    }
     Ok(Session::new(recipes, settings, reporter)?)
 }
 

@@ -41,23 +41,23 @@ fn version_in(file: &Path, package: &str) -> String {
         .to_string()
 }
 
-/// A local package with `depends`, added to the lab's project.
-fn add_local(lab: &Lab, name: &str, depends: &str) {
-    let tree = lab.dir.path().join("trees").join(name);
+/// A local package with `depends` (built in `dir`), added to the project.
+fn add_local(dir: &Path, recipes: &Path, name: &str, depends: &str) {
+    let tree = dir.join("trees").join(name);
     fs::create_dir_all(tree.join("DEBIAN")).unwrap();
     fs::write(
         tree.join("DEBIAN/control"),
         format!("Package: {name}\nVersion: 1.0\nArchitecture: amd64\nMaintainer: lab <lab@example.org>\nDepends: {depends}\nDescription: {name}\n local.\n"),
     )
     .unwrap();
-    let deb = lab.dir.path().join(format!("{name}_1.0_amd64.deb"));
+    let deb = dir.join(format!("{name}_1.0_amd64.deb"));
     ok(debforge()
         .args(["deb", "build"])
         .arg(&tree)
         .arg("-o")
         .arg(&deb));
     fs::write(
-        lab.recipes.join(format!("packages/{name}.toml")),
+        recipes.join(format!("packages/{name}.toml")),
         format!(
             "name = \"{name}\"\nversion = \"1.0\"\narchitecture = \"amd64\"\nfrom = {{ path = \"{}\" }}\n",
             deb.display()
@@ -84,7 +84,7 @@ fn verify_against(out: &Path, bases: &[&Path], json: bool) -> (i32, String) {
 fn verify_against_real_bionic_machines_lists_what_they_lack_with_the_chain() {
     let lab = Lab::new();
     let status = from_root(
-        Dist::Bionic,
+        Dist::BionicRelease,
         "./var/lib/dpkg/status",
         &lab.dir.path().join("status"),
     );
@@ -111,11 +111,17 @@ fn verify_against_real_bionic_machines_lists_what_they_lack_with_the_chain() {
     // A tool that needs python3 and a library shaped as NVIDIA's CUDA 13
     // NCCL for Ubuntu 24.04 (its real relations) do not.
     add_local(
-        &lab,
+        lab.dir.path(),
+        &lab.recipes,
         "nccl-cu13-shaped",
         "libc6 (>= 2.38), libgcc-s1 (>= 3.4), libstdc++6 (>= 12)",
     );
-    add_local(&lab, "lab-tools", "python3 (>= 3.6), nccl-cu13-shaped");
+    add_local(
+        lab.dir.path(),
+        &lab.recipes,
+        "lab-tools",
+        "python3 (>= 3.6), nccl-cu13-shaped",
+    );
     ok(lab.cmd("build").arg("--out").arg(&out));
     let libc6 = version_in(&status, "libc6");
     let libstdcxx = version_in(&status, "libstdc++6");
@@ -224,7 +230,7 @@ fn build_refuses_what_would_not_install_on_the_projects_base() {
     let lab = Lab::new();
     fs::create_dir_all(lab.recipes.join("base")).unwrap();
     let status = from_root(
-        Dist::Bionic,
+        Dist::BionicRelease,
         "./var/lib/dpkg/status",
         &lab.recipes.join("base/lab-01.status"),
     );
@@ -236,7 +242,12 @@ fn build_refuses_what_would_not_install_on_the_projects_base() {
     let out = lab.dir.path().join("repo-out");
     ok(lab.cmd("build").arg("--out").arg(&out));
     let release = fs::read(out.join("dists/bionic/Release")).unwrap();
-    add_local(&lab, "lab-tools", "python3 (>= 3.6) | python3-minimal");
+    add_local(
+        lab.dir.path(),
+        &lab.recipes,
+        "lab-tools",
+        "python3 (>= 3.6) | python3-minimal",
+    );
     let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
     assert_eq!(code, 2, "{err}");
     assert!(
@@ -275,7 +286,7 @@ fn the_closure_is_what_apt_would_install_on_the_base() {
     use crate::support::chroot::Chroot;
     let lab = Lab::new();
     let status = from_root(
-        Dist::Bionic,
+        Dist::BionicRelease,
         "./var/lib/dpkg/status",
         &lab.dir.path().join("status"),
     );
@@ -289,7 +300,12 @@ fn the_closure_is_what_apt_would_install_on_the_base() {
         "./var/lib/apt/lists/archive.ubuntu.com_ubuntu_dists_bionic_InRelease",
         &lab.dir.path().join("bionic-InRelease"),
     );
-    add_local(&lab, "lab-tools", "python3 (>= 3.6)");
+    add_local(
+        lab.dir.path(),
+        &lab.recipes,
+        "lab-tools",
+        "python3 (>= 3.6)",
+    );
     let out = lab.dir.path().join("repo-out");
     ok(lab.cmd("build").arg("--out").arg(&out));
     let (code, stdout, err) = run(debforge()
@@ -312,7 +328,7 @@ fn the_closure_is_what_apt_would_install_on_the_base() {
 
     // The same machine (its status is the one above), the release's main
     // as its only source, no network: what apt would install.
-    let c = Chroot::new();
+    let c = Chroot::of(Dist::BionicRelease);
     c.ok("rm -f /etc/apt/sources.list.d/* && echo 'deb http://archive.ubuntu.com/ubuntu bionic main' > /etc/apt/sources.list");
     fs::copy(
         &index,
@@ -343,27 +359,12 @@ fn the_closure_is_what_apt_would_install_on_the_base() {
     assert_eq!(ours, apt, "{plan}");
 }
 
-/// The lab's day with a base: a tool that needs python3, a bare 18.04
-/// machine as released (minbase from bionic main alone, no updates).
-/// `build` refuses; `closure --write` picks what the base lacks from
-/// Ubuntu's real signed `bionic` index (the release the machines were
-/// installed from) and writes recipes; `build` then locks and fetches them
-/// through that index and passes the base check; on the bare 18.04 root,
-/// with no apt source but the bundle's and no network, `apt-get install
-/// lab-tools` installs from the bundle alone, and its python3 runs.
-#[test]
-fn the_closure_written_as_recipes_makes_the_bundle_alone_install_on_the_base() {
-    use crate::support::chroot::Chroot;
-    if std::env::var_os("DEBFORGE_TEST_OFFLINE").is_some_and(|v| v == "1") {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED the_closure_written_as_recipes…: DEBFORGE_TEST_OFFLINE=1 (it needs Ubuntu's archive)"
-        );
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let recipes = dir.path().join("recipes");
+/// A project whose source is Ubuntu's real signed `bionic` (the release, no
+/// updates), whose base is `base` (the lines of `[base]`) beside the
+/// status of a bare 18.04 machine as released (`base/lab-01.status`), and
+/// whose one package, lab-tools, is a script run by python3.
+fn release_project(dir: &Path, base: &str) -> PathBuf {
+    let recipes = dir.join("recipes");
     fs::create_dir_all(recipes.join("packages")).unwrap();
     fs::create_dir_all(recipes.join("base")).unwrap();
     // The machine as installed from the release: minbase from bionic
@@ -384,11 +385,11 @@ fn the_closure_written_as_recipes_makes_the_bundle_alone_install_on_the_base() {
     .unwrap();
     fs::write(
         recipes.join("repository.toml"),
-        "[repository]\norigin = \"GPU lab\"\nlabel = \"gpu-lab\"\n\n[base]\nfiles = [\"base/lab-01.status\"]\n",
+        format!("[repository]\norigin = \"GPU lab\"\nlabel = \"gpu-lab\"\n\n[base]\n{base}\n"),
     )
     .unwrap();
     // lab-tools: a script run by python3.
-    let tree = dir.path().join("tree");
+    let tree = dir.join("tree");
     fs::create_dir_all(tree.join("DEBIAN")).unwrap();
     fs::create_dir_all(tree.join("usr/bin")).unwrap();
     fs::write(
@@ -404,7 +405,7 @@ fn the_closure_written_as_recipes_makes_the_bundle_alone_install_on_the_base() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
-    let deb = dir.path().join("lab-tools_1.0_all.deb");
+    let deb = dir.join("lab-tools_1.0_all.deb");
     ok(debforge()
         .args(["deb", "build"])
         .arg(&tree)
@@ -418,18 +419,45 @@ fn the_closure_written_as_recipes_makes_the_bundle_alone_install_on_the_base() {
         ),
     )
     .unwrap();
-    let cmd = |sub: &str| {
-        let mut c = debforge();
-        c.current_dir(dir.path()).arg(sub).args([
-            "--recipes",
-            "recipes",
-            "--cache",
-            "cache",
-            "--keys",
-            "keys",
-        ]);
-        c
-    };
+    recipes
+}
+
+/// `debforge SUB --recipes recipes --cache cache --keys keys` in `dir`.
+fn project_cmd(dir: &Path, sub: &str) -> Command {
+    let mut c = debforge();
+    c.current_dir(dir).arg(sub).args([
+        "--recipes",
+        "recipes",
+        "--cache",
+        "cache",
+        "--keys",
+        "keys",
+    ]);
+    c
+}
+
+/// The lab's day with a base: a tool that needs python3, a bare 18.04
+/// machine as released (minbase from bionic main alone, no updates).
+/// `build` refuses; `closure --write` picks what the base lacks from
+/// Ubuntu's real signed `bionic` index (the release the machines were
+/// installed from) and writes recipes; `build` then locks and fetches them
+/// through that index and passes the base check; on the bare 18.04 root,
+/// with no apt source but the bundle's and no network, `apt-get install
+/// lab-tools` installs from the bundle alone, and its python3 runs.
+#[test]
+fn the_closure_written_as_recipes_makes_the_bundle_alone_install_on_the_base() {
+    use crate::support::chroot::Chroot;
+    if std::env::var_os("DEBFORGE_TEST_OFFLINE").is_some_and(|v| v == "1") {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED the_closure_written_as_recipes…: DEBFORGE_TEST_OFFLINE=1 (it needs Ubuntu's archive)"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let recipes = release_project(dir.path(), "files = [\"base/lab-01.status\"]");
+    let cmd = |sub: &str| project_cmd(dir.path(), sub);
     let (code, _, err) = run(&mut cmd("build"));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("lab-tools 1.0 → python3 (>= 3.6)"), "{err}");
@@ -468,4 +496,74 @@ fn the_closure_written_as_recipes_makes_the_bundle_alone_install_on_the_base() {
     c.ok_offline("apt-get update 2>&1 && apt-get install -y lab-tools 2>&1");
     let ran = c.ok_offline("lab-tools");
     assert!(ran.starts_with("lab-tools on python 3.6.5"), "{ran}");
+}
+
+/// The base named through a source's signed index (`[base] sources`: the
+/// lab mirrors the release inside the air gap), and the closure as a
+/// setting (`[base] closure`) that follows the base: picked when the base
+/// lacks it, recorded in the lock, held by `--locked`, and said when the
+/// base no longer lacks it.
+#[test]
+fn the_base_through_a_signed_index_and_the_closure_as_a_setting() {
+    if std::env::var_os("DEBFORGE_TEST_OFFLINE").is_some_and(|v| v == "1") {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED the_base_through_a_signed_index…: DEBFORGE_TEST_OFFLINE=1 (it needs Ubuntu's archive)"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let recipes = release_project(dir.path(), "sources = [\"ubuntu-bionic\"]");
+    let cmd = |sub: &str| project_cmd(dir.path(), sub);
+    // The release's index offers python3: nothing is lacking.
+    let (code, _, err) = run(&mut cmd("build"));
+    assert_eq!(code, 0, "{err}");
+    // It offers no C library of 2.38.
+    add_local(dir.path(), &recipes, "needs-new-libc", "libc6 (>= 2.38)");
+    let (code, _, err) = run(&mut cmd("build"));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("needs-new-libc 1.0 → libc6 (>= 2.38): only libc6 2.27-3ubuntu1 there")
+            && !err.contains("python3"),
+        "{err}"
+    );
+    fs::remove_file(recipes.join("packages/needs-new-libc.toml")).unwrap();
+
+    // The machines as installed, and the closure from the release.
+    let base = recipes.join("repository.toml");
+    let text = fs::read_to_string(&base).unwrap().replace(
+        "sources = [\"ubuntu-bionic\"]",
+        "files = [\"base/lab-01.status\"]\nclosure = \"ubuntu-bionic\"",
+    );
+    fs::write(&base, text).unwrap();
+    let (code, _, err) = run(&mut cmd("build"));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(", python3 3.6.5-3 (amd64), "), "{err}");
+    let lock = fs::read_to_string(recipes.join("debforge.lock")).unwrap();
+    assert!(lock.contains("for-base = true"), "{lock}");
+    let (code, _, err) = run(cmd("build").arg("--locked"));
+    assert_eq!(code, 0, "{err}");
+
+    // The lab's machines got python3 since: the base (their status) no
+    // longer lacks it; --locked says so, a build drops it from the lock.
+    let status = recipes.join("base/lab-01.status");
+    let mut text = fs::read_to_string(&status).unwrap();
+    text.push_str("\nPackage: python3\nStatus: install ok installed\nArchitecture: amd64\nVersion: 3.6.7-1~18.04\n");
+    fs::write(&status, text).unwrap();
+    let (code, _, err) = run(cmd("build").arg("--locked"));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("the packages the base lacks are not the ones")
+            && err.contains("no longer needed: ")
+            && err.contains("python3 3.6.5-3 (amd64)")
+            && err.contains("hint: the recipes or the base changed: build once without --locked"),
+        "{err}"
+    );
+    let (code, _, err) = run(&mut cmd("build"));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("no longer needed: "), "{err}");
+    let lock = fs::read_to_string(recipes.join("debforge.lock")).unwrap();
+    assert!(!lock.contains("for-base = true"), "{lock}");
+    assert!(lock.contains("name = \"lab-tools\""), "{lock}");
 }

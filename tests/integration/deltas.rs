@@ -232,3 +232,190 @@ fn a_machine_set_up_by_the_older_install_sh_moves_to_generations() {
         "{sources}"
     );
 }
+
+/// Issue 25's lab day, as the air-gapped lab lives it, with the shipped
+/// recipes: the machines are Ubuntu 18.04 as released (minbase from bionic
+/// `main` alone, no updates, no python3), their dpkg status the project's
+/// base, and `closure` pulls what they lack from Ubuntu's real signed
+/// `bionic` index (gpu-stack-cu101 needs python3 for gpu-stack-check). On
+/// such a root with no apt source and no network: a full bundle, `apt-get
+/// install gpu-stack-cu101`, gpu-stack-check with its Python half run; a
+/// delta after a version bump, the upgrade, the check again; a delta made
+/// for another base refused.
+#[test]
+fn the_lab_day_on_a_bare_18_04_from_the_bundles_alone() {
+    use crate::support::chroot::Dist;
+    use crate::support::standin::shared_lib_with;
+    if std::env::var_os("DEBFORGE_TEST_OFFLINE").is_some_and(|v| v == "1") {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED the_lab_day_on_a_bare_18_04…: DEBFORGE_TEST_OFFLINE=1 (it needs Ubuntu's archive)"
+        );
+        return;
+    }
+    let lab = Lab::new();
+    crate::stack::shipped_project(&lab, "http://mirror.gpu-lab.example/debforge/", |_, t| t);
+    // The machine as installed from the release: its status is the base.
+    let status = ok(std::process::Command::new("tar")
+        .arg("-xOf")
+        .arg(crate::support::chroot::base_tarball(Dist::BionicRelease))
+        .arg("./var/lib/dpkg/status"));
+    assert!(!status.contains("Package: python3\n"), "a bare machine");
+    fs::create_dir_all(lab.recipes.join("base")).unwrap();
+    fs::write(lab.recipes.join("base/lab-01.status"), status).unwrap();
+    let settings = fs::read_to_string(lab.recipes.join("repository.toml")).unwrap();
+    fs::write(
+        lab.recipes.join("repository.toml"),
+        format!(
+            "{settings}\n[base]\nfiles = [\"base/lab-01.status\"]\nclosure = \"ubuntu-bionic\"\n"
+        ),
+    )
+    .unwrap();
+    // The shipped source for the release, with the shipped keyring.
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sources = fs::read_to_string(shipped.join("recipes/sources.toml")).unwrap();
+    let release = &sources[sources.find("[source.ubuntu-bionic]").unwrap()..];
+    let release = &release[..release.find("\n\n").unwrap()];
+    let release = release.replace(
+        "key = \"keys/ubuntu-archive-keyring.gpg\"",
+        &format!(
+            "key = \"{}\"",
+            shipped.join("keys/ubuntu-archive-keyring.gpg").display()
+        ),
+    );
+    let mut text = fs::read_to_string(lab.recipes.join("sources.toml")).unwrap();
+    text.push_str(&format!("\n{release}\n"));
+    fs::write(lab.recipes.join("sources.toml"), text).unwrap();
+
+    let out = lab.dir.path().join("repo-out");
+    let build = |version: &str, locked: bool| {
+        let recipe = lab.recipes.join("packages/gpu-stack-cu101.toml");
+        let text = fs::read_to_string(&recipe).unwrap();
+        let at = text.find("\nversion = ").unwrap() + 1;
+        let end = at + text[at..].find('\n').unwrap();
+        fs::write(
+            &recipe,
+            format!("{}version = \"{version}\"{}", &text[..at], &text[end..]),
+        )
+        .unwrap();
+        let mut c = debforge();
+        c.arg("build")
+            .arg("--recipes")
+            .arg(&lab.recipes)
+            .arg("--cache")
+            .arg(&lab.cache)
+            .arg("--keys")
+            .arg(lab.keys())
+            .arg("--out")
+            .arg(&out);
+        if locked {
+            c.arg("--locked");
+        }
+        run(&mut c)
+    };
+    let (code, _, err) = build("1.0-1", false);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "for the base (repository.toml [base]): 14 package(s) from source 'ubuntu-bionic'"
+        ) && err.contains("new: libexpat1 2.2.5-3 (amd64), ")
+            && err.contains(", python3 3.6.5-3 (amd64), "),
+        "{err}"
+    );
+    let lock = fs::read_to_string(lab.recipes.join("debforge.lock")).unwrap();
+    let picked = lock.matches("for-base = true").count();
+    assert!(
+        picked > 5 && lock.contains("name = \"libpython3.6-stdlib\""),
+        "recorded in the lock: {lock}"
+    );
+    // The lock holds the closure: --locked builds it again, as it was.
+    let (code, _, err) = build("1.0-1", true);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("for the base"), "{err}");
+    assert_eq!(
+        fs::read_to_string(lab.recipes.join("debforge.lock")).unwrap(),
+        lock
+    );
+    let (full, _) = bundle(&lab, &out, "lab-1.tar", None);
+    let (code, _, _) = build("1.0-2", false);
+    assert_eq!(code, 0);
+    let (d2, _) = bundle(&lab, &out, "lab-2.tar", Some(&full));
+    let (code, _, _) = build("1.0-3", false);
+    assert_eq!(code, 0);
+    // Made for the machine at the first bundle, not at the second.
+    let (d3_from_1, _) = bundle(&lab, &out, "lab-3-from-1.tar", Some(&full));
+
+    let c = Chroot::of(Dist::BionicRelease);
+    c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
+    assert!(!c.path("/usr/bin/python3").exists(), "no python3 before");
+    let unpack = |tar: &Path, dir: &str| {
+        let t = c.put(tar);
+        c.ok_offline(&format!(
+            "rm -rf /tmp/{dir} && mkdir /tmp/{dir} && tar -xf {t} -C /tmp/{dir}"
+        ));
+        format!("/tmp/{dir}/debforge-bundle/install.sh")
+    };
+    let (s1, s2, s3) = (
+        unpack(&full, "b1"),
+        unpack(&d2, "b2"),
+        unpack(&d3_from_1, "b3"),
+    );
+    c.ok_offline(&format!("sh {s1} 2>&1"));
+    c.ok_offline("apt-get update 2>&1 && apt-get install -y gpu-stack-cu101 2>&1");
+    let report = c.ok_offline("gpu-stack-check");
+    assert!(
+        report.ends_with("gpu-stack-check: all checks passed\n"),
+        "{report}"
+    );
+    // A driver (libcuda.so.1) and the CUDA 10.1 runtime, no GPU: the
+    // Python half runs on the python3 the bundle brought.
+    fs::write(
+        c.path("/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+        shared_lib_with("libcuda.so.1", ""),
+    )
+    .unwrap();
+    fs::write(
+        c.path("/usr/local/cuda/lib64/libcudart.so.10.1"),
+        shared_lib_with(
+            "libcudart.so.10.1",
+            "int cudaRuntimeGetVersion(int *v) { *v = 10010; return 0; }\n\
+             int cudaGetDeviceCount(int *n) { *n = 0; return 100; }",
+        ),
+    )
+    .unwrap();
+    c.ok("ldconfig");
+    let python = c.ok_offline("python3 --version 2>&1");
+    assert!(python.starts_with("Python 3.6.5"), "{python}");
+    let gpu = |c: &Chroot| {
+        let report = c.ok_offline("gpu-stack-check");
+        for line in [
+            "ok:      CUDA runtime 10.1 (/usr/local/cuda/lib64/libcudart.so.10.1)\n",
+            "ok:      ncclGetVersion() = 2402 (NCCL 2.4.2)\n",
+            "ok:      cudnnGetVersion() = 7500 (cuDNN 7.5.0), as the package and /usr/include/cudnn.h says\n",
+        ] {
+            assert!(report.contains(line), "{line}: {report}");
+        }
+        assert!(
+            report.ends_with("gpu-stack-check: all checks passed\n"),
+            "{report}"
+        );
+    };
+    gpu(&c);
+
+    // The delta for the version bump; then one made for another base.
+    c.ok_offline(&format!("sh {s2} 2>&1"));
+    let installed = c.ok_offline(
+        "apt-get update 2>&1 && apt-get install -y gpu-stack-cu101 2>&1 && dpkg-query -W -f='${Version}' gpu-stack-cu101",
+    );
+    assert!(installed.ends_with("1.0-2"), "{installed}");
+    gpu(&c);
+    let (code, msg) = c.run_offline(&format!("sh {s3} 2>&1"));
+    assert_eq!(code, 1, "{msg}");
+    assert!(
+        msg.contains("this delta applies onto generation ")
+            && msg.contains(" only; /var/lib/debforge-bundle has "),
+        "{msg}"
+    );
+    assert_eq!(candidate(&c), "1.0-2");
+}

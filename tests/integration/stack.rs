@@ -41,6 +41,20 @@ pub(crate) fn shipped_build_with(
     mirror: &str,
     edit: impl Fn(&str, String) -> String,
 ) -> PathBuf {
+    shipped_project(lab, mirror, edit);
+    let out = lab.dir.path().join("repo-out");
+    ok(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .env("SOURCE_DATE_EPOCH", crate::support::common::EPOCH));
+    out
+}
+
+/// The lab's project with the shipped recipes (each recipe's text passed
+/// through `edit(name, text)`), scripts, files and repository.toml (its
+/// mirror `mirror`); not built.
+pub(crate) fn shipped_project(lab: &Lab, mirror: &str, edit: impl Fn(&str, String) -> String) {
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes");
     copy_dir(&shipped.join("scripts"), &lab.recipes.join("scripts"));
     copy_dir(&shipped.join("files"), &lab.recipes.join("files"));
@@ -62,13 +76,6 @@ pub(crate) fn shipped_build_with(
     let settings = fs::read_to_string(shipped.join("repository.toml")).unwrap();
     let settings = settings.replace("http://mirror.gpu-lab.example/debforge/", mirror);
     fs::write(lab.recipes.join("repository.toml"), settings).unwrap();
-    let out = lab.dir.path().join("repo-out");
-    ok(lab
-        .cmd("build")
-        .arg("--out")
-        .arg(&out)
-        .env("SOURCE_DATE_EPOCH", crate::support::common::EPOCH));
-    out
 }
 
 pub(crate) fn pool(out: &Path, dir: &str, file: &str) -> PathBuf {

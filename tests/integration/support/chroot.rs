@@ -14,8 +14,10 @@ use crate::support::standin::Lab;
 /// are the releases a lab machine may run, each with its distribution's own
 /// c-ares installed from its archive (and, on 24.04, `sssd-common`, which
 /// needs it) and apt's lists kept: what must never be downgraded or
-/// removed by the lab's stack. The bionic one has python3 (3.6), as every
-/// Ubuntu 18.04 install but a minimal one, for gpu-stack-check's GPU half.
+/// removed by the lab's stack. Bionic, bookworm and the bionic `*Cares`
+/// root have python3 (gpu-stack-cu101 depends on it for gpu-stack-check's
+/// GPU half), as every install but a minimal one; BionicRelease is the bare
+/// machine as released, without it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dist {
     Bionic,
@@ -37,9 +39,9 @@ impl Dist {
     /// old cached root is never used for a new recipe.
     fn tarball_name(self) -> &'static str {
         match self {
-            Dist::Bionic => "bionic-minbase-apt-gpgv-gnupg-v1.tar",
+            Dist::Bionic => "bionic-minbase-apt-gpgv-gnupg-python3-v2.tar",
             Dist::BionicRelease => "bionic-release-main-minbase-apt-v1.tar",
-            Dist::Bookworm => "bookworm-minbase-v1.tar",
+            Dist::Bookworm => "bookworm-minbase-python3-v2.tar",
             Dist::BionicCares => "bionic-minbase-cares-python3-lists-v3.tar",
             Dist::FocalCares => "focal-minbase-cares-lists-v2.tar",
             Dist::JammyCares => "jammy-minbase-cares-lists-v2.tar",
@@ -64,7 +66,10 @@ impl Dist {
             Dist::Bionic => {
                 let keyring =
                     Path::new(env!("CARGO_MANIFEST_DIR")).join("keys/ubuntu-archive-keyring.gpg");
-                c.arg("--include=apt,gpgv,gnupg")
+                // python3: gpu-stack-cu101 depends on it, as a lab's
+                // machine has it (the bare machine as released is
+                // BionicRelease).
+                c.arg("--include=apt,gpgv,gnupg,python3")
                     .arg(format!("--keyring={}", keyring.display()))
                     .arg("bionic")
                     .arg(out)
@@ -81,7 +86,7 @@ impl Dist {
                     .arg(format!("deb {UBUNTU} bionic main"));
             }
             Dist::Bookworm => {
-                c.arg("bookworm").arg(out);
+                c.arg("--include=python3").arg("bookworm").arg(out);
             }
             Dist::TrixieCares => {
                 c.args(["--include=apt,libcares2", "--skip=cleanup/apt/lists"])
