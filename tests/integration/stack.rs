@@ -94,7 +94,7 @@ fn the_metapackage_and_repo_config_are_right_and_lintian_clean() {
     };
     assert_eq!(
         field(&meta, "Depends"),
-        "libcudnn7 (= 7.5.0.56-1+cuda10.1+debforge1), libcudnn7-dev (= 7.5.0.56-1+cuda10.1+debforge1), libnccl2 (= 2.4.2-1+cuda10.1+debforge1), libnccl-dev (= 2.4.2-1+cuda10.1+debforge1), libc-ares-dev"
+        "libcudnn7 (= 7.5.0.56-1+cuda10.1+debforge1), libcudnn7-dev (= 7.5.0.56-1+cuda10.1+debforge1), libnccl2 (= 2.4.2-1+cuda10.1+debforge1), libnccl-dev (= 2.4.2-1+cuda10.1+debforge1), libc-ares-dev, python3 (>= 3.6)"
     );
     let x = out.parent().unwrap().join("x-meta");
     ok(Command::new("dpkg-deb").arg("-x").arg(&meta).arg(&x));
@@ -523,7 +523,7 @@ impl Drop for Serve {
 
 #[test]
 fn apt_install_gpu_stack_from_debforge_serve_on_ubuntu_18_04_and_debian_12() {
-    for dist in [Dist::Bionic, Dist::Bookworm] {
+    for dist in [Dist::BionicPython3, Dist::Bookworm] {
         let lab = Lab::new();
         let port = free_port();
         let out = shipped_build_in(&lab, &format!("http://127.0.0.1:{port}/"));
@@ -721,7 +721,7 @@ fn a_version_suffix_flows_from_the_repacked_files_to_apt() {
     let meta = pool(&out, "g/gpu-stack-cu101", "gpu-stack-cu101_1.0-1_all.deb");
     assert_eq!(
         field(&meta, "Depends"),
-        "libcudnn7 (= 7.5.0.56-1+cuda10.1+lab1), libcudnn7-dev (= 7.5.0.56-1+cuda10.1+lab1), libnccl2 (= 2.4.2-1+cuda10.1+lab1), libnccl-dev (= 2.4.2-1+cuda10.1+lab1), libc-ares-dev"
+        "libcudnn7 (= 7.5.0.56-1+cuda10.1+lab1), libcudnn7-dev (= 7.5.0.56-1+cuda10.1+lab1), libnccl2 (= 2.4.2-1+cuda10.1+lab1), libnccl-dev (= 2.4.2-1+cuda10.1+lab1), libc-ares-dev, python3 (>= 3.6)"
     );
     let pins = fs::read_to_string(out.join("debforge.pref")).unwrap();
     assert!(
@@ -859,8 +859,8 @@ fn build_refuses_a_repository_apt_could_not_install_from_and_keeps_the_previous_
     fs::write(
         &meta,
         text.replace(
-            "depends = [\"libc-ares-dev\"]",
-            "depends = [\"libc-ares-dev\", \"libnccl2 (= 2.4.2-1+cuda10.1)\"]",
+            "depends = [\"libc-ares-dev\", \"python3 (>= 3.6)\"]",
+            "depends = [\"libc-ares-dev\", \"python3 (>= 3.6)\", \"libnccl2 (= 2.4.2-1+cuda10.1)\"]",
         ),
     )
     .unwrap();

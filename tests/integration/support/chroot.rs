@@ -14,13 +14,15 @@ use crate::support::standin::Lab;
 /// are the releases a lab machine may run, each with its distribution's own
 /// c-ares installed from its archive (and, on 24.04, `sssd-common`, which
 /// needs it) and apt's lists kept: what must never be downgraded or
-/// removed by the lab's stack. Bionic, bookworm and the bionic `*Cares`
-/// root have python3 (gpu-stack-cu101 depends on it for gpu-stack-check's
-/// GPU half), as every install but a minimal one; BionicRelease is the bare
-/// machine as released, without it.
+/// removed by the lab's stack. BionicPython3 (a lab machine, [`Chroot::new`]),
+/// bookworm and the bionic `*Cares` root have python3 (gpu-stack-cu101
+/// depends on it for gpu-stack-check's GPU half), as every install but a
+/// minimal one; BionicRelease is the bare machine as released, without it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dist {
     Bionic,
+    /// Bionic with python3: a lab machine (gpu-stack-cu101 depends on it).
+    BionicPython3,
     /// Ubuntu 18.04 as released: minbase from `bionic main` alone (no
     /// updates), the lab's air-gapped machine installed from the ISO.
     BionicRelease,
@@ -39,7 +41,8 @@ impl Dist {
     /// old cached root is never used for a new recipe.
     fn tarball_name(self) -> &'static str {
         match self {
-            Dist::Bionic => "bionic-minbase-apt-gpgv-gnupg-python3-v2.tar",
+            Dist::Bionic => "bionic-minbase-apt-gpgv-gnupg-v1.tar",
+            Dist::BionicPython3 => "bionic-minbase-apt-gpgv-gnupg-python3-v2.tar",
             Dist::BionicRelease => "bionic-release-main-minbase-apt-v1.tar",
             Dist::Bookworm => "bookworm-minbase-python3-v2.tar",
             Dist::BionicCares => "bionic-minbase-cares-python3-lists-v3.tar",
@@ -63,13 +66,14 @@ impl Dist {
         let mut c = Command::new("mmdebstrap");
         c.args(["--variant=minbase", "--quiet"]);
         match self {
-            Dist::Bionic => {
+            Dist::Bionic | Dist::BionicPython3 => {
                 let keyring =
                     Path::new(env!("CARGO_MANIFEST_DIR")).join("keys/ubuntu-archive-keyring.gpg");
-                // python3: gpu-stack-cu101 depends on it, as a lab's
-                // machine has it (the bare machine as released is
-                // BionicRelease).
-                c.arg("--include=apt,gpgv,gnupg,python3")
+                c.arg(if self == Dist::Bionic {
+                    "--include=apt,gpgv,gnupg"
+                } else {
+                    "--include=apt,gpgv,gnupg,python3"
+                })
                     .arg(format!("--keyring={}", keyring.display()))
                     .arg("bionic")
                     .arg(out)
@@ -157,8 +161,9 @@ pub struct Chroot {
 
 impl Chroot {
     /// An Ubuntu 18.04 root, the lab's client.
+    /// A lab machine: Ubuntu 18.04 with python3.
     pub fn new() -> Chroot {
-        Chroot::of(Dist::Bionic)
+        Chroot::of(Dist::BionicPython3)
     }
 
     pub fn of(dist: Dist) -> Chroot {
