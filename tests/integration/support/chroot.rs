@@ -74,11 +74,11 @@ impl Dist {
                 } else {
                     "--include=apt,gpgv,gnupg,python3"
                 })
-                    .arg(format!("--keyring={}", keyring.display()))
-                    .arg("bionic")
-                    .arg(out)
-                    .arg(format!("deb {UBUNTU} bionic main"))
-                    .arg(format!("deb {UBUNTU} bionic-updates main"));
+                .arg(format!("--keyring={}", keyring.display()))
+                .arg("bionic")
+                .arg(out)
+                .arg(format!("deb {UBUNTU} bionic main"))
+                .arg(format!("deb {UBUNTU} bionic-updates main"));
             }
             Dist::BionicRelease => {
                 let keyring =
