@@ -180,44 +180,59 @@ pub fn dir_of(out: &Path) -> PathBuf {
 /// Every recorded generation, oldest first. Unreadable manifests are
 /// reported, not skipped: history is not to be guessed.
 pub fn list(out: &Path) -> Result<Vec<Generation>, RepoError> {
+    last(out, usize::MAX)
+}
+
+/// The last `count` recorded generations, oldest first: only their
+/// manifests are read (a build needs the last one or few; the history of a
+/// busy lab is hundreds, each listing every package).
+pub fn last(out: &Path, count: usize) -> Result<Vec<Generation>, RepoError> {
+    let files = manifests(out)?;
+    let skip = files.len().saturating_sub(count);
+    files[skip..].iter().map(|path| read(path)).collect()
+}
+
+/// The manifests' paths, by generation number.
+fn manifests(out: &Path) -> Result<Vec<PathBuf>, RepoError> {
     let dir = dir_of(out);
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(FileError::at(&dir)(e).into()),
     };
-    let mut out = Vec::new();
+    let mut out: Vec<(u32, PathBuf)> = Vec::new();
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if !(name.len() == 11
-            && name.ends_with(".json")
-            && name[..6].bytes().all(|b| b.is_ascii_digit()))
-        {
-            continue;
+        let number = name
+            .strip_suffix(".json")
+            .filter(|n| n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse().ok());
+        if let Some(n) = number {
+            out.push((n, e.path()));
         }
-        let path = e.path();
-        let bytes = fs::read(&path).map_err(FileError::at(&path))?;
-        let g: Generation =
-            serde_json::from_slice(&bytes).map_err(|err| RepoError::BadGeneration {
-                path: path.clone(),
-                reason: err.to_string(),
-            })?;
-        out.push(g);
     }
-    out.sort_by_key(|g| g.number);
-    Ok(out)
+    out.sort();
+    Ok(out.into_iter().map(|(_, p)| p).collect())
+}
+
+fn read(path: &Path) -> Result<Generation, RepoError> {
+    let bytes = fs::read(path).map_err(FileError::at(path))?;
+    serde_json::from_slice(&bytes).map_err(|err| RepoError::BadGeneration {
+        path: path.to_path_buf(),
+        reason: err.to_string(),
+    })
 }
 
 /// Records `g` (numbered after the last) unless its content equals the last
 /// generation's. Returns the generation in force and whether it is new.
 pub fn record(out: &Path, mut g: Generation) -> Result<(Generation, bool), RepoError> {
-    let all = list(out)?;
-    if let Some(last) = all.last()
+    let before = last(out, 1)?.pop();
+    if let Some(last) = &before
         && last.same_content(&g)
     {
         return Ok((last.clone(), false));
     }
-    g.number = all.last().map_or(1, |l| l.number + 1);
+    g.number = before.map_or(1, |l| l.number + 1);
     let dir = dir_of(out);
     let path = dir.join(format!("{:06}.json", g.number));
     let text = serde_json::to_vec_pretty(&g).unwrap_or_default();
@@ -630,6 +645,18 @@ mod tests {
         std::fs::copy(&v1[0].file, &old).unwrap();
         let all = list(&out).unwrap();
         assert_eq!(all.iter().map(|g| g.number).collect::<Vec<_>>(), [1, 2]);
+        // A build reads the last manifests only; the history reads all and
+        // says what it cannot read.
+        let first = dir_of(&out).join("000001.json");
+        let kept = std::fs::read(&first).unwrap();
+        std::fs::write(&first, b"{").unwrap();
+        let last_one = last(&out, 1).unwrap();
+        assert_eq!(last_one.iter().map(|g| g.number).collect::<Vec<_>>(), [2]);
+        assert!(matches!(
+            list(&out),
+            Err(RepoError::BadGeneration { path, .. }) if path == first
+        ));
+        std::fs::write(&first, kept).unwrap();
         let records = DigestStore::new(None);
         let dir1 = materialize(
             &out,

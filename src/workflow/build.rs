@@ -123,7 +123,9 @@ fn redate(
     let mut report = probe.redated(stamp, tree);
     report.from_stamp = Some(FromStamp::Redated);
     // The same packages, pins and keys: the last generation stays in force.
-    report.generation = generations::list(&s.out)?.last().map(|g| (g.number, false));
+    report.generation = generations::last(&s.out, 1)?
+        .pop()
+        .map(|g| (g.number, false));
     Ok(Some(report))
 }
 
@@ -223,7 +225,7 @@ fn build_all(
         // build's, that is `keep` generations).
         retain: retained(&s.out, s.keep)?,
         retain_from: None,
-        kept_forms: generations::list(&s.out)?
+        kept_forms: generations::last(&s.out, 1)?
             .last()
             .map(|g| generations::kept_forms(&s.out, g))
             .unwrap_or_default(),
@@ -478,9 +480,7 @@ fn record_generation(
 
 /// The pool files of the last `keep - 1` recorded generations.
 fn retained(out: &Path, keep: u32) -> Result<Vec<(String, String)>, WorkflowError> {
-    let all = generations::list(out)?;
-    let skip = all.len().saturating_sub(keep.saturating_sub(1) as usize);
-    let mut files: Vec<(String, String)> = all[skip..]
+    let mut files: Vec<(String, String)> = generations::last(out, keep.saturating_sub(1) as usize)?
         .iter()
         .flat_map(|g| {
             g.packages
