@@ -223,6 +223,34 @@ impl Session<'_> {
     /// Source `name`'s whole index for `arch`, through its signed Release
     /// (the local, verified file): what a closure is picked from.
     pub fn source_index(&self, name: &str, arch: &str) -> Result<PathBuf, PipelineError> {
+        let open = self.open_whole(name)?;
+        Ok(open.verified_index(arch, &self.settings.cache)?)
+    }
+
+    /// Source `name`'s signed files and its whole index for each of
+    /// `archs`, verified: what a snapshot holds of a source read whole
+    /// (the lab's base, the closure's source).
+    pub fn source_files(
+        &self,
+        name: &str,
+        archs: &[String],
+    ) -> Result<OpenSourceFiles, PipelineError> {
+        let open = self.open_whole(name)?;
+        let mut indexes = BTreeMap::new();
+        for arch in archs {
+            let (path, local) = open.verified_index_at(arch, &self.settings.cache)?;
+            indexes.insert(path, local);
+        }
+        Ok(OpenSourceFiles {
+            source: name.to_string(),
+            signed: open.signed_files.clone(),
+            indexes,
+        })
+    }
+
+    /// Source `name` opened through its signed Release, to read an index
+    /// whole.
+    fn open_whole(&self, name: &str) -> Result<OpenSource<'_>, PipelineError> {
         let source = self
             .recipes
             .sources
@@ -236,8 +264,12 @@ impl Session<'_> {
             .ok_or_else(|| PipelineError::NoSuchSource {
                 source_name: name.to_string(),
             })?;
-        let open = OpenSource::open(source, &keyring, transport, self.settings.now)?;
-        Ok(open.verified_index(arch, &self.settings.cache)?)
+        Ok(OpenSource::open(
+            source,
+            &keyring,
+            transport,
+            self.settings.now,
+        )?)
     }
 
     /// Every path recipe, in order, resolved on all cores: thousands of

@@ -829,6 +829,11 @@ pub fn parse_base(file: &Path, text: &str) -> Result<BaseConfig, RecipeError> {
             )));
         }
     }
+    if let Some(c) = raw.closure.as_ref().filter(|c| raw.sources.contains(c)) {
+        return Err(at(format!(
+            "base: the closure's source {c:?} is in base.sources too: the base has all it offers, so it can never lack anything from it (name the machines' own base in files = [...], or drop it from sources)"
+        )));
+    }
     out.sources = raw.sources;
     out.closure = raw.closure;
     if out.closure.is_some() && out.is_empty() {
@@ -1325,6 +1330,10 @@ fingerprint = ["790BC7277767219C42C86F933B4FE6ACC0B21F32", "f6ec b376 2474 eda9 
             ("[base]\nsources = [\"a b\"]\n", "is not a source's name"),
             ("[base]\nfiles = [\"/etc/passwd\"]\n", "relative to it"),
             ("[base]\nfile = []\n", "unknown field"),
+            (
+                "[base]\nsources = [\"u\"]\nclosure = \"u\"\n",
+                "can never lack anything from it",
+            ),
         ] {
             let e = parse_base(f, text).unwrap_err();
             assert!(e.message.contains(says), "{text}: {e}");

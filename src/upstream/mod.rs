@@ -384,9 +384,20 @@ impl<'t> OpenSource<'t> {
     /// The source's whole index for `arch`, fetched (or taken from the
     /// cache) and verified against the signed Release: its local path.
     pub fn verified_index(&self, arch: &str, cache: &Path) -> Result<PathBuf, UpstreamError> {
+        Ok(self.verified_index_at(arch, cache)?.1)
+    }
+
+    /// The same, with the index's path in the repository (what a snapshot
+    /// names it by).
+    pub fn verified_index_at(
+        &self,
+        arch: &str,
+        cache: &Path,
+    ) -> Result<(String, PathBuf), UpstreamError> {
         let (rel_in_release, entry) = self.index_entry(arch)?;
         let index_path = format!("{}{rel_in_release}", self.source.release_dir());
-        Ok(self.fetch_index(&index_path, &entry, cache)?.0)
+        let local = self.fetch_index(&index_path, &entry, cache)?.0;
+        Ok((index_path, local))
     }
 
     fn index_entry(

@@ -39,6 +39,60 @@ pub(super) fn read_sources(
     Ok(out)
 }
 
+/// The signed files and whole indexes (each repository architecture) of
+/// every source `[base]` reads (its `sources`, the closure's): what an
+/// offline build (`--source-dir`) reads of them, for `fetch --to`.
+pub fn source_files(
+    session: &Session,
+) -> Result<Vec<crate::pipeline::OpenSourceFiles>, WorkflowError> {
+    let dir = &session.recipes.dir;
+    let config = crate::recipe::load_base(dir)?;
+    let names: BTreeSet<&String> = config.sources.iter().chain(&config.closure).collect();
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let architectures = crate::recipe::load_repository(dir)?.architectures;
+    names
+        .into_iter()
+        .map(|n| Ok(session.source_files(n, &architectures)?))
+        .collect()
+}
+
+/// For `lock` and `fetch`, which resolve the recipes but prepare nothing:
+/// with `[base] closure`, what the lock holds of it, and who picks it.
+pub fn closure_note(session: &Session) -> Option<String> {
+    let config = crate::recipe::load_base(&session.recipes.dir).ok()?;
+    let source = config.closure?;
+    let picked = session
+        .recipes
+        .packages
+        .iter()
+        .filter(|p| p.for_base)
+        .count();
+    Some(format!(
+        "[base] closure: `debforge build` picks from '{source}' what the base lacks and records it in the lock ({picked} package(s) recorded now, kept as they are here)"
+    ))
+}
+
+/// Every source `[base]` names is one of sources.toml's: a typo is said
+/// before anything is fetched.
+pub(super) fn check_sources(config: &BaseConfig, recipes: &RecipeSet) -> Result<(), WorkflowError> {
+    for name in config.sources.iter().chain(&config.closure) {
+        if !recipes.sources.contains_key(name) {
+            return Err(crate::recipe::RecipeError {
+                file: recipes.dir.join("repository.toml"),
+                line: None,
+                message: format!(
+                    "[base] names the source {name:?}, which sources.toml does not have (it has: {})",
+                    recipes.sources.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// The packages the last build picked for the base (the lock's `for-base`
 /// entries from the closure's source), added to `recipes` unless a recipe
 /// of the project names the same package.
@@ -82,14 +136,28 @@ pub(super) fn add_picked_from_lock(
     Ok(())
 }
 
+/// Whether the lock in `dir` records `name` as picked for the base.
+pub(super) fn picked_in_lock(dir: &std::path::Path, name: &str) -> bool {
+    crate::input::read_to_string(
+        &dir.join(crate::recipe::LOCK_FILE),
+        crate::input::limit::LOCK,
+    )
+    .ok()
+    .and_then(|t| crate::recipe::lock::Lock::parse(&t).ok())
+    .is_some_and(|l| l.package.iter().any(|p| p.for_base && p.name == name))
+}
+
 /// Adds picked packages to the project's recipes; the project's own recipe
 /// of a package wins.
 pub(super) fn add_picked(recipes: &mut RecipeSet, picked: Vec<PackageRecipe>) {
     for p in picked {
-        let named = recipes
-            .packages
-            .iter()
-            .any(|r| r.name == p.name && r.architecture == p.architecture);
+        // An `all` package answers for every architecture.
+        let named = recipes.packages.iter().any(|r| {
+            r.name == p.name
+                && (r.architecture == p.architecture
+                    || r.architecture == "all"
+                    || p.architecture == "all")
+        });
         if !named {
             recipes.packages.push(p);
         }
@@ -117,10 +185,9 @@ pub(super) fn closure_change(
         .filter(|p| p.for_base)
         .map(|p| (p.name.clone(), p.version.clone(), p.architecture.clone()))
         .collect();
-    let picked_names: BTreeSet<&str> = in_use.iter().map(|k| k.0.as_str()).collect();
     let ours: Vec<(String, against::Package)> = artifacts
         .iter()
-        .filter(|a| !picked_names.contains(a.package()))
+        .filter(|a| !a.recipe.for_base)
         .filter_map(|a| {
             Some((
                 a.architecture().to_string(),

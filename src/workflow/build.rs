@@ -170,7 +170,25 @@ fn build_all(
     // open.
     let base_config = crate::recipe::load_base(&s.recipes)?;
     let mut base = super::base::read_files(&base_config)?;
-    let mut pass = fetch_and_prepare(s, &config, signing, recorder, None)?;
+    let mut pass = match fetch_and_prepare(s, &config, signing, recorder, None) {
+        // A package the last build picked for the base that its source no
+        // longer offers (a mirror refreshed): picked again from what it
+        // offers now. `--locked` keeps the error: the lock says that file.
+        Err(e)
+            if !s.locked
+                && base_config.closure.as_ref().is_some_and(|c| {
+                    not_offered(&e, c)
+                        .is_some_and(|name| super::base::picked_in_lock(&s.recipes, name))
+                }) =>
+        {
+            report::warning(
+                reporter,
+                format!("{e}: the packages picked for the base are picked again"),
+            );
+            fetch_and_prepare(s, &config, signing, recorder, Some(Vec::new()))?
+        }
+        other => other?,
+    };
     base.extend(super::base::read_sources(
         &base_config,
         &pass.session,
@@ -256,6 +274,23 @@ fn build_all(
         from_stamp: None,
     };
     Ok((report, inputs, lock))
+}
+
+/// The package whose version source `source`'s index no longer offers,
+/// where that is `e`.
+fn not_offered<'e>(e: &'e WorkflowError, source: &str) -> Option<&'e str> {
+    use crate::upstream::UpstreamErrorKind;
+    match e {
+        WorkflowError::Pipeline(pipeline::PipelineError::Upstream(u))
+            if u.source_name == source =>
+        {
+            match &u.kind {
+                UpstreamErrorKind::NotInIndex { name, .. } => Some(name),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
 }
 
 /// One resolve, fetch and prepare of the project.

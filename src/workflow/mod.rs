@@ -6,7 +6,7 @@
 //! [`Reporter`]; each returns a report for the binary to print. Nothing here
 //! reads the environment or prints (uv's `settings.rs` + `commands/` split).
 
-mod base;
+pub mod base;
 pub mod build;
 pub mod bundle;
 pub mod closure;
@@ -191,9 +191,11 @@ fn open_session_with<'a>(
     picked: Option<Vec<crate::recipe::PackageRecipe>>,
 ) -> Result<Session<'a>, WorkflowError> {
     let mut recipes = crate::recipe::load(dir)?;
+    let config = crate::recipe::load_base(dir)?;
+    base::check_sources(&config, &recipes)?;
     match picked {
         Some(p) => base::add_picked(&mut recipes, p),
-        None => base::add_picked_from_lock(&mut recipes, &crate::recipe::load_base(dir)?)?,
+        None => base::add_picked_from_lock(&mut recipes, &config)?,
     }
     Ok(Session::new(recipes, settings, reporter)?)
 }

@@ -422,17 +422,15 @@ fn release_project(dir: &Path, base: &str) -> PathBuf {
     recipes
 }
 
-/// `debforge SUB --recipes recipes --cache cache --keys keys` in `dir`.
+/// `debforge SUB --recipes recipes --cache cache [--keys keys]` in `dir`.
 fn project_cmd(dir: &Path, sub: &str) -> Command {
     let mut c = debforge();
-    c.current_dir(dir).arg(sub).args([
-        "--recipes",
-        "recipes",
-        "--cache",
-        "cache",
-        "--keys",
-        "keys",
-    ]);
+    c.current_dir(dir)
+        .arg(sub)
+        .args(["--recipes", "recipes", "--cache", "cache"]);
+    if sub != "fetch" {
+        c.args(["--keys", "keys"]);
+    }
     c
 }
 
@@ -537,13 +535,75 @@ fn the_base_through_a_signed_index_and_the_closure_as_a_setting() {
         "files = [\"base/lab-01.status\"]\nclosure = \"ubuntu-bionic\"",
     );
     fs::write(&base, text).unwrap();
-    let (code, _, err) = run(&mut cmd("build"));
+    let (code, _, err) = run(cmd("build").args(["--out", "repo-out"]));
     assert_eq!(code, 0, "{err}");
     assert!(err.contains(", python3 3.6.5-3 (amd64), "), "{err}");
     let lock = fs::read_to_string(recipes.join("debforge.lock")).unwrap();
     assert!(lock.contains("for-base = true"), "{lock}");
     let (code, _, err) = run(cmd("build").arg("--locked"));
     assert_eq!(code, 0, "{err}");
+
+    // Offline: the snapshot holds the picked packages and the index the
+    // closure is checked against; the build there needs no network.
+    let (code, _, err) = run(cmd("fetch").arg("--locked").arg("--to").arg("snap"));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("[base] closure: `debforge build` picks from 'ubuntu-bionic'"),
+        "{err}"
+    );
+    let (code, _, err) =
+        run(cmd("build").args(["--locked", "--source-dir", "snap", "--out", "offline-out"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        fs::read_to_string(
+            dir.path()
+                .join("offline-out/dists/bionic/main/binary-amd64/Packages")
+        )
+        .unwrap(),
+        fs::read_to_string(
+            dir.path()
+                .join("repo-out/dists/bionic/main/binary-amd64/Packages")
+        )
+        .unwrap()
+    );
+
+    // A pick its source no longer offers (a refreshed mirror): picked again.
+    let at = lock.find("name = \"python3\"\n").unwrap();
+    let v = at + lock[at..].find("version = \"3.6.5-3\"").unwrap();
+    let stale = format!(
+        "{}version = \"3.6.5-2\"{}",
+        &lock[..v],
+        &lock[v + "version = \"3.6.5-3\"".len()..]
+    );
+    fs::write(recipes.join("debforge.lock"), &stale).unwrap();
+    let (code, _, err) = run(cmd("build").arg("--locked"));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("python3 3.6.5-2 (amd64) is not in "), "{err}");
+    let (code, _, err) = run(&mut cmd("build"));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("the packages picked for the base are picked again"),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read_to_string(recipes.join("debforge.lock")).unwrap(),
+        lock
+    );
+
+    // A source [base] names that sources.toml lacks: said first.
+    let settings = fs::read_to_string(&base).unwrap();
+    fs::write(
+        &base,
+        settings.replace("closure = \"ubuntu-bionic\"", "closure = \"ubuntu-bionc\""),
+    )
+    .unwrap();
+    let (code, _, err) = run(&mut cmd("build"));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("[base] names the source \"ubuntu-bionc\", which sources.toml does not have (it has: ubuntu-bionic)"),
+        "{err}"
+    );
+    fs::write(&base, settings).unwrap();
 
     // The lab's machines got python3 since: the base (their status) no
     // longer lacks it; --locked says so, a build drops it from the lock.

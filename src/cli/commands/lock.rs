@@ -5,6 +5,9 @@ use super::prelude::*;
 pub(crate) fn run_lock(cx: &Context, project: &ProjectArgs) -> Result<u8, Failure> {
     let settings = cx.env.pipeline(project)?;
     let session = debforge::workflow::open_session(&project.recipes, settings, &cx.printer)?;
+    if let Some(note) = debforge::workflow::base::closure_note(&session) {
+        debforge::report::note(&cx.printer, note);
+    }
     let fetched = debforge::workflow::resolve_and_fetch(&session, false, &cx.printer);
     cx.printer.finish();
     let fetched = fetched?;
