@@ -126,6 +126,20 @@ pub enum PipelineError {
     },
 }
 
+impl PipelineError {
+    /// The package whose version source `source`'s signed index no longer
+    /// offers, where that is this error.
+    pub fn not_offered(&self, source: &str) -> Option<&str> {
+        match self {
+            PipelineError::Upstream(u) if u.source_name == source => match &u.kind {
+                crate::upstream::UpstreamErrorKind::NotInIndex { name, .. } => Some(name),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
 impl From<UpstreamError> for PipelineError {
     fn from(e: UpstreamError) -> Self {
         PipelineError::Upstream(Box::new(e))

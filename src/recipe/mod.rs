@@ -1318,11 +1318,11 @@ fingerprint = ["790BC7277767219C42C86F933B4FE6ACC0B21F32", "f6ec b376 2474 eda9 
         let f = Path::new("/p/repository.toml");
         let b = parse_base(
             f,
-            "[base]\nfiles = [\"base/lab.status\"]\nsources = [\"ubuntu-bionic\"]\nclosure = \"ubuntu-bionic\"\n",
+            "[base]\nfiles = [\"base/lab.status\"]\nsources = [\"lab-mirror\"]\nclosure = \"ubuntu-bionic\"\n",
         )
         .unwrap();
         assert_eq!(b.files, [PathBuf::from("/p/base/lab.status")]);
-        assert_eq!(b.sources, ["ubuntu-bionic"]);
+        assert_eq!(b.sources, ["lab-mirror"]);
         assert_eq!(b.closure.as_deref(), Some("ubuntu-bionic"));
         assert!(parse_base(f, "[repository]\n").unwrap().is_empty());
         for (text, says) in [

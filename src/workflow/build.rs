@@ -279,16 +279,8 @@ fn build_all(
 /// The package whose version source `source`'s index no longer offers,
 /// where that is `e`.
 fn not_offered<'e>(e: &'e WorkflowError, source: &str) -> Option<&'e str> {
-    use crate::upstream::UpstreamErrorKind;
     match e {
-        WorkflowError::Pipeline(pipeline::PipelineError::Upstream(u))
-            if u.source_name == source =>
-        {
-            match &u.kind {
-                UpstreamErrorKind::NotInIndex { name, .. } => Some(name),
-                _ => None,
-            }
-        }
+        WorkflowError::Pipeline(p) => p.not_offered(source),
         _ => None,
     }
 }
