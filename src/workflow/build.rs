@@ -205,9 +205,7 @@ fn build_all(
             reporter,
         )?;
         if let Some(picked) = change {
-            // Fetched and prepared again with the packages picked (only
-            // when the closure changed): the lock holds them all.
-            pass = fetch_and_prepare(s, &config, signing, recorder, Some(picked))?;
+            pass = with_picks(s, pass, picked, reporter)?;
         }
     }
     // A stamp only where nothing but the project's files and the package
@@ -274,6 +272,39 @@ fn build_all(
         from_stamp: None,
     };
     Ok((report, inputs, lock))
+}
+
+/// `pass` with `picked` as the packages picked for the base (the closure
+/// changed): resolved and fetched with the project, so that the lock holds
+/// them all, and only they prepared (the project's own are as they were:
+/// a pick is kept as it is, unpinned, and names none of them).
+fn with_picks<'r>(
+    s: &BuildSettings,
+    pass: Pass<'r>,
+    picked: Vec<crate::recipe::PackageRecipe>,
+    reporter: &'r dyn Reporter,
+) -> Result<Pass<'r>, WorkflowError> {
+    let session = super::open_session_with(&s.recipes, s.pipeline.clone(), reporter, Some(picked))?;
+    let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
+    let picks: Vec<pipeline::Fetched> = fetched
+        .packages
+        .iter()
+        .filter(|f| f.resolved.recipe.for_base)
+        .cloned()
+        .collect();
+    let sde = s.dates.source_date_epoch.map(|t| t as u64);
+    let mut artifacts: Vec<pipeline::Artifact> = pass
+        .artifacts
+        .into_iter()
+        .filter(|a| !a.recipe.for_base)
+        .collect();
+    artifacts.extend(session.prepare(&picks, sde)?);
+    Ok(Pass {
+        session,
+        fetched,
+        artifacts,
+        pins: pass.pins,
+    })
 }
 
 /// The package whose version source `source`'s index no longer offers,
