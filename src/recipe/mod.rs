@@ -554,13 +554,17 @@ pub fn picked_recipe(
     source: &str,
     sources: &BTreeMap<String, Source>,
 ) -> Result<PackageRecipe, RecipeError> {
-    let text =
-        picked_recipe_text(name, version, architecture, source, "").map_err(|m| RecipeError {
-            file: file.to_path_buf(),
-            line: None,
-            message: format!("{name} (picked for the base): {m}"),
-        })?;
-    let mut r = parse_package(file, &text, sources)?;
+    // Said of the package and its source, not of the generated text's
+    // lines.
+    let fail = |m: String| RecipeError {
+        file: file.to_path_buf(),
+        line: None,
+        message: format!(
+            "{name} {version} ({architecture}), picked for the base from source '{source}': {m}"
+        ),
+    };
+    let text = picked_recipe_text(name, version, architecture, source, "").map_err(fail)?;
+    let mut r = parse_package(file, &text, sources).map_err(|e| fail(e.message))?;
     r.for_base = true;
     Ok(r)
 }
