@@ -133,6 +133,10 @@ pub struct Base {
     /// The file's SHA-256: a build's output depends on the base it was
     /// checked against.
     pub sha256: String,
+    /// The architecture it is the base of (a source's `binary-ARCH`
+    /// index); `None`: of every architecture (a status file, an index the
+    /// project holds).
+    pub architecture: Option<String>,
     packages: Vec<Package>,
 }
 
@@ -197,6 +201,7 @@ impl Base {
         })?;
         Ok(Base {
             path: path.to_path_buf(),
+            architecture: None,
             kind,
             sha256: hasher.into_inner().finish_hex(),
             packages,
@@ -372,6 +377,45 @@ pub fn missing(ours: &[Package], bases: &[Base]) -> Vec<Missing> {
         }
     }
     walk.out
+}
+
+/// [`missing`] for each of `architectures` where a base is of one
+/// architecture: that architecture's packages (and `all`) against the
+/// bases of it and of every architecture. Said once each.
+pub fn missing_by_architecture(
+    ours: &[Package],
+    bases: &[Base],
+    architectures: &[String],
+) -> Vec<Missing> {
+    if bases.iter().all(|b| b.architecture.is_none()) {
+        return missing(ours, bases);
+    }
+    let mut out: Vec<Missing> = Vec::new();
+    for arch in architectures {
+        let (mine, theirs) = of_architecture(ours, bases, arch);
+        for m in missing(&mine, &theirs) {
+            if !out.contains(&m) {
+                out.push(m);
+            }
+        }
+    }
+    out
+}
+
+/// The packages of `arch` (and `all`) and the bases that are of it (or of
+/// every architecture).
+pub fn of_architecture(ours: &[Package], bases: &[Base], arch: &str) -> (Vec<Package>, Vec<Base>) {
+    let mine = ours
+        .iter()
+        .filter(|p| p.architecture == arch || p.architecture == "all")
+        .cloned()
+        .collect();
+    let theirs = bases
+        .iter()
+        .filter(|b| b.architecture.as_deref().is_none_or(|a| a == arch))
+        .cloned()
+        .collect();
+    (mine, theirs)
 }
 
 /// A package a machine at the base would have to get from a release's
@@ -609,6 +653,46 @@ mod tests {
                 "meta 1 → lib 2 → libc6 (>= 2.38): only libc6 2.27-3ubuntu1 there",
                 "meta 1 → tool 1 → python3 | python3-minimal: neither the base nor the repository has it",
             ]
+        );
+    }
+
+    #[test]
+    fn a_base_of_one_architecture_answers_for_that_architecture_only() {
+        let ours = pkgs(
+            "Package: tool\nVersion: 1\nArchitecture: arm64\nDepends: libx\n\nPackage: tool\nVersion: 1\nArchitecture: amd64\nDepends: libx\n\nPackage: doc\nVersion: 1\nArchitecture: all\nDepends: liby\n",
+        );
+        let mut amd64 = base(
+            "Package: libx\nVersion: 1\nArchitecture: amd64\nFilename: pool/x.deb\n\nPackage: liby\nVersion: 1\nArchitecture: all\nFilename: pool/y.deb\n",
+        );
+        amd64.architecture = Some("amd64".into());
+        let mut arm64 =
+            base("Package: liby\nVersion: 1\nArchitecture: all\nFilename: pool/y.deb\n");
+        arm64.architecture = Some("arm64".into());
+        let machine = base("Package: liby\nVersion: 1\nStatus: install ok installed\n");
+        let archs = ["amd64".to_string(), "arm64".to_string()];
+        let said = |bases: &[Base]| -> Vec<String> {
+            missing_by_architecture(&ours, bases, &archs)
+                .iter()
+                .map(|m| m.to_string())
+                .collect()
+        };
+        // libx only for amd64: arm64's tool lacks it; liby is everywhere.
+        assert_eq!(
+            said(&[amd64.clone(), arm64.clone()]),
+            ["tool 1 → libx: neither the base nor the repository has it"]
+        );
+        // Without the arm64 index, doc (all) lacks liby for arm64 only, once;
+        // a base of every architecture (a machine's status) answers for both.
+        assert_eq!(
+            said(&[amd64.clone()]),
+            [
+                "doc 1 → liby: neither the base nor the repository has it",
+                "tool 1 → libx: neither the base nor the repository has it",
+            ]
+        );
+        assert_eq!(
+            said(&[amd64, machine]),
+            ["tool 1 → libx: neither the base nor the repository has it"]
         );
     }
 

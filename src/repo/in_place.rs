@@ -86,7 +86,7 @@ pub(super) fn write(
     let (entries, pooled) = to_entries(unique, digests);
     let index = write_dists(staging, &entries, params, observer)?;
     write_beside_dists(staging, params, pins)?;
-    check_installable(staging, out, params.base)?;
+    check_installable(staging, out, params.base, &params.config.architectures)?;
     swap_dists(staging, out)?;
     added.kept = true;
     // The new indexes are in: every top file follows, each renamed whole;

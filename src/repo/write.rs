@@ -244,7 +244,7 @@ fn write_whole(
     retain_earlier(root, out, &current, params)?;
     let index = write_dists(root, &entries, params, observer)?;
     write_beside_dists(root, params, pins)?;
-    check_installable(root, out, params.base)?;
+    check_installable(root, out, params.base, &params.config.architectures)?;
     let parent = crate::files::parent(out);
     let base = base_name(out);
     let pause = params.pause_in_swap.as_deref();
@@ -261,6 +261,7 @@ pub(super) fn check_installable(
     root: &Path,
     out: &Path,
     base: &[super::against::Base],
+    architectures: &[String],
 ) -> Result<(), RepoError> {
     let problems = super::verify::installability(root);
     if !problems.is_empty() {
@@ -272,7 +273,11 @@ pub(super) fn check_installable(
     if base.is_empty() {
         return Ok(());
     }
-    let missing = super::against::missing(&super::against::packages_of(root), base);
+    let missing = super::against::missing_by_architecture(
+        &super::against::packages_of(root),
+        base,
+        architectures,
+    );
     if missing.is_empty() {
         return Ok(());
     }
@@ -320,7 +325,7 @@ pub fn write_kept(
         .collect();
     super::sign_dists(&dist, &params.config, &listed, params.date, params.keys)?;
     write_beside_dists(root, params, pins)?;
-    check_installable(root, out, params.base)?;
+    check_installable(root, out, params.base, &params.config.architectures)?;
     swap_in(
         staging.keep(),
         out,

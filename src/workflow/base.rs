@@ -33,7 +33,9 @@ pub(super) fn read_sources(
     let mut out = Vec::new();
     for name in &config.sources {
         for arch in architectures {
-            out.push(Base::read(&session.source_index(name, arch)?)?);
+            let mut base = Base::read(&session.source_index(name, arch)?)?;
+            base.architecture = Some(arch.clone());
+            out.push(base);
         }
     }
     Ok(out)
@@ -185,25 +187,16 @@ pub(super) fn closure_change(
         .filter(|p| p.for_base)
         .map(|p| (p.name.clone(), p.version.clone(), p.architecture.clone()))
         .collect();
-    let ours: Vec<(String, against::Package)> = artifacts
+    let ours: Vec<against::Package> = artifacts
         .iter()
         .filter(|a| !a.recipe.for_base)
-        .filter_map(|a| {
-            Some((
-                a.architecture().to_string(),
-                against::Package::of(&a.control)?,
-            ))
-        })
+        .filter_map(|a| against::Package::of(&a.control))
         .collect();
     let mut wanted: BTreeSet<Key> = BTreeSet::new();
     for arch in architectures {
         let offered = Base::read(&session.source_index(source, arch)?)?;
-        let mine: Vec<against::Package> = ours
-            .iter()
-            .filter(|(a, _)| a == arch || a == "all")
-            .map(|(_, p)| p.clone())
-            .collect();
-        let (pulled, _lacking) = against::closure(&mine, bases, &offered);
+        let (mine, theirs) = against::of_architecture(&ours, bases, arch);
+        let (pulled, _lacking) = against::closure(&mine, &theirs, &offered);
         for p in pulled {
             wanted.insert((p.name, p.version, p.architecture));
         }
