@@ -127,12 +127,14 @@ pub enum PipelineError {
 }
 
 impl PipelineError {
-    /// The package whose version source `source`'s signed index no longer
+    /// The package and version source `source`'s signed index no longer
     /// offers, where that is this error.
-    pub fn not_offered(&self, source: &str) -> Option<&str> {
+    pub fn not_offered(&self, source: &str) -> Option<(&str, &str)> {
         match self {
             PipelineError::Upstream(u) if u.source_name == source => match &u.kind {
-                crate::upstream::UpstreamErrorKind::NotInIndex { name, .. } => Some(name),
+                crate::upstream::UpstreamErrorKind::NotInIndex { name, version, .. } => {
+                    Some((name, version))
+                }
                 _ => None,
             },
             _ => None,
@@ -346,11 +348,16 @@ pub fn package_versions(prepared: &[Artifact], recipes: &RecipeSet) -> BTreeMap<
 pub fn pinned_packages(prepared: &[Artifact], recipes: &RecipeSet) -> Vec<String> {
     use crate::format::relation::{Relations, names_exact_version};
     use crate::recipe::Action;
-    let explicit: BTreeMap<&str, bool> = recipes
-        .packages
-        .iter()
-        .filter_map(|p| Some((p.name.as_str(), p.pin?)))
-        .collect();
+    // The project's own recipes before the packages picked for the base: a
+    // pick of another architecture (`pin = false`) never unpins the
+    // project's package of that name.
+    let mut explicit: BTreeMap<&str, bool> = BTreeMap::new();
+    let (picks, own): (Vec<_>, Vec<_>) = recipes.packages.iter().partition(|p| p.for_base);
+    for p in own.into_iter().rev().chain(picks) {
+        if let Some(pin) = p.pin {
+            explicit.entry(p.name.as_str()).or_insert(pin);
+        }
+    }
     let mut pinned: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     for p in &recipes.packages {
         if matches!(p.action, Action::Repack | Action::Build) {
@@ -627,6 +634,36 @@ impl crate::error::Hint for PipelineError {
             PipelineError::Io(e) => e.hint(),
             PipelineError::Native { source, .. } => source.hint(),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pick_of_another_architecture_never_unpins_the_projects_package() {
+        let f = Path::new("/p/recipes/x.toml");
+        let sources = crate::recipe::parse_sources(
+            f,
+            "[source.u]\nurl = \"http://x/\"\nlayout = \"flat\"\nkey = \"k\"\nfingerprint = \"AE09FE4BBD223A84B2CCFCE3F60F4B3D7FA2AF80\"\n",
+        )
+        .unwrap();
+        let own = crate::recipe::parse_package(
+            f,
+            "name = \"libx\"\nversion = \"1\"\narchitecture = \"amd64\"\nfrom = { source = \"u\" }\naction = \"keep\"\npin = true\n",
+            &sources,
+        )
+        .unwrap();
+        let pick = crate::recipe::picked_recipe(f, ("libx", "1", "arm64"), "u", &sources).unwrap();
+        for packages in [vec![own.clone(), pick.clone()], vec![pick, own]] {
+            let recipes = RecipeSet {
+                dir: PathBuf::from("/p/recipes"),
+                sources: sources.clone(),
+                packages,
+            };
+            assert_eq!(pinned_packages(&[], &recipes), ["libx"]);
         }
     }
 }

@@ -16,6 +16,7 @@
 //! (apt installs them when it can, but nothing fails without them), and
 //! conflicts between what the base has and what we bring.
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -351,8 +352,8 @@ impl<'a> Offers<'a> {
 /// packages that need nothing else stays installable; one that needs what
 /// is missing goes whole). What is missing is then said by walking down
 /// from each package that does not install.
-pub fn missing(ours: &[Package], bases: &[Base]) -> Vec<Missing> {
-    let base = Offers::new(bases.iter().flat_map(|b| b.packages.iter()));
+pub fn missing<B: Borrow<Base>>(ours: &[Package], bases: &[B]) -> Vec<Missing> {
+    let base = Offers::new(bases.iter().flat_map(|b| b.borrow().packages.iter()));
     let own = Offers::new(ours.iter());
     let installable = installable(ours, &base, &own);
     let needed: HashSet<&str> = ours
@@ -404,7 +405,11 @@ pub fn missing_by_architecture(
 
 /// The packages of `arch` (and `all`) and the bases that are of it (or of
 /// every architecture).
-pub fn of_architecture(ours: &[Package], bases: &[Base], arch: &str) -> (Vec<Package>, Vec<Base>) {
+pub fn of_architecture<'b>(
+    ours: &[Package],
+    bases: &'b [Base],
+    arch: &str,
+) -> (Vec<Package>, Vec<&'b Base>) {
     let mine = ours
         .iter()
         .filter(|p| p.architecture == arch || p.architecture == "all")
@@ -413,7 +418,6 @@ pub fn of_architecture(ours: &[Package], bases: &[Base], arch: &str) -> (Vec<Pac
     let theirs = bases
         .iter()
         .filter(|b| b.architecture.as_deref().is_none_or(|a| a == arch))
-        .cloned()
         .collect();
     (mine, theirs)
 }
@@ -438,7 +442,11 @@ pub struct Pulled {
 /// with ours so that they install with nothing else, picked as apt would
 /// (the first alternative the index satisfies, its highest version), each
 /// with the chain that needs it; and what even the index lacks.
-pub fn closure(ours: &[Package], bases: &[Base], offered: &Base) -> (Vec<Pulled>, Vec<Missing>) {
+pub fn closure<B: Borrow<Base>>(
+    ours: &[Package],
+    bases: &[B],
+    offered: &Base,
+) -> (Vec<Pulled>, Vec<Missing>) {
     let index = Offers::new(offered.packages.iter());
     let mut with: Vec<Package> = ours.to_vec();
     let mut pulled: Vec<Pulled> = Vec::new();

@@ -189,11 +189,25 @@ pub fn list(out: &Path) -> Result<Vec<Generation>, RepoError> {
 pub fn last(out: &Path, count: usize) -> Result<Vec<Generation>, RepoError> {
     let files = manifests(out)?;
     let skip = files.len().saturating_sub(count);
-    files[skip..].iter().map(|path| read(path)).collect()
+    files[skip..]
+        .iter()
+        .map(|(number, path)| {
+            let g = read(path)?;
+            // The file's name orders the history: a manifest copied under
+            // another number would make `record` reuse one.
+            if g.number != *number {
+                return Err(RepoError::BadGeneration {
+                    path: path.clone(),
+                    reason: format!("it says generation {}, its name {number}", g.number),
+                });
+            }
+            Ok(g)
+        })
+        .collect()
 }
 
-/// The manifests' paths, by generation number.
-fn manifests(out: &Path) -> Result<Vec<PathBuf>, RepoError> {
+/// The manifests' numbers (from their names) and paths, in order.
+fn manifests(out: &Path) -> Result<Vec<(u32, PathBuf)>, RepoError> {
     let dir = dir_of(out);
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,
@@ -212,7 +226,7 @@ fn manifests(out: &Path) -> Result<Vec<PathBuf>, RepoError> {
         }
     }
     out.sort();
-    Ok(out.into_iter().map(|(_, p)| p).collect())
+    Ok(out)
 }
 
 fn read(path: &Path) -> Result<Generation, RepoError> {

@@ -138,15 +138,25 @@ pub(super) fn add_picked_from_lock(
     Ok(())
 }
 
-/// Whether the lock in `dir` records `name` as picked for the base.
-pub(super) fn picked_in_lock(dir: &std::path::Path, name: &str) -> bool {
+/// Whether the lock in `dir` records `name` `version` as picked for the
+/// base from `source`.
+pub(super) fn picked_in_lock(
+    dir: &std::path::Path,
+    source: &str,
+    name: &str,
+    version: &str,
+) -> bool {
     crate::input::read_to_string(
         &dir.join(crate::recipe::LOCK_FILE),
         crate::input::limit::LOCK,
     )
     .ok()
     .and_then(|t| crate::recipe::lock::Lock::parse(&t).ok())
-    .is_some_and(|l| l.package.iter().any(|p| p.for_base && p.name == name))
+    .is_some_and(|l| {
+        l.package
+            .iter()
+            .any(|p| p.for_base && p.origin == source && p.name == name && p.version == version)
+    })
 }
 
 /// Adds picked packages to the project's recipes; the project's own recipe

@@ -177,8 +177,9 @@ fn build_all(
         Err(e)
             if !s.locked
                 && base_config.closure.as_ref().is_some_and(|c| {
-                    not_offered(&e, c)
-                        .is_some_and(|name| super::base::picked_in_lock(&s.recipes, name))
+                    not_offered(&e, c).is_some_and(|(name, version)| {
+                        super::base::picked_in_lock(&s.recipes, c, name, version)
+                    })
                 }) =>
         {
             report::warning(
@@ -205,7 +206,11 @@ fn build_all(
             reporter,
         )?;
         if let Some(picked) = change {
-            pass = with_picks(s, pass, picked, reporter)?;
+            // Resolved, fetched and prepared again with the packages
+            // picked, all together (only when the closure changed): what
+            // the project builds is dated by, suffixed with and versioned
+            // after every package, picks included, as the next build will.
+            pass = fetch_and_prepare(s, &config, signing, recorder, Some(picked))?;
         }
     }
     // A stamp only where nothing but the project's files and the package
@@ -274,42 +279,9 @@ fn build_all(
     Ok((report, inputs, lock))
 }
 
-/// `pass` with `picked` as the packages picked for the base (the closure
-/// changed): resolved and fetched with the project, so that the lock holds
-/// them all, and only they prepared (the project's own are as they were:
-/// a pick is kept as it is, unpinned, and names none of them).
-fn with_picks<'r>(
-    s: &BuildSettings,
-    pass: Pass<'r>,
-    picked: Vec<crate::recipe::PackageRecipe>,
-    reporter: &'r dyn Reporter,
-) -> Result<Pass<'r>, WorkflowError> {
-    let session = super::open_session_with(&s.recipes, s.pipeline.clone(), reporter, Some(picked))?;
-    let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
-    let picks: Vec<pipeline::Fetched> = fetched
-        .packages
-        .iter()
-        .filter(|f| f.resolved.recipe.for_base)
-        .cloned()
-        .collect();
-    let sde = s.dates.source_date_epoch.map(|t| t as u64);
-    let mut artifacts: Vec<pipeline::Artifact> = pass
-        .artifacts
-        .into_iter()
-        .filter(|a| !a.recipe.for_base)
-        .collect();
-    artifacts.extend(session.prepare(&picks, sde)?);
-    Ok(Pass {
-        session,
-        fetched,
-        artifacts,
-        pins: pass.pins,
-    })
-}
-
-/// The package whose version source `source`'s index no longer offers,
+/// The package and version source `source`'s index no longer offers,
 /// where that is `e`.
-fn not_offered<'e>(e: &'e WorkflowError, source: &str) -> Option<&'e str> {
+fn not_offered<'e>(e: &'e WorkflowError, source: &str) -> Option<(&'e str, &'e str)> {
     match e {
         WorkflowError::Pipeline(p) => p.not_offered(source),
         _ => None,

@@ -329,10 +329,14 @@ fn the_lab_day_on_a_bare_18_04_from_the_bundles_alone() {
         picked > 5 && lock.contains("name = \"libpython3.6-stdlib\""),
         "recorded in the lock: {lock}"
     );
-    // The lock holds the closure: --locked builds it again, as it was.
+    // The lock holds the closure: --locked builds it again, as it was
+    // (every package, built ones included, the same bytes).
+    let packages = out.join("dists/bionic/main/binary-amd64/Packages");
+    let first = fs::read_to_string(&packages).unwrap();
     let (code, _, err) = build("1.0-1", true);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("for the base"), "{err}");
+    assert_eq!(fs::read_to_string(&packages).unwrap(), first);
     assert_eq!(
         fs::read_to_string(lab.recipes.join("debforge.lock")).unwrap(),
         lock
