@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 
 use super::{BundleError, TOP, install_script, parse_sums, sha256_file};
@@ -103,13 +103,7 @@ struct BaseEntries {
 /// SHA256SUMS, DELTA and the repository's keyring of the bundle at
 /// `path`, each read with its bound; the rest skipped.
 fn bundle_entries(path: &Path) -> Result<BaseEntries, BundleError> {
-    let file = crate::input::open_regular(path).map_err(FileError::at(path))?;
-    let guarded = crate::deb::targuard::TarGuard::new(
-        BufReader::with_capacity(1 << 20, file),
-        u64::MAX,
-        "the bundle",
-    );
-    let mut archive = tar::Archive::new(guarded);
+    let mut archive = super::open_bundle(path)?;
     let mut found = BaseEntries {
         sums: None,
         delta: None,

@@ -288,19 +288,25 @@ pub struct BundleCheck {
     pub installer: Option<String>,
 }
 
+/// The bundle at `path` as a tar stream, a regular file only. The guard
+/// refuses a GNU long name or PAX header over 1 MiB at its header, before
+/// the tar crate would read it into memory whole.
+pub(crate) fn open_bundle(
+    path: &Path,
+) -> Result<tar::Archive<crate::deb::targuard::TarGuard<BufReader<std::fs::File>>>, BundleError> {
+    let file = crate::input::open_regular(path).map_err(FileError::at(path))?;
+    Ok(tar::Archive::new(crate::deb::targuard::TarGuard::new(
+        BufReader::with_capacity(1 << 20, file),
+        u64::MAX,
+        "the bundle",
+    )))
+}
+
 /// Checks a bundle in one pass: every file against `SHA256SUMS`, nothing
 /// missing, nothing extra; keeps a delta's manifest for the caller to check
 /// (its signature, [`check_delta`]).
 pub fn verify_bundle(path: &Path) -> Result<BundleCheck, BundleError> {
-    let file = crate::input::open_regular(path).map_err(FileError::at(path))?;
-    // The guard refuses a GNU long name or PAX header over 1 MiB at its
-    // header, before the tar crate would read it into memory whole.
-    let guarded = crate::deb::targuard::TarGuard::new(
-        BufReader::with_capacity(1 << 20, file),
-        u64::MAX,
-        "the bundle",
-    );
-    let mut archive = tar::Archive::new(guarded);
+    let mut archive = open_bundle(path)?;
     let mut expected: Option<BTreeMap<String, String>> = None;
     let mut problems = Problems::default();
     let mut seen = BTreeSet::new();

@@ -445,12 +445,7 @@ fn project_cmd(dir: &Path, sub: &str) -> Command {
 #[test]
 fn the_closure_written_as_recipes_makes_the_bundle_alone_install_on_the_base() {
     use crate::support::chroot::Chroot;
-    if std::env::var_os("DEBFORGE_TEST_OFFLINE").is_some_and(|v| v == "1") {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED the_closure_written_as_recipes…: DEBFORGE_TEST_OFFLINE=1 (it needs Ubuntu's archive)"
-        );
+    if crate::support::common::skipped_offline("the_closure_written_as_recipes…") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -503,12 +498,7 @@ fn the_closure_written_as_recipes_makes_the_bundle_alone_install_on_the_base() {
 /// base no longer lacks it.
 #[test]
 fn the_base_through_a_signed_index_and_the_closure_as_a_setting() {
-    if std::env::var_os("DEBFORGE_TEST_OFFLINE").is_some_and(|v| v == "1") {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED the_base_through_a_signed_index…: DEBFORGE_TEST_OFFLINE=1 (it needs Ubuntu's archive)"
-        );
+    if crate::support::common::skipped_offline("the_base_through_a_signed_index…") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

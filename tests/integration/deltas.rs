@@ -246,12 +246,7 @@ fn a_machine_set_up_by_the_older_install_sh_moves_to_generations() {
 fn the_lab_day_on_a_bare_18_04_from_the_bundles_alone() {
     use crate::support::chroot::Dist;
     use crate::support::standin::shared_lib_with;
-    if std::env::var_os("DEBFORGE_TEST_OFFLINE").is_some_and(|v| v == "1") {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED the_lab_day_on_a_bare_18_04…: DEBFORGE_TEST_OFFLINE=1 (it needs Ubuntu's archive)"
-        );
+    if crate::support::common::skipped_offline("the_lab_day_on_a_bare_18_04…") {
         return;
     }
     let lab = Lab::new();

@@ -18,17 +18,8 @@ use debforge::recipe::lock::Lock;
 use crate::support::chroot::Chroot;
 use crate::support::common::{debforge, ok, run};
 
-/// True (and says so, past the test harness's capture) when the suite was
-/// asked not to reach the real archives.
 fn skipped(test: &str) -> bool {
-    if std::env::var_os("DEBFORGE_TEST_OFFLINE").is_some_and(|v| v == "1") {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED {test}: DEBFORGE_TEST_OFFLINE=1 (it needs the real archive)"
-        );
-        return true;
-    }
-    false
+    crate::support::common::skipped_offline(test)
 }
 
 /// Runs a debforge command against a real archive; a failure to reach it

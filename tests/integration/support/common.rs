@@ -118,3 +118,17 @@ pub fn walk_files(dir: &Path, f: &mut dyn FnMut(&Path)) {
         }
     }
 }
+
+/// True (and says so, past the test harness's capture) when the suite was
+/// asked not to reach the real archives (`DEBFORGE_TEST_OFFLINE=1`).
+pub fn skipped_offline(test: &str) -> bool {
+    if std::env::var_os("DEBFORGE_TEST_OFFLINE").is_some_and(|v| v == "1") {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED {test}: DEBFORGE_TEST_OFFLINE=1 (it needs the real archive)"
+        );
+        return true;
+    }
+    false
+}
