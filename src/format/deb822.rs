@@ -14,20 +14,37 @@ use std::fmt;
 use std::io::BufRead;
 
 /// One `Name: value` field, as written.
+///
+/// Compact (48 bytes): a build holds every package's control paragraph at
+/// once, and nearly no field has comments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Field {
-    name: String,
+    name: Box<str>,
     /// Everything after the colon up to (not including) the newline that ends
     /// the field: the first line and all its continuation lines.
     raw: String,
+    comments: Option<Box<Comments>>,
+}
+
+/// The comment lines around a field, where it has any.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Comments {
     /// Comment lines (`#…\n`) that stood just before the field.
-    comments: String,
+    before: String,
     /// Comment lines between continuation lines (allowed by deb822(5) in
     /// source control files): each with the number of value lines before it.
-    inner_comments: Vec<(usize, String)>,
+    inner: Vec<(usize, String)>,
 }
 
 impl Field {
+    fn new(name: &str, raw: String) -> Field {
+        Field {
+            name: name.into(),
+            raw,
+            comments: None,
+        }
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -135,12 +152,7 @@ impl ControlParagraph {
             .find(|f| f.name.eq_ignore_ascii_case(name))
         {
             Some(f) => f.raw = raw,
-            None => self.fields.push(Field {
-                name: name.to_string(),
-                raw,
-                comments: String::new(),
-                inner_comments: Vec::new(),
-            }),
+            None => self.fields.push(Field::new(name, raw)),
         }
     }
 
@@ -175,15 +187,8 @@ impl ControlParagraph {
             .position(|f| f.name.eq_ignore_ascii_case(anchor))
             .map(|i| i + 1)
             .unwrap_or(self.fields.len());
-        self.fields.insert(
-            at,
-            Field {
-                name: name.to_string(),
-                raw: canonical_raw(value),
-                comments: String::new(),
-                inner_comments: Vec::new(),
-            },
-        );
+        self.fields
+            .insert(at, Field::new(name, canonical_raw(value)));
     }
 
     /// Removes `name`, returning whether it was there.
@@ -237,8 +242,10 @@ fn canonical_raw(value: &str) -> String {
 impl fmt::Display for ControlParagraph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for field in &self.fields {
-            write!(f, "{}{}:", field.comments, field.name)?;
-            let mut comments = field.inner_comments.iter().peekable();
+            let comments = field.comments.as_deref();
+            let before = comments.map_or("", |c| c.before.as_str());
+            write!(f, "{before}{}:", field.name)?;
+            let mut comments = comments.into_iter().flat_map(|c| &c.inner).peekable();
             for (i, line) in field.raw.split('\n').enumerate() {
                 if i > 0 {
                     f.write_str("\n")?;
@@ -418,7 +425,8 @@ impl LineParser {
             if !self.pending_comments.is_empty() {
                 let at = field.raw.matches('\n').count() + 1;
                 let comment = std::mem::take(&mut self.pending_comments);
-                field.inner_comments.push((at, comment));
+                let comments = field.comments.get_or_insert_with(Default::default);
+                comments.inner.push((at, comment));
             }
             field.raw.push('\n');
             field.raw.push_str(content);
@@ -451,19 +459,23 @@ impl LineParser {
                 },
             });
         }
-        paragraph.fields.push(Field {
-            name: name.to_string(),
-            raw: content[colon + 1..].to_string(),
-            comments: std::mem::take(&mut self.pending_comments),
-            inner_comments: Vec::new(),
-        });
+        let mut field = Field::new(name, content[colon + 1..].to_string());
+        if !self.pending_comments.is_empty() {
+            field.comments = Some(Box::new(Comments {
+                before: std::mem::take(&mut self.pending_comments),
+                inner: Vec::new(),
+            }));
+        }
+        paragraph.fields.push(field);
         self.field_lines.push(self.line_no);
         Ok(None)
     }
 
     fn close(&mut self) -> Option<(String, ControlParagraph)> {
         self.current_bytes = 0;
-        let paragraph = self.current.take()?;
+        let mut paragraph = self.current.take()?;
+        // Held, often by the thousand: no spare capacity.
+        paragraph.fields.shrink_to_fit();
         self.field_lines.clear();
         let sep = std::mem::take(&mut self.pending);
         // Comments after a paragraph's last field belong to what follows it.

@@ -168,9 +168,9 @@ pub struct IdentityMismatch {
 /// Stage 3's output: a package file ready for the pool.
 #[derive(Debug, Clone)]
 pub struct Artifact {
-    pub recipe: PackageRecipe,
+    pub recipe: std::sync::Arc<PackageRecipe>,
     /// What vouched for the upstream file; `None` for packages built here.
-    pub locked: Option<LockedPackage>,
+    pub locked: Option<std::sync::Arc<LockedPackage>>,
     /// The file that goes into the pool (the fetched file, its repack, or a
     /// package built from a recipe).
     pub file: PathBuf,
@@ -489,6 +489,12 @@ impl<'a> Session<'a> {
         &self.lock_path
     }
 
+    /// The parsed lock file is no longer needed: the cache kept for the
+    /// second reading goes (a lock entry per package).
+    pub fn forget_lock(&self) {
+        *self.parsed_lock.lock().expect("lock cache") = None;
+    }
+
     /// The lock file on disk, if there is one.
     pub fn read_lock(&self) -> Result<Option<Lock>, PipelineError> {
         let identity = std::fs::metadata(&self.lock_path)
@@ -657,6 +663,7 @@ mod tests {
         )
         .unwrap();
         let pick = crate::recipe::picked_recipe(f, ("libx", "1", "arm64"), "u", &sources).unwrap();
+        let (own, pick) = (std::sync::Arc::new(own), std::sync::Arc::new(pick));
         for packages in [vec![own.clone(), pick.clone()], vec![pick, own]] {
             let recipes = RecipeSet {
                 dir: PathBuf::from("/p/recipes"),

@@ -77,7 +77,7 @@ impl Session<'_> {
             let locked = &f.resolved.locked;
             out.push(Artifact {
                 recipe: f.resolved.recipe.clone(),
-                locked: Some(locked.clone()),
+                locked: Some(std::sync::Arc::clone(locked)),
                 control,
                 file: f.file.clone(),
                 size: locked.size,
@@ -214,7 +214,7 @@ impl Session<'_> {
         let size = fs::metadata(&dest).map_err(FileError::at(&dest))?.len();
         Ok(Artifact {
             recipe: f.resolved.recipe.clone(),
-            locked: Some(locked.clone()),
+            locked: Some(std::sync::Arc::clone(locked)),
             control: self.control_of(&dest, &sha256)?,
             file: dest,
             size,

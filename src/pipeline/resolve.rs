@@ -10,6 +10,7 @@ use crate::fetch::Expected;
 use crate::recipe::lock::{Lock, LockedPackage};
 use crate::recipe::{Origin, PackageRecipe};
 use crate::upstream::{self, OpenSource};
+use std::sync::Arc;
 
 use super::{OpenSourceFiles, PipelineError, Session, direct_entry};
 
@@ -31,8 +32,9 @@ pub(super) enum FetchFrom {
 /// One recipe's file, resolved through its trust chain.
 #[derive(Debug, Clone)]
 pub struct Resolved {
-    pub recipe: PackageRecipe,
-    pub locked: LockedPackage,
+    pub recipe: Arc<PackageRecipe>,
+    /// Shared with the artifact prepared from it.
+    pub locked: Arc<LockedPackage>,
     pub(super) from: FetchFrom,
     /// A path recipe's file as it was stat'ed before it was read (what a
     /// build stamp names it by).
@@ -66,7 +68,7 @@ impl Session<'_> {
     ) -> Result<(Vec<Resolved>, Vec<OpenSourceFiles>), PipelineError> {
         let mut out = Vec::new();
         let mut opened = Vec::new();
-        let mut by_source: BTreeMap<&str, Vec<&PackageRecipe>> = BTreeMap::new();
+        let mut by_source: BTreeMap<&str, Vec<&Arc<PackageRecipe>>> = BTreeMap::new();
         let mut paths = self.resolve_paths().into_iter();
         for p in &self.recipes.packages {
             match &p.origin {
@@ -117,7 +119,7 @@ impl Session<'_> {
     fn resolve_signed(
         &self,
         name: &str,
-        recipes: &[&PackageRecipe],
+        recipes: &[&Arc<PackageRecipe>],
         keyring: &crate::openpgp::PinnedKeyring,
     ) -> Result<Option<(Vec<Resolved>, OpenSourceFiles)>, PipelineError> {
         let source = &self.recipes.sources[name];
@@ -157,8 +159,8 @@ impl Session<'_> {
             open.load_index(&p.architecture, &wanted, &self.settings.cache)?;
             let f = open.find(&p.name, &p.version, &p.architecture)?;
             out.push(Resolved {
-                recipe: (*p).clone(),
-                locked: LockedPackage {
+                recipe: Arc::clone(p),
+                locked: Arc::new(LockedPackage {
                     name: p.name.clone(),
                     version: p.version.clone(),
                     architecture: p.architecture.clone(),
@@ -173,7 +175,7 @@ impl Session<'_> {
                     index_sha256: f.index_sha256,
                     release_sha256: f.release_sha256,
                     for_base: p.for_base,
-                },
+                }),
                 from: FetchFrom::Source(name.to_string()),
                 seen: None,
             });
@@ -188,7 +190,7 @@ impl Session<'_> {
 
     fn resolve_url(
         &self,
-        p: &PackageRecipe,
+        p: &Arc<PackageRecipe>,
         url: &str,
         sha256: &str,
         size: u64,
@@ -205,8 +207,8 @@ impl Session<'_> {
             FetchFrom::Local(self.find_in_dirs(&p.name, &file)?)
         };
         Ok(Resolved {
-            recipe: p.clone(),
-            locked: direct_entry(
+            recipe: Arc::clone(p),
+            locked: Arc::new(direct_entry(
                 p,
                 "url",
                 file,
@@ -214,7 +216,7 @@ impl Session<'_> {
                 size,
                 sha256.to_string(),
                 sha512,
-            ),
+            )),
             from,
             seen: None,
         })
@@ -275,7 +277,7 @@ impl Session<'_> {
     /// Every path recipe, in order, resolved on all cores: thousands of
     /// local files are read at once, not one after another.
     fn resolve_paths(&self) -> Vec<Result<Resolved, PipelineError>> {
-        let recipes: Vec<(&PackageRecipe, &Path)> = self
+        let recipes: Vec<(&Arc<PackageRecipe>, &Path)> = self
             .recipes
             .packages
             .iter()
@@ -335,7 +337,7 @@ impl Session<'_> {
         Ok(d)
     }
 
-    fn resolve_path(&self, p: &PackageRecipe, path: &Path) -> Result<Resolved, PipelineError> {
+    fn resolve_path(&self, p: &Arc<PackageRecipe>, path: &Path) -> Result<Resolved, PipelineError> {
         let full = self.recipes.dir.join(path);
         // A package file may live outside recipes/ (a build's output
         // directory), but it must be a regular file: `/dev/zero` would be
@@ -360,8 +362,8 @@ impl Session<'_> {
         };
         let url = format!("file://{}", full.display());
         Ok(Resolved {
-            recipe: p.clone(),
-            locked: direct_entry(
+            recipe: Arc::clone(p),
+            locked: Arc::new(direct_entry(
                 p,
                 "path",
                 path.display().to_string(),
@@ -369,7 +371,7 @@ impl Session<'_> {
                 d.size,
                 d.sha256,
                 d.sha512,
-            ),
+            )),
             from: FetchFrom::Project(full),
             seen: Some(crate::files::FileIdentity::of(&meta)),
         })
@@ -379,7 +381,7 @@ impl Session<'_> {
     /// file of that name in one of the directories.
     fn resolve_plain(
         &self,
-        p: &PackageRecipe,
+        p: &Arc<PackageRecipe>,
         source: &str,
         lock: Option<&Lock>,
     ) -> Result<Resolved, PipelineError> {
@@ -402,8 +404,8 @@ impl Session<'_> {
             .to_string();
         let local = self.find_in_dirs(&p.name, &file)?;
         Ok(Resolved {
-            recipe: p.clone(),
-            locked: locked.clone(),
+            recipe: Arc::clone(p),
+            locked: Arc::new(locked.clone()),
             from: FetchFrom::Local(local),
             seen: None,
         })
@@ -440,7 +442,7 @@ impl Session<'_> {
         resolved: &[Resolved],
         locked: bool,
     ) -> Result<(Lock, bool), PipelineError> {
-        let new = Lock::new(resolved.iter().map(|r| r.locked.clone()).collect());
+        let new = Lock::new(resolved.iter().map(|r| (*r.locked).clone()).collect());
         let old = self.read_lock()?;
         match (old, locked) {
             (None, true) => Err(PipelineError::NoLock {
@@ -499,7 +501,7 @@ impl Session<'_> {
         use crate::format::version::Version;
         let mut out = Vec::new();
         let root = self.recipes.root();
-        let mut by_source: BTreeMap<&str, Vec<&PackageRecipe>> = BTreeMap::new();
+        let mut by_source: BTreeMap<&str, Vec<&Arc<PackageRecipe>>> = BTreeMap::new();
         for p in &self.recipes.packages {
             if let Origin::Upstream { source } = &p.origin {
                 by_source.entry(source.as_str()).or_default().push(p);

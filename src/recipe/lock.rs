@@ -209,8 +209,18 @@ impl Lock {
                     "{} {} ({}) is not in the lock file",
                     p.name, p.version, p.architecture
                 )),
-                Some(old) if !old.same_file(p) => {
+                Some(old) if !old.same_file(p) || old.for_base != p.for_base => {
                     let mut what = Vec::new();
+                    if old.for_base != p.for_base {
+                        let by = |picked| {
+                            if picked {
+                                "picked for the base"
+                            } else {
+                                "named by a recipe"
+                            }
+                        };
+                        what.push(format!("{} -> {}", by(old.for_base), by(p.for_base)));
+                    }
                     if old.version != p.version {
                         what.push(format!("version {} -> {}", old.version, p.version));
                     }
@@ -288,6 +298,15 @@ mod tests {
             lock.differences(&Lock::new(vec![pkg("libnccl2", 'a')]))
                 .len(),
             1
+        );
+        // The same file, now named by a recipe instead of picked for the
+        // base: `--locked` says so.
+        let mut picked = pkg("libnccl-dev", 'b');
+        picked.for_base = true;
+        let d = lock.differences(&Lock::new(vec![pkg("libnccl2", 'a'), picked]));
+        assert_eq!(
+            d,
+            ["libnccl-dev (amd64): named by a recipe -> picked for the base"]
         );
         assert!(matches!(
             Lock::parse("version = 9\n"),

@@ -335,7 +335,9 @@ pub struct RecipeSet {
     /// The recipes directory; keys and local paths resolve against it.
     pub dir: PathBuf,
     pub sources: BTreeMap<String, Source>,
-    pub packages: Vec<PackageRecipe>,
+    /// Shared with what is resolved and prepared from them (a build holds
+    /// every package's at once: one copy each).
+    pub packages: Vec<std::sync::Arc<PackageRecipe>>,
 }
 
 impl RecipeSet {
@@ -1179,7 +1181,7 @@ pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
     let parsed = parse_all(&files, &|file: &Path| {
         parse_package(file, &read(file)?, &sources)
     });
-    let mut packages: Vec<PackageRecipe> = Vec::new();
+    let mut packages: Vec<std::sync::Arc<PackageRecipe>> = Vec::new();
     // (name, architecture) → index in `packages`.
     let mut seen: std::collections::HashMap<(String, String), usize> = Default::default();
     for (file, recipe) in files.into_iter().zip(parsed) {
@@ -1199,7 +1201,7 @@ pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
             });
         }
         seen.insert(key, packages.len());
-        packages.push(recipe);
+        packages.push(std::sync::Arc::new(recipe));
     }
     Ok(RecipeSet {
         dir: dir.to_path_buf(),

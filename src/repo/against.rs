@@ -266,6 +266,10 @@ pub struct Missing {
     pub needs: String,
     /// What the base and the repository have by those names.
     pub found: Vec<String>,
+    /// The architecture whose machines lack it, where the bases are of
+    /// one architecture each (a source's index).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
 }
 
 impl std::fmt::Display for Missing {
@@ -275,6 +279,10 @@ impl std::fmt::Display for Missing {
             write!(f, "neither the base nor the repository has it")
         } else {
             write!(f, "only {} there", self.found.join(", "))
+        }?;
+        match &self.architecture {
+            Some(arch) => write!(f, " on {arch}"),
+            None => Ok(()),
         }
     }
 }
@@ -394,7 +402,8 @@ pub fn missing_by_architecture(
     let mut out: Vec<Missing> = Vec::new();
     for arch in architectures {
         let (mine, theirs) = of_architecture(ours, bases, arch);
-        for m in missing(&mine, &theirs) {
+        for mut m in missing(&mine, &theirs) {
+            m.architecture = Some(arch.clone());
             if !out.contains(&m) {
                 out.push(m);
             }
@@ -598,6 +607,7 @@ impl<'a> Walk<'_, 'a> {
             chain: self.chain.iter().map(|(n, v)| format!("{n} {v}")).collect(),
             needs,
             found,
+            architecture: None,
         });
     }
 }
@@ -687,20 +697,20 @@ mod tests {
         // libx only for amd64: arm64's tool lacks it; liby is everywhere.
         assert_eq!(
             said(&[amd64.clone(), arm64.clone()]),
-            ["tool 1 → libx: neither the base nor the repository has it"]
+            ["tool 1 → libx: neither the base nor the repository has it on arm64"]
         );
         // Without the arm64 index, doc (all) lacks liby for arm64 only, once;
         // a base of every architecture (a machine's status) answers for both.
         assert_eq!(
             said(&[amd64.clone()]),
             [
-                "doc 1 → liby: neither the base nor the repository has it",
-                "tool 1 → libx: neither the base nor the repository has it",
+                "doc 1 → liby: neither the base nor the repository has it on arm64",
+                "tool 1 → libx: neither the base nor the repository has it on arm64",
             ]
         );
         assert_eq!(
             said(&[amd64, machine]),
-            ["tool 1 → libx: neither the base nor the repository has it"]
+            ["tool 1 → libx: neither the base nor the repository has it on arm64"]
         );
     }
 

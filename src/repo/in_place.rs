@@ -24,7 +24,7 @@ use crate::report::{Event, Reporter, Task};
 
 use super::write::{
     PoolInput, RepoParams, Written, base_name, check_installable, exchange, fresh_staging,
-    place_all, pool_names, to_entries, write_beside_dists, write_dists,
+    place_all, pool_files, pool_names, to_entries, write_beside_dists, write_dists,
 };
 use super::{KEYRING_NAME, OUTPUT_MARKER, PREFERENCES_NAME, RepoError};
 
@@ -109,7 +109,7 @@ pub(super) fn write(
     remove_not_ours(out);
     let listed: HashSet<&str> = entries.iter().map(|e| e.filename.as_str()).collect();
     remove_unlisted(out, &listed, params);
-    Ok(Some((entries, pooled, index)))
+    Ok(Some((pool_files(entries), pooled, index)))
 }
 
 /// Dates and signs `out`'s Release anew, nothing else changed: what a build

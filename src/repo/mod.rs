@@ -243,19 +243,24 @@ impl<'c> DistsWriter<'c> {
         })
     }
 
-    /// Adds one package (entries come in pool order).
-    pub fn add(&mut self, deb: &IndexedDeb) -> Result<(), RepoError> {
+    /// Adds one package's Packages stanza (packages come in pool order).
+    pub fn add(
+        &mut self,
+        architecture: &str,
+        filename: &str,
+        stanza: &str,
+    ) -> Result<(), RepoError> {
         let mut placed = false;
         for (a, w) in &mut self.writers {
-            if deb.architecture == "all" || *a == deb.architecture {
-                w.write_stanza(&deb.stanza)?;
+            if architecture == "all" || a == architecture {
+                w.write_stanza(stanza)?;
                 placed = true;
             }
         }
         if !placed {
             return Err(RepoError::ForeignArch {
-                filename: deb.filename.clone(),
-                arch: deb.architecture.clone(),
+                filename: filename.to_string(),
+                arch: architecture.to_string(),
                 archs: self.config.architectures.join(" "),
             });
         }

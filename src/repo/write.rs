@@ -15,8 +15,7 @@ use crate::report::{Event, Reporter, Task};
 
 use super::pool::{DigestStore, place};
 use super::{
-    DistsWriter, IndexReport, IndexStats, IndexedDeb, KEYRING_NAME, PREFERENCES_NAME, RepoConfig,
-    RepoError,
+    DistsWriter, IndexReport, IndexStats, KEYRING_NAME, PREFERENCES_NAME, RepoConfig, RepoError,
 };
 
 /// What the repository is and who signs it.
@@ -198,12 +197,12 @@ pub fn write(
     } else {
         None
     };
-    let (entries, pooled, index) = match in_place {
+    let (pool, pooled, index) = match in_place {
         Some(done) => done,
         None => write_whole(out, staging, packages, params, pins, observer)?,
     };
     let mut report = OutputReport {
-        pool: entries.into_iter().map(|e| e.filename).collect(),
+        pool,
         packages: pooled,
         index,
         keyring: format!("{KEYRING_NAME}.gpg"),
@@ -249,11 +248,27 @@ fn write_whole(
     let base = base_name(out);
     let pause = params.pause_in_swap.as_deref();
     swap_in(staging.keep(), out, parent, &base, pause)?;
-    Ok((entries, pooled, index))
+    Ok((pool_files(entries), pooled, index))
 }
 
-/// What an output step wrote: the index entries, the pool, the indexes.
-pub(super) type Written = (Vec<IndexedDeb>, Vec<PoolEntry>, IndexReport);
+/// What an output step wrote: the pool's files (relative to the output),
+/// the pool's packages, the indexes.
+pub(super) type Written = (Vec<String>, Vec<PoolEntry>, IndexReport);
+
+/// A package placed in the pool, in pool order. Its Packages stanza is
+/// rendered as the index is written, not held: a build of thousands of
+/// packages would hold every stanza beside every control paragraph.
+pub(super) struct Placed<'p> {
+    pub filename: String,
+    pub architecture: &'p str,
+    pub control: &'p ControlParagraph,
+    pub digests: crate::digest::Digests,
+}
+
+/// The pool's files of `entries`.
+pub(super) fn pool_files(entries: Vec<Placed>) -> Vec<String> {
+    entries.into_iter().map(|e| e.filename).collect()
+}
 
 /// `verify` would reject a repository apt cannot install from: such a
 /// build fails here, before its swap, the previous output untouched.
@@ -386,12 +401,14 @@ pub(super) fn fresh_staging(
 /// `dists/`: the indexes of the pooled `entries`, the Release files, signed.
 pub(super) fn write_dists(
     root: &Path,
-    entries: &[IndexedDeb],
+    entries: &[Placed],
     params: &RepoParams,
     observer: &dyn Reporter,
 ) -> Result<IndexReport, RepoError> {
+    use std::fmt::Write as _;
     let total = entries.len() as u64;
     let mut dists = DistsWriter::new(root, &params.config)?;
+    let mut stanza = String::new();
     for (i, e) in entries.iter().enumerate() {
         // One event per hundred stanzas: a line per package would cost more
         // than the stanza.
@@ -403,7 +420,10 @@ pub(super) fn write_dists(
                 item: e.filename.clone(),
             });
         }
-        dists.add(e)?;
+        stanza.clear();
+        let paragraph = crate::format::packages::stanza(e.control, &e.filename, &e.digests);
+        write!(stanza, "{paragraph}").expect("a String takes any text");
+        dists.add(e.architecture, &e.filename, &stanza)?;
     }
     observer.event(Event::Work {
         task: Task::Index,
@@ -638,12 +658,12 @@ fn retain_earlier(
 /// own control paragraph gives, on all cores (linking is system calls, and a
 /// package without a record is read); returns the index entries in pool
 /// order.
-fn fill_pool(
+fn fill_pool<'p>(
     root: &Path,
-    packages: &[PoolInput],
+    packages: &'p [PoolInput<'p>],
     params: &RepoParams,
     observer: &dyn Reporter,
-) -> Result<(Vec<IndexedDeb>, Vec<PoolEntry>), RepoError> {
+) -> Result<(Vec<Placed<'p>>, Vec<PoolEntry>), RepoError> {
     let unique = pool_names(packages, &params.config.component)?;
     let total = unique.len() as u64;
     let placed = place_all(root, &unique, params.records, observer)?;
@@ -657,26 +677,26 @@ fn fill_pool(
 }
 
 /// The index entries and pool entries of placed packages, in pool order.
-pub(super) fn to_entries(
-    unique: Vec<(String, &PoolInput)>,
+pub(super) fn to_entries<'p>(
+    unique: Vec<(String, &'p PoolInput<'p>)>,
     placed: Vec<crate::digest::Digests>,
-) -> (Vec<IndexedDeb>, Vec<PoolEntry>) {
+) -> (Vec<Placed<'p>>, Vec<PoolEntry>) {
     let mut entries = Vec::with_capacity(unique.len());
     let mut out = Vec::with_capacity(unique.len());
     for ((rel, p), digests) in unique.into_iter().zip(placed) {
         let control = p.control;
-        let field = |k: &str| control.get(k).unwrap_or_default().to_string();
+        let field = |k: &str| control.get(k).unwrap_or_default();
         out.push(PoolEntry {
-            package: field("Package"),
-            version: field("Version"),
-            architecture: field("Architecture"),
+            package: field("Package").to_string(),
+            version: field("Version").to_string(),
+            architecture: field("Architecture").to_string(),
             filename: rel.clone(),
             size: digests.size,
             sha256: digests.sha256.clone(),
         });
-        entries.push(IndexedDeb {
+        entries.push(Placed {
             architecture: field("Architecture"),
-            stanza: crate::format::packages::stanza(control, &rel, &digests).to_string(),
+            control,
             filename: rel,
             digests,
         });

@@ -171,7 +171,7 @@ pub(super) fn add_picked(recipes: &mut RecipeSet, picked: Vec<PackageRecipe>) {
                     || p.architecture == "all")
         });
         if !named {
-            recipes.packages.push(p);
+            recipes.packages.push(std::sync::Arc::new(p));
         }
     }
 }

@@ -154,7 +154,7 @@ fn stamp_inputs(packages: &[pipeline::Fetched]) -> Option<Inputs> {
 
 /// The whole build; the identities of the package files it read where a
 /// stamp may record them (`stamp`, and no signed source was asked), and the
-/// lock's text. What preparing the packages says (pins, carried suffixes)
+/// lock's SHA256. What preparing the packages says (pins, carried suffixes)
 /// is kept by `recorder` to be said again; what is done (a lock written,
 /// an output restored) is not.
 fn build_all(
@@ -228,8 +228,9 @@ fn build_all(
     } else {
         None
     };
+    // The lock's SHA256, not its text (held to the end of the build).
     let lock = if inputs.is_some() {
-        fetched.lock.to_text()
+        crate::digest::sha256_hex(fetched.lock.to_text().as_bytes())
     } else {
         String::new()
     };

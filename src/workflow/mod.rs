@@ -229,6 +229,8 @@ pub fn resolve_and_fetch(
     let packages = fetched?;
     let resolved: Vec<_> = packages.iter().map(|f| f.resolved.clone()).collect();
     let (lock, changed) = session.check_lock(&resolved, locked)?;
+    drop(resolved);
+    session.forget_lock();
     if changed {
         session.write_lock(&lock)?;
         crate::report::note(reporter, format!("wrote {}", session.lock_path().display()));

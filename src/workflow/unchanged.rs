@@ -285,18 +285,18 @@ impl<'s> Probe<'s> {
     }
 
     /// Records what this build read and left, for the next one: `inputs`
-    /// as they were before it read them, `lock` the lock file's text as it
-    /// left it. Best effort: without a stamp the next build does the work.
+    /// as they were before it read them, `lock_sha256` the SHA256 of the lock
+    /// file as it left it. Best effort: without a stamp the next build does the work.
     pub(super) fn record(
         &self,
         before: Option<Before>,
         inputs: Vec<(PathBuf, FileIdentity)>,
-        lock: &str,
+        lock_sha256: &str,
         recorder: Recorder,
         report: &BuildReport,
     ) {
         let Some(mut before) = before else { return };
-        if report.output.tree.is_empty() || !before.lock_written(lock) {
+        if report.output.tree.is_empty() || !before.lock_written(lock_sha256) {
             return;
         }
         // A package file whose change time moved with its link count since
@@ -379,9 +379,9 @@ impl Before {
         Some(h.finish_hex())
     }
 
-    /// Whether the lock file holds `text` now; its identity follows a lock
+    /// Whether the lock file's SHA256 is `sha256` now; its identity follows a lock
     /// this build wrote (read back: its bytes are the ones written).
-    fn lock_written(&mut self, text: &str) -> bool {
+    fn lock_written(&mut self, sha256: &str) -> bool {
         let stat = || {
             std::fs::symlink_metadata(&self.lock_path)
                 .ok()
@@ -392,7 +392,8 @@ impl Before {
             return true;
         }
         let read = crate::input::read(&self.lock_path, crate::input::limit::LOCK).ok();
-        if now.is_none() || read.as_deref() != Some(text.as_bytes()) || stat() != now {
+        let read = read.map(|text| crate::digest::sha256_hex(&text));
+        if now.is_none() || read.as_deref() != Some(sha256) || stat() != now {
             return false;
         }
         self.lock = now;
