@@ -230,7 +230,12 @@ fn build_all(
     };
     // The lock's SHA256, not its text (held to the end of the build).
     let lock = if inputs.is_some() {
-        crate::digest::sha256_hex(fetched.lock.to_text().as_bytes())
+        let mut hashing = crate::digest::HashingWriter::new(
+            std::io::sink(),
+            crate::digest::Hasher::new(crate::digest::DigestSet::SHA256),
+        );
+        fetched.lock.write_text(&mut hashing).expect("a sink takes any text");
+        hashing.finish().1.sha256
     } else {
         String::new()
     };
