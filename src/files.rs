@@ -85,33 +85,95 @@ pub fn pause_at(marker: &Path) {
 /// its path, mode, inode, size, and modification and change times to the
 /// nanosecond. Stats only (one `fstatat` per entry); what a no-op build
 /// compares instead of reading a file.
-pub fn tree_digest(root: &Path, skip: &dyn Fn(&Path) -> bool) -> std::io::Result<String> {
+pub fn tree_digest(root: &Path, skip: &Skip<'_>) -> std::io::Result<String> {
     tree_digest_with(root, skip, true)
 }
 
 /// [`tree_digest`] of a tree read through no symbolic link: an error at
 /// the first link (what a link points to can change with no trace in the
 /// tree itself).
-pub fn tree_digest_without_links(
-    root: &Path,
-    skip: &dyn Fn(&Path) -> bool,
-) -> std::io::Result<String> {
+pub fn tree_digest_without_links(root: &Path, skip: &Skip<'_>) -> std::io::Result<String> {
     tree_digest_with(root, skip, false)
 }
 
-fn tree_digest_with(
-    root: &Path,
-    skip: &dyn Fn(&Path) -> bool,
+/// Which subtrees (and files) a tree digest leaves out.
+pub type Skip<'a> = dyn Fn(&Path) -> bool + Sync + 'a;
+
+/// Directories are read on several threads (a pool is thousands of
+/// directories of one file each: system calls, not bytes); the lines are
+/// sorted before they are hashed, so the digest does not depend on the
+/// order they were read in.
+fn tree_digest_with(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Result<String> {
+    let walk = TreeWalk {
+        pending: std::sync::Mutex::new(vec![(root.to_path_buf(), String::new())]),
+        busy: std::sync::atomic::AtomicUsize::new(1),
+        stop: std::sync::atomic::AtomicBool::new(false),
+        failed: std::sync::Mutex::new(None),
+        skip,
+        links,
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let mut lines: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads).map(|_| scope.spawn(|| walk.work())).collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a tree walk does not panic"))
+            .collect()
+    });
+    if let Some(e) = walk.failed.into_inner().expect("walk error") {
+        return Err(e);
+    }
+    lines.sort_unstable();
+    let mut h = crate::digest::KeyHasher::new();
+    for l in &lines {
+        h.update(l);
+    }
+    Ok(h.finish_hex())
+}
+
+/// The directories a tree digest has still to read, shared by its threads.
+struct TreeWalk<'a> {
+    pending: std::sync::Mutex<Vec<(PathBuf, String)>>,
+    /// Directories pending or being read: the walk ends at zero.
+    busy: std::sync::atomic::AtomicUsize,
+    /// Set at the first error: the digest is that error, nothing more is read.
+    stop: std::sync::atomic::AtomicBool,
+    failed: std::sync::Mutex<Option<std::io::Error>>,
+    skip: &'a Skip<'a>,
     links: bool,
-) -> std::io::Result<String> {
-    use std::os::unix::fs::MetadataExt;
-    let mut lines = Vec::new();
-    let mut stack = vec![(root.to_path_buf(), String::new())];
-    while let Some((dir, rel)) = stack.pop() {
-        for e in fs::read_dir(&dir)? {
+}
+
+impl TreeWalk<'_> {
+    /// Reads directories until none is left (or one failed); the lines of
+    /// the entries read.
+    fn work(&self) -> Vec<String> {
+        use std::sync::atomic::Ordering;
+        let mut lines = Vec::new();
+        while !self.stop.load(Ordering::Acquire) {
+            let next = self.pending.lock().expect("walk queue").pop();
+            let Some((dir, rel)) = next else {
+                if self.busy.load(Ordering::Acquire) == 0 {
+                    return lines;
+                }
+                std::thread::yield_now();
+                continue;
+            };
+            if let Err(e) = self.read(&dir, &rel, &mut lines) {
+                self.failed.lock().expect("walk error").get_or_insert(e);
+                self.stop.store(true, Ordering::Release);
+            }
+            self.busy.fetch_sub(1, Ordering::AcqRel);
+        }
+        lines
+    }
+
+    /// One directory's entries as lines; its subdirectories queued.
+    fn read(&self, dir: &Path, rel: &str, lines: &mut Vec<String>) -> std::io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        for e in fs::read_dir(dir)? {
             let e = e?;
             let path = e.path();
-            if skip(&path) {
+            if (self.skip)(&path) {
                 continue;
             }
             let name = e.file_name().to_string_lossy().into_owned();
@@ -123,14 +185,16 @@ fn tree_digest_with(
             // Relative to the open directory (fstatat), not the whole path.
             let m = e.metadata()?;
             if m.is_dir() {
-                stack.push((path, child.clone()));
-            } else if m.is_symlink() && !links {
+                self.busy.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                let queued = (path, child.clone());
+                self.pending.lock().expect("walk queue").push(queued);
+            } else if m.is_symlink() && !self.links {
                 return Err(std::io::Error::other(format!(
                     "{}: a symbolic link",
                     path.display()
                 )));
             }
-            let line = format!(
+            lines.push(format!(
                 "{child}\0{:o} {} {} {}.{} {}.{}\n",
                 m.mode(),
                 m.ino(),
@@ -139,16 +203,10 @@ fn tree_digest_with(
                 m.mtime_nsec(),
                 m.ctime(),
                 m.ctime_nsec()
-            );
-            lines.push(line);
+            ));
         }
+        Ok(())
     }
-    lines.sort_unstable();
-    let mut h = crate::digest::KeyHasher::new();
-    for l in &lines {
-        h.update(l);
-    }
-    Ok(h.finish_hex())
 }
 
 /// What says a file is the one seen before, without reading it: device,
@@ -250,6 +308,80 @@ mod tests {
             sorted_files(dir.path()).unwrap(),
             ["a/1", "a/10", "b/2", "c"]
         );
+    }
+
+    /// The digest as one thread would take it: every entry's line, sorted.
+    fn digest_by_one_thread(root: &Path, skip: &Skip<'_>) -> String {
+        use std::os::unix::fs::MetadataExt;
+        let mut lines = Vec::new();
+        for e in walkdir::WalkDir::new(root).min_depth(1) {
+            let e = e.unwrap();
+            if skip(e.path()) {
+                continue;
+            }
+            let m = e.path().symlink_metadata().unwrap();
+            let rel = e.path().strip_prefix(root).unwrap().to_string_lossy();
+            lines.push(format!(
+                "{rel}\0{:o} {} {} {}.{} {}.{}\n",
+                m.mode(),
+                m.ino(),
+                m.size(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec()
+            ));
+        }
+        lines.sort_unstable();
+        let mut h = crate::digest::KeyHasher::new();
+        for l in &lines {
+            h.update(l);
+        }
+        h.finish_hex()
+    }
+
+    #[test]
+    fn a_tree_digest_read_on_threads_is_the_sorted_walk_and_sees_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for i in 0..300 {
+            let p = root.join(format!("pool/main/p/pkg{i:03}/pkg{i:03}_1_all.deb"));
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, i.to_string()).unwrap();
+        }
+        fs::create_dir_all(root.join("dists/s/main/binary-all")).unwrap();
+        fs::write(root.join("dists/s/Release"), b"r").unwrap();
+        let none = |_: &Path| false;
+        let first = tree_digest(root, &none).unwrap();
+        assert_eq!(first, digest_by_one_thread(root, &none));
+        for _ in 0..5 {
+            assert_eq!(tree_digest(root, &none).unwrap(), first);
+        }
+        // Skipped subtrees are left out as the walk leaves them out.
+        let dists = root.join("dists");
+        let skip = |p: &Path| p == dists;
+        assert_eq!(
+            tree_digest(root, &skip).unwrap(),
+            digest_by_one_thread(root, &|p: &Path| p.starts_with(&dists))
+        );
+        // One file deep in the pool changes: the digest does.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(root.join("pool/main/p/pkg150/pkg150_1_all.deb"), b"x").unwrap();
+        assert_ne!(tree_digest(root, &none).unwrap(), first);
+        // A link deep in the tree is an error without links, on any thread.
+        std::os::unix::fs::symlink("/etc", root.join("pool/main/p/pkg299/l")).unwrap();
+        assert!(tree_digest(root, &none).is_ok());
+        let e = tree_digest_without_links(root, &none).unwrap_err();
+        assert!(e.to_string().contains("pkg299/l: a symbolic link"), "{e}");
+        // An unreadable directory is an error, and the walk ends.
+        let locked = root.join("pool/main/p/pkg007");
+        fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
+        let unreadable = fs::read_dir(&locked).is_err();
+        let r = tree_digest(root, &none);
+        fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+        if unreadable {
+            assert!(r.is_err());
+        }
     }
 
     #[test]

@@ -186,7 +186,7 @@ impl Lock {
     pub fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         let mut sorted: Vec<&LockedPackage> = self.package.iter().collect();
         sorted.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
-        write!(out, "{HEADER}version = {}\n", self.version)?;
+        writeln!(out, "{HEADER}version = {}", self.version)?;
         if sorted.is_empty() {
             out.write_all(b"package = []\n")?;
         }

@@ -142,13 +142,14 @@ impl PackagesWriter {
         Ok(self.out.write_all(text.as_bytes()).map_err(at)?)
     }
 
-    /// The plain file and its compressed forms, each with its digests.
+    /// The plain file and its compressed forms, each with its digests. The
+    /// forms are made side by side: gzip is one thread, and runs while xz's
+    /// threads do.
     fn finish(self, kept: &[KeptForm]) -> Result<Vec<(String, Digests)>, RepoError> {
         let PackagesWriter { rel, path, out, .. } = self;
         let (mut buffered, plain) = out.finish();
         buffered.flush().map_err(FileError::at(&path))?;
-        let mut listed = vec![(rel.clone(), plain.clone())];
-        for (suffix, compression) in COMPRESSED {
+        let form = |(suffix, compression): (&str, Compression)| {
             let form_rel = format!("{rel}{suffix}");
             let form = dist_path(&path, suffix);
             let reused = kept.iter().find(|k| {
@@ -163,7 +164,20 @@ impl PackagesWriter {
                 }
                 _ => compress(&path, &form, compression)?,
             };
-            listed.push((form_rel, digests));
+            Ok::<_, RepoError>((form_rel, digests))
+        };
+        let forms: Vec<_> = std::thread::scope(|scope| {
+            let made: Vec<_> = COMPRESSED
+                .into_iter()
+                .map(|c| scope.spawn(move || form(c)))
+                .collect();
+            made.into_iter()
+                .map(|h| h.join().expect("compressing does not panic"))
+                .collect()
+        });
+        let mut listed = vec![(rel.clone(), plain.clone())];
+        for f in forms {
+            listed.push(f?);
         }
         Ok(listed)
     }

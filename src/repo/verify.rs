@@ -90,13 +90,13 @@ impl VerifyReport {
 /// A package as an index lists it: what the installability checks need.
 #[derive(Debug, Clone)]
 struct Listed {
-    /// The index that lists it.
-    index: std::path::PathBuf,
+    /// The index that lists it (one allocation for all its packages).
+    index: std::sync::Arc<Path>,
     name: String,
     version: String,
     filename: String,
     /// (field, value) of Pre-Depends and Depends.
-    depends: Vec<(String, String)>,
+    depends: Vec<(&'static str, String)>,
     provides: Vec<String>,
 }
 
@@ -355,6 +355,8 @@ fn verify_index(
 /// Checks every package a Packages index lists, and adds each to `listed`.
 fn verify_packages(root: &Path, index: &Path, r: &mut VerifyReport, listed: &mut Vec<Listed>) {
     let Ok(file) = File::open(index) else { return };
+    let index: std::sync::Arc<Path> = index.into();
+    let index = &index;
     let reader = match Compression::None.decoder(BufReader::new(file)) {
         Ok(rd) => rd,
         Err(e) => {
@@ -379,7 +381,7 @@ fn verify_packages(root: &Path, index: &Path, r: &mut VerifyReport, listed: &mut
 /// package file is there with the digests and control fields it gives.
 fn verify_stanza(
     root: &Path,
-    index: &Path,
+    index: &std::sync::Arc<Path>,
     stanza: &ControlParagraph,
     r: &mut VerifyReport,
     listed: &mut Vec<Listed>,
@@ -473,18 +475,18 @@ fn check_package_control(
 
 /// What the installability checks need of a stanza.
 fn listed_of(
-    index: &Path,
+    index: &std::sync::Arc<Path>,
     stanza: &crate::format::deb822::ControlParagraph,
     filename: &str,
 ) -> Listed {
     Listed {
-        index: index.to_path_buf(),
+        index: std::sync::Arc::clone(index),
         name: stanza.get("Package").unwrap_or("?").to_string(),
         version: stanza.get("Version").unwrap_or_default().to_string(),
         filename: filename.to_string(),
         depends: ["Pre-Depends", "Depends"]
             .iter()
-            .filter_map(|f| stanza.field(f).map(|v| (f.to_string(), v.folded())))
+            .filter_map(|&f| stanza.field(f).map(|v| (f, v.folded())))
             .collect(),
         provides: stanza
             .field("Provides")
@@ -511,6 +513,7 @@ pub fn installability(root: &Path) -> Vec<String> {
         let Ok(file) = File::open(&index) else {
             continue;
         };
+        let index: std::sync::Arc<Path> = index.into();
         for stanza in ParagraphReader::new(BufReader::new(file)) {
             match stanza {
                 Ok(s) => {

@@ -234,7 +234,10 @@ fn build_all(
             std::io::sink(),
             crate::digest::Hasher::new(crate::digest::DigestSet::SHA256),
         );
-        fetched.lock.write_text(&mut hashing).expect("a sink takes any text");
+        fetched
+            .lock
+            .write_text(&mut hashing)
+            .expect("a sink takes any text");
         hashing.finish().1.sha256
     } else {
         String::new()
