@@ -89,6 +89,16 @@ pub fn tree_digest(root: &Path, skip: &Skip<'_>) -> std::io::Result<String> {
     tree_digest_with(root, skip, true)
 }
 
+/// [`tree_digest`], called off (an error) as soon as `off` is set: a walk
+/// whose answer may turn out not to be needed.
+pub fn tree_digest_unless(
+    root: &Path,
+    skip: &Skip<'_>,
+    off: &std::sync::atomic::AtomicBool,
+) -> std::io::Result<String> {
+    walk_digest(root, skip, true, off)
+}
+
 /// [`tree_digest`] of a tree read through no symbolic link: an error at
 /// the first link (what a link points to can change with no trace in the
 /// tree itself).
@@ -104,10 +114,25 @@ pub type Skip<'a> = dyn Fn(&Path) -> bool + Sync + 'a;
 /// sorted before they are hashed, so the digest does not depend on the
 /// order they were read in.
 fn tree_digest_with(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Result<String> {
+    walk_digest(
+        root,
+        skip,
+        links,
+        &std::sync::atomic::AtomicBool::new(false),
+    )
+}
+
+fn walk_digest(
+    root: &Path,
+    skip: &Skip<'_>,
+    links: bool,
+    off: &std::sync::atomic::AtomicBool,
+) -> std::io::Result<String> {
     let walk = TreeWalk {
         pending: std::sync::Mutex::new(vec![(root.to_path_buf(), String::new())]),
         busy: std::sync::atomic::AtomicUsize::new(1),
         stop: std::sync::atomic::AtomicBool::new(false),
+        off,
         failed: std::sync::Mutex::new(None),
         skip,
         links,
@@ -122,6 +147,9 @@ fn tree_digest_with(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Resul
     });
     if let Some(e) = walk.failed.into_inner().expect("walk error") {
         return Err(e);
+    }
+    if off.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
     }
     lines.sort_unstable();
     let mut h = crate::digest::KeyHasher::new();
@@ -138,6 +166,8 @@ struct TreeWalk<'a> {
     busy: std::sync::atomic::AtomicUsize,
     /// Set at the first error: the digest is that error, nothing more is read.
     stop: std::sync::atomic::AtomicBool,
+    /// Set by the caller: the digest is no longer wanted.
+    off: &'a std::sync::atomic::AtomicBool,
     failed: std::sync::Mutex<Option<std::io::Error>>,
     skip: &'a Skip<'a>,
     links: bool,
@@ -149,7 +179,7 @@ impl TreeWalk<'_> {
     fn work(&self) -> Vec<String> {
         use std::sync::atomic::Ordering;
         let mut lines = Vec::new();
-        while !self.stop.load(Ordering::Acquire) {
+        while !self.stop.load(Ordering::Acquire) && !self.off.load(Ordering::Relaxed) {
             let next = self.pending.lock().expect("walk queue").pop();
             let Some((dir, rel)) = next else {
                 if self.busy.load(Ordering::Acquire) == 0 {
@@ -373,6 +403,15 @@ mod tests {
         assert!(tree_digest(root, &none).is_ok());
         let e = tree_digest_without_links(root, &none).unwrap_err();
         assert!(e.to_string().contains("pkg299/l: a symbolic link"), "{e}");
+        // A walk called off is an error, never a digest of part of the tree.
+        let off = std::sync::atomic::AtomicBool::new(true);
+        let e = tree_digest_unless(root, &none, &off).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted);
+        off.store(false, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            tree_digest_unless(root, &none, &off).unwrap(),
+            tree_digest(root, &none).unwrap()
+        );
         // An unreadable directory is an error, and the walk ends.
         let locked = root.join("pool/main/p/pkg007");
         fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();

@@ -19,11 +19,11 @@
 use std::path::{Path, PathBuf};
 
 use super::build::{BuildReport, BuildSettings};
-use crate::files::{FileIdentity, tree_digest};
+use crate::files::{FileIdentity, tree_digest, tree_digest_unless};
 use crate::report::{Event, Reporter};
 
-/// Bumped when what the stamp means changes.
-const STAMP_FORMAT: u32 = 2;
+/// Bumped when what the stamp means changes (3: `project` on its own).
+const STAMP_FORMAT: u32 = 3;
 
 /// What a stamped build said that a user should see again from the no-op
 /// (progress is not replayed).
@@ -113,6 +113,9 @@ struct BuildStamp {
     settings: String,
     /// The Release's date.
     date: i64,
+    /// The project's digest ([`Before`]'s, without the lock): where it
+    /// differs (a recipe edited) nothing else needs a look.
+    project: String,
     /// The package files the build read outside the project (path recipes'
     /// files, cache files), by path.
     inputs: Vec<PathBuf>,
@@ -126,6 +129,15 @@ struct BuildStamp {
     said: Vec<Said>,
     output: crate::repo::OutputReport,
     repo_config: Option<(String, Option<String>)>,
+}
+
+/// What a build stamp is checked by first: read without building the rest
+/// (a stamp of thousands of packages is megabytes).
+#[derive(serde::Deserialize)]
+struct StampHead {
+    format: u32,
+    settings: String,
+    project: String,
 }
 
 /// A build that may be answered from its stamp, or stamped after it ran.
@@ -183,26 +195,40 @@ impl<'s> Probe<'s> {
     /// The stamp, when the settings are the same and no file it names
     /// changed; and the project as found (for the build, when it did).
     fn matching_stamp(&self) -> (Option<BuildStamp>, Option<Before>) {
-        let stamp = crate::input::read(&self.path, crate::input::limit::LOCK)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<BuildStamp>(&bytes).ok())
-            .filter(|s| s.format == STAMP_FORMAT && s.settings == self.settings);
-        let Some(stamp) = stamp else {
+        let bytes = crate::input::read(&self.path, crate::input::limit::LOCK).ok();
+        let head = bytes
+            .as_deref()
+            .and_then(|b| serde_json::from_slice::<StampHead>(b).ok())
+            .filter(|h| h.format == STAMP_FORMAT && h.settings == self.settings);
+        let Some(head) = head else {
             return (None, self.before());
         };
         // Under the output's lock: a build writing it now is not half seen.
         let Ok(_lock) = crate::repo::lock_output(&self.s.out) else {
             return (None, self.before());
         };
+        // The output's walk, beside the project's; called off when the
+        // project already differs (a recipe edited: the usual change).
+        let off = std::sync::atomic::AtomicBool::new(false);
         let (before, tree, generations) = std::thread::scope(|scope| {
-            let tree = scope.spawn(|| tree_digest(&self.s.out, &|_| false).ok());
+            let tree = scope.spawn(|| tree_digest_unless(&self.s.out, &|_| false, &off).ok());
             let generations = scope.spawn(|| self.generations_digest());
+            let before = self.before();
+            if before.as_ref().is_none_or(|b| b.project != head.project) {
+                off.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             (
-                self.before(),
+                before,
                 tree.join().ok().flatten(),
                 generations.join().ok().flatten(),
             )
         });
+        if off.into_inner() {
+            return (None, before);
+        }
+        let Some(stamp) = bytes.and_then(|b| serde_json::from_slice::<BuildStamp>(&b).ok()) else {
+            return (None, before);
+        };
         let identity = before
             .as_ref()
             .and_then(|b| b.with(&identities(&stamp.inputs)?));
@@ -323,6 +349,7 @@ impl<'s> Probe<'s> {
             format: STAMP_FORMAT,
             settings: self.settings.clone(),
             date: self.date(),
+            project: before.project.clone(),
             inputs: inputs.into_iter().map(|(f, _)| f).collect(),
             identity,
             tree: report.output.tree.clone(),
