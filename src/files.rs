@@ -24,10 +24,24 @@ pub enum Existing {
 /// mode 0644 (a web server serves what we write; secrets never come
 /// through here), written, fsynced, renamed.
 pub fn write_atomic(path: &Path, data: &[u8], existing: Existing) -> Result<(), FileError> {
+    write_atomic_with(path, existing, &mut |w| w.write_all(data))
+}
+
+/// [`write_atomic`] of what `write` writes (streamed: a lock of thousands
+/// of packages is never whole in memory).
+pub fn write_atomic_with(
+    path: &Path,
+    existing: Existing,
+    write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), FileError> {
     let dir = parent(path);
     fs::create_dir_all(dir).map_err(FileError::at(dir))?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(FileError::at(dir))?;
-    tmp.write_all(data).map_err(FileError::at(path))?;
+    {
+        let mut buffered = std::io::BufWriter::new(tmp.as_file_mut());
+        write(&mut buffered).map_err(FileError::at(path))?;
+        buffered.flush().map_err(FileError::at(path))?;
+    }
     tmp.as_file()
         .set_permissions(fs::Permissions::from_mode(0o644))
         .map_err(FileError::at(path))?;
@@ -129,9 +143,12 @@ fn walk_digest(
     off: &std::sync::atomic::AtomicBool,
 ) -> std::io::Result<String> {
     let walk = TreeWalk {
-        pending: std::sync::Mutex::new(vec![(root.to_path_buf(), String::new())]),
-        busy: std::sync::atomic::AtomicUsize::new(1),
-        stop: std::sync::atomic::AtomicBool::new(false),
+        queue: std::sync::Mutex::new(Queue {
+            dirs: vec![(root.to_path_buf(), String::new())],
+            busy: 1,
+            stop: false,
+        }),
+        ready: std::sync::Condvar::new(),
         off,
         failed: std::sync::Mutex::new(None),
         skip,
@@ -159,13 +176,13 @@ fn walk_digest(
     Ok(h.finish_hex())
 }
 
-/// The directories a tree digest has still to read, shared by its threads.
+/// A tree digest's walk, shared by its threads: a thread waits for a
+/// directory while others read (never spins), and the walk ends when none
+/// is left, at the first error, or when the caller calls it off.
 struct TreeWalk<'a> {
-    pending: std::sync::Mutex<Vec<(PathBuf, String)>>,
-    /// Directories pending or being read: the walk ends at zero.
-    busy: std::sync::atomic::AtomicUsize,
-    /// Set at the first error: the digest is that error, nothing more is read.
-    stop: std::sync::atomic::AtomicBool,
+    queue: std::sync::Mutex<Queue>,
+    /// Signalled when a directory is queued or one is done.
+    ready: std::sync::Condvar,
     /// Set by the caller: the digest is no longer wanted.
     off: &'a std::sync::atomic::AtomicBool,
     failed: std::sync::Mutex<Option<std::io::Error>>,
@@ -173,28 +190,71 @@ struct TreeWalk<'a> {
     links: bool,
 }
 
+struct Queue {
+    dirs: Vec<(PathBuf, String)>,
+    /// Directories queued or being read: the walk ends at zero.
+    busy: usize,
+    /// An error (or a panic): nothing more is read.
+    stop: bool,
+}
+
+/// Marks a directory done however its reading ends (an error, a panic):
+/// no thread waits for it for ever.
+struct Done<'w, 'a> {
+    walk: &'w TreeWalk<'a>,
+    failed: bool,
+}
+
+impl Drop for Done<'_, '_> {
+    fn drop(&mut self) {
+        let mut q = self.walk.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.busy -= 1;
+        q.stop |= self.failed || std::thread::panicking();
+        self.walk.ready.notify_all();
+    }
+}
+
 impl TreeWalk<'_> {
-    /// Reads directories until none is left (or one failed); the lines of
-    /// the entries read.
+    /// Reads directories until none is left (or the walk stops); the lines
+    /// of the entries read.
     fn work(&self) -> Vec<String> {
-        use std::sync::atomic::Ordering;
         let mut lines = Vec::new();
-        while !self.stop.load(Ordering::Acquire) && !self.off.load(Ordering::Relaxed) {
-            let next = self.pending.lock().expect("walk queue").pop();
-            let Some((dir, rel)) = next else {
-                if self.busy.load(Ordering::Acquire) == 0 {
-                    return lines;
-                }
-                std::thread::yield_now();
-                continue;
+        while let Some((dir, rel)) = self.next() {
+            let mut done = Done {
+                walk: self,
+                failed: false,
             };
             if let Err(e) = self.read(&dir, &rel, &mut lines) {
                 self.failed.lock().expect("walk error").get_or_insert(e);
-                self.stop.store(true, Ordering::Release);
+                done.failed = true;
             }
-            self.busy.fetch_sub(1, Ordering::AcqRel);
         }
         lines
+    }
+
+    /// The next directory to read, waiting while others are read; `None`
+    /// when the walk is over.
+    fn next(&self) -> Option<(PathBuf, String)> {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if q.stop || self.off.load(std::sync::atomic::Ordering::Relaxed) {
+                return None;
+            }
+            if let Some(d) = q.dirs.pop() {
+                return Some(d);
+            }
+            if q.busy == 0 {
+                return None;
+            }
+            q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn queue(&self, dir: PathBuf, rel: String) {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.busy += 1;
+        q.dirs.push((dir, rel));
+        self.ready.notify_one();
     }
 
     /// One directory's entries as lines; its subdirectories queued.
@@ -215,9 +275,7 @@ impl TreeWalk<'_> {
             // Relative to the open directory (fstatat), not the whole path.
             let m = e.metadata()?;
             if m.is_dir() {
-                self.busy.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-                let queued = (path, child.clone());
-                self.pending.lock().expect("walk queue").push(queued);
+                self.queue(path, child.clone());
             } else if m.is_symlink() && !self.links {
                 return Err(std::io::Error::other(format!(
                     "{}: a symbolic link",
@@ -412,6 +470,17 @@ mod tests {
             tree_digest_unless(root, &none, &off).unwrap(),
             tree_digest(root, &none).unwrap()
         );
+        // A walk whose reading panics (here in `skip`, deep in the tree)
+        // panics on the caller's thread; it never waits for ever.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let tree = root.to_path_buf();
+        std::thread::spawn(move || {
+            let deep = |p: &Path| p.ends_with("pkg200") && panic!("a skip that panics");
+            let r = std::panic::catch_unwind(|| tree_digest(&tree, &deep));
+            let _ = tx.send(r.is_err());
+        });
+        let panicked = rx.recv_timeout(std::time::Duration::from_secs(20));
+        assert_eq!(panicked, Ok(true), "the walk ends, as a panic");
         // An unreadable directory is an error, and the walk ends.
         let locked = root.join("pool/main/p/pkg007");
         fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();

@@ -19,7 +19,7 @@ use std::io;
 use std::path::PathBuf;
 
 pub use build::{BuildOptions, BuildReport, build_from_dir};
-pub use compression::Compression;
+pub use compression::{Compression, INDEX_FORMS};
 pub use read::{ControlFile, ControlFiles, DataEntry, DebFile, EntryKind, Member, MemberRole};
 
 use crate::format::control::ControlError;

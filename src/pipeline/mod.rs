@@ -524,7 +524,13 @@ impl<'a> Session<'a> {
 
     /// Writes the lock file atomically (temporary name, then rename).
     pub fn write_lock(&self, lock: &Lock) -> Result<(), PipelineError> {
-        write_atomic(&self.lock_path, lock.to_text().as_bytes())
+        let existing = crate::files::Existing::Replace;
+        let mut text = |w: &mut dyn std::io::Write| lock.write_text(w);
+        Ok(crate::files::write_atomic_with(
+            &self.lock_path,
+            existing,
+            &mut text,
+        )?)
     }
 
     fn transport(&self, source: &str) -> Option<&(dyn Transport + 'a)> {

@@ -186,7 +186,8 @@ impl Lock {
     pub fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         let mut sorted: Vec<&LockedPackage> = self.package.iter().collect();
         sorted.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
-        writeln!(out, "{HEADER}version = {}", self.version)?;
+        // This debforge's version, whatever the lock was read with.
+        writeln!(out, "{HEADER}version = {LOCK_VERSION}")?;
         if sorted.is_empty() {
             out.write_all(b"package = []\n")?;
         }
@@ -305,11 +306,19 @@ mod tests {
         full.for_base = true;
         for lock in [
             Lock::new(Vec::new()),
-            Lock::new(vec![pkg("b", 'b'), full, pkg("a", 'a')]),
+            Lock::new(vec![pkg("b", 'b'), full.clone(), pkg("a", 'a')]),
         ] {
             let whole = format!("{HEADER}{}", toml::to_string(&lock).unwrap());
             assert_eq!(lock.to_text(), whole);
         }
+        // A lock not built by `Lock::new` (unsorted, another version) is
+        // written sorted, as this debforge's version.
+        let unsorted = Lock {
+            version: 9,
+            package: vec![pkg("b", 'b'), full.clone(), pkg("a", 'a')],
+        };
+        let sorted = Lock::new(vec![pkg("a", 'a'), pkg("b", 'b'), full]);
+        assert_eq!(unsorted.to_text(), sorted.to_text());
     }
 
     #[test]

@@ -266,10 +266,11 @@ pub struct Missing {
     pub needs: String,
     /// What the base and the repository have by those names.
     pub found: Vec<String>,
-    /// The architecture whose machines lack it, where the bases are of
-    /// one architecture each (a source's index).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub architecture: Option<String>,
+    /// The architectures whose machines lack it, where the bases are of
+    /// one architecture each (a source's index) and not all of them do;
+    /// empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub architectures: Vec<String>,
 }
 
 impl std::fmt::Display for Missing {
@@ -280,10 +281,10 @@ impl std::fmt::Display for Missing {
         } else {
             write!(f, "only {} there", self.found.join(", "))
         }?;
-        match &self.architecture {
-            Some(arch) => write!(f, " on {arch}"),
-            None => Ok(()),
+        if self.architectures.is_empty() {
+            return Ok(());
         }
+        write!(f, " on {}", self.architectures.join(", "))
     }
 }
 
@@ -390,7 +391,8 @@ pub fn missing<B: Borrow<Base>>(ours: &[Package], bases: &[B]) -> Vec<Missing> {
 
 /// [`missing`] for each of `architectures` where a base is of one
 /// architecture: that architecture's packages (and `all`) against the
-/// bases of it and of every architecture. Said once each.
+/// bases of it and of every architecture. Said once each, with the
+/// architectures that lack it (none named when every one does).
 pub fn missing_by_architecture(
     ours: &[Package],
     bases: &[Base],
@@ -402,11 +404,21 @@ pub fn missing_by_architecture(
     let mut out: Vec<Missing> = Vec::new();
     for arch in architectures {
         let (mine, theirs) = of_architecture(ours, bases, arch);
-        for mut m in missing(&mine, &theirs) {
-            m.architecture = Some(arch.clone());
-            if !out.contains(&m) {
-                out.push(m);
+        for m in missing(&mine, &theirs) {
+            let same =
+                |o: &&mut Missing| (&o.chain, &o.needs, &o.found) == (&m.chain, &m.needs, &m.found);
+            match out.iter_mut().find(same) {
+                Some(o) => o.architectures.push(arch.clone()),
+                None => out.push(Missing {
+                    architectures: vec![arch.clone()],
+                    ..m
+                }),
             }
+        }
+    }
+    for m in &mut out {
+        if m.architectures.len() == architectures.len() {
+            m.architectures.clear();
         }
     }
     out
@@ -607,7 +619,7 @@ impl<'a> Walk<'_, 'a> {
             chain: self.chain.iter().map(|(n, v)| format!("{n} {v}")).collect(),
             needs,
             found,
-            architecture: None,
+            architectures: Vec::new(),
         });
     }
 }
@@ -709,8 +721,46 @@ mod tests {
             ]
         );
         assert_eq!(
-            said(&[amd64, machine]),
+            said(&[amd64.clone(), machine]),
             ["tool 1 → libx: neither the base nor the repository has it on arm64"]
+        );
+        // doc (all) lacks liby on both architectures: said once, naming
+        // none (every architecture lacks it).
+        let bare = |arch: &str| {
+            // libx for amd64 only, liby for neither.
+            let lib = if arch == "amd64" { "libx" } else { "libz" };
+            let mut b = base(&format!(
+                "Package: {lib}\nVersion: 1\nArchitecture: {arch}\nFilename: pool/{lib}.deb\n"
+            ));
+            b.architecture = Some(arch.into());
+            b
+        };
+        assert_eq!(
+            said(&[bare("amd64"), bare("arm64")]),
+            [
+                "doc 1 → liby: neither the base nor the repository has it",
+                "tool 1 → libx: neither the base nor the repository has it on arm64",
+            ]
+        );
+        // Three architectures, two of them lacking it: both named.
+        let three = [
+            "amd64".to_string(),
+            "arm64".to_string(),
+            "ppc64el".to_string(),
+        ];
+        let mut ppc = base("Package: liby\nVersion: 1\nArchitecture: all\nFilename: pool/y.deb\n");
+        ppc.architecture = Some("ppc64el".into());
+        let lacking: Vec<String> =
+            missing_by_architecture(&ours, &[bare("amd64"), bare("arm64"), ppc], &three)
+                .iter()
+                .map(|m| m.to_string())
+                .collect();
+        assert!(
+            lacking.contains(
+                &"doc 1 → liby: neither the base nor the repository has it on amd64, arm64"
+                    .to_string()
+            ),
+            "{lacking:?}"
         );
     }
 

@@ -40,6 +40,10 @@ pub struct Generation {
     /// is published again without writing and compressing them anew.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub indexes: Vec<KeptIndex>,
+    /// How its compressed indexes were made ([`crate::deb::INDEX_FORMS`]):
+    /// a build reuses them only where it would make the same bytes.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub forms: String,
 }
 
 /// One index file of a generation: its path under `dists/<suite>/` and its
@@ -49,6 +53,9 @@ pub struct KeptIndex {
     pub path: String,
     pub digests: crate::digest::Digests,
 }
+
+/// How this debforge compresses indexes: what a generation records.
+pub use crate::deb::INDEX_FORMS;
 
 /// Where the generations' index files are kept, by SHA256: written once,
 /// never changed (the same indexes in two generations are one file).
@@ -111,6 +118,9 @@ fn try_keep_indexes(out: &Path, suite: &str, files: &[String]) -> Option<Vec<Kep
 /// from (checked as [`kept_indexes`] checks them): what a build whose plain
 /// index has the same bytes links instead of compressing again.
 pub fn kept_forms(out: &Path, g: &Generation) -> Vec<super::KeptForm> {
+    if g.forms != crate::deb::INDEX_FORMS {
+        return Vec::new();
+    }
     let Some(files) = kept_indexes(out, g) else {
         return Vec::new();
     };
@@ -634,6 +644,7 @@ mod tests {
             pins: Some(String::new()),
             repository: Some(crate::repo::RepoConfig::default()),
             indexes: keep_indexes(out, "bionic", &report.index.files),
+            forms: crate::deb::INDEX_FORMS.to_string(),
         }
     }
 
@@ -659,6 +670,16 @@ mod tests {
         std::fs::copy(&v1[0].file, &old).unwrap();
         let all = list(&out).unwrap();
         assert_eq!(all.iter().map(|g| g.number).collect::<Vec<_>>(), [1, 2]);
+        // Its compressed indexes are offered for reuse (.gz and .xz of each
+        // Packages), unless they were made otherwise than this debforge
+        // makes them (an older manifest says nothing of how).
+        let forms = kept_forms(&out, &all[1]);
+        assert!(forms.len() >= 2 && forms.iter().all(|f| f.rel.ends_with("z")));
+        let mut other = all[1].clone();
+        other.forms = "xz preset 6, 512 KiB blocks".into();
+        assert!(kept_forms(&out, &other).is_empty());
+        other.forms.clear();
+        assert!(kept_forms(&out, &other).is_empty());
         // A build reads the last manifests only; the history reads all and
         // says what it cannot read.
         let first = dir_of(&out).join("000001.json");

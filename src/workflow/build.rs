@@ -242,8 +242,9 @@ fn build_all(
     } else {
         String::new()
     };
-    // Everything downstream comes from the artifacts (memory: a lock entry
-    // and a recipe per package less while the repository is written).
+    // Everything downstream comes from the artifacts (memory: the lock's
+    // copy of each entry and the resolved files go before the repository
+    // is written; the recipes and entries the artifacts share stay).
     drop(fetched);
     let date = s.dates.source_date_epoch.unwrap_or(s.dates.now);
     let params = crate::repo::RepoParams {
@@ -512,6 +513,7 @@ fn record_generation(
         pins: Some(pins.to_string()),
         repository: Some(config.clone()),
         indexes: generations::keep_indexes(out, &config.suite, &report.index.files),
+        forms: generations::INDEX_FORMS.to_string(),
     };
     let (g, new) = generations::record(out, g)?;
     Ok((g.number, new))
