@@ -28,6 +28,9 @@ pub mod limit {
     pub const RELEASE: u64 = 32 << 20;
     /// A bundle's SHA256SUMS (about 130 bytes a file: 120,000 files).
     pub const SUMS: u64 = 16 << 20;
+    /// The map of an index's compressed pieces (about 200 bytes a piece of
+    /// up to 128 KiB).
+    pub const PIECE_MAP: u64 = 16 << 20;
     /// A file a built package installs, or its copyright file.
     pub const PAYLOAD: u64 = 1 << 30;
 }

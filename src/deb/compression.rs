@@ -89,52 +89,7 @@ impl Compression {
             Compression::Zstd => Encoder::Zstd(zstd::Encoder::new(output, level as i32)?),
         })
     }
-
-    /// A compressing writer for a repository index (`Packages`): the
-    /// default level; for xz, preset 6 in independent blocks of
-    /// [`INDEX_XZ_BLOCK`] with a dictionary of that size (a larger one
-    /// cannot help inside a block), on up to [`INDEX_XZ_THREADS`] cores.
-    /// The bytes depend on the input only. A 2 MB `Packages` (5,000
-    /// packages, `xz` 5.4): 210,852 bytes in 256 KiB blocks, in 0.11 s on
-    /// two cores with about 4.5 MiB per thread; 209,964 in 512 KiB blocks
-    /// (0.14 s, 8 MiB per thread); 208,568 in one block with a 256 KiB
-    /// dictionary, on one core (0.22 s).
-    pub fn index_encoder<W: Write>(self, output: W) -> io::Result<Encoder<W>> {
-        if self != Compression::Xz {
-            return self.encoder(output, self.default_level(), 1);
-        }
-        let mut options = liblzma::stream::LzmaOptions::new_preset(6).map_err(io::Error::other)?;
-        options.dict_size(INDEX_XZ_BLOCK as u32);
-        let mut filters = liblzma::stream::Filters::new();
-        filters.lzma2(&options);
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(INDEX_XZ_THREADS) as u32;
-        let stream = liblzma::stream::MtStreamBuilder::new()
-            .filters(filters)
-            .block_size(INDEX_XZ_BLOCK)
-            .threads(threads)
-            .check(liblzma::stream::Check::Crc64)
-            .encoder()
-            .map_err(io::Error::other)?;
-        Ok(Encoder::Xz(liblzma::write::XzEncoder::new_stream(
-            output, stream,
-        )))
-    }
 }
-
-/// The xz block (and dictionary) size of repository indexes.
-pub const INDEX_XZ_BLOCK: u64 = 256 * 1024;
-
-/// How repository indexes are compressed, recorded with each generation:
-/// its compressed indexes are reused by a later build only where that build
-/// would make the same bytes (a debforge that compresses otherwise makes
-/// them anew). Change it with any change to [`Compression::index_encoder`].
-pub const INDEX_FORMS: &str = "gzip 9; xz preset 6, 256 KiB blocks and dictionary";
-
-/// At most this many threads compress one index: each holds its own
-/// encoder (memory), and an index of 5,000 packages is 8 blocks.
-pub const INDEX_XZ_THREADS: usize = 4;
 
 impl fmt::Display for Compression {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -8,6 +8,7 @@
 //! data part.
 
 pub mod ar;
+pub mod blocks;
 pub mod build;
 pub mod compression;
 pub mod listing;
@@ -18,8 +19,9 @@ pub mod targuard;
 use std::io;
 use std::path::PathBuf;
 
+pub use blocks::INDEX_FORMS;
 pub use build::{BuildOptions, BuildReport, build_from_dir};
-pub use compression::{Compression, INDEX_FORMS};
+pub use compression::Compression;
 pub use read::{ControlFile, ControlFiles, DataEntry, DebFile, EntryKind, Member, MemberRole};
 
 use crate::format::control::ControlError;

@@ -70,8 +70,10 @@ pub fn indexes_dir(out: &Path) -> PathBuf {
 /// them disagree). Best effort: with any problem nothing is kept, and the
 /// generation is published again by writing its indexes anew. Returns what
 /// a generation records of them.
-pub fn keep_indexes(out: &Path, suite: &str, files: &[String]) -> Vec<KeptIndex> {
-    try_keep_indexes(out, suite, files).unwrap_or_default()
+pub fn keep_indexes(out: &Path, suite: &str, index: &super::IndexReport) -> Vec<KeptIndex> {
+    let kept = try_keep_indexes(out, suite, &index.files).unwrap_or_default();
+    keep_piece_maps(out, &kept, index);
+    kept
 }
 
 fn try_keep_indexes(out: &Path, suite: &str, files: &[String]) -> Option<Vec<KeptIndex>> {
@@ -114,32 +116,55 @@ fn try_keep_indexes(out: &Path, suite: &str, files: &[String]) -> Option<Vec<Kep
     Some(kept)
 }
 
-/// The compressed indexes `g` kept, each with the plain index it was made
-/// from (checked as [`kept_indexes`] checks them): what a build whose plain
-/// index has the same bytes links instead of compressing again.
-pub fn kept_forms(out: &Path, g: &Generation) -> Vec<super::KeptForm> {
-    if g.forms != crate::deb::INDEX_FORMS {
-        return Vec::new();
+/// The compressed pieces `g`'s kept indexes hold, by the SHA256 of their
+/// plain bytes ([`super::pieces`]): what a build copies instead of
+/// compressing again. Only from maps written by a debforge that compresses
+/// as this one does, each of whose two forms `g` kept (a wrong map costs
+/// nothing but time: the forms a build copies into are checked to
+/// decompress to its plain index).
+pub fn kept_pieces(out: &Path, g: &Generation) -> super::KeptPieces {
+    use crate::format::path::is_hex_digest;
+    let mut kept = super::KeptPieces::default();
+    if g.forms != INDEX_FORMS {
+        return kept;
     }
-    let Some(files) = kept_indexes(out, g) else {
-        return Vec::new();
-    };
-    let mut forms = Vec::new();
-    for (rel, file, digests) in &files {
-        let Some(plain_rel) = rel.strip_suffix(".gz").or_else(|| rel.strip_suffix(".xz")) else {
+    let store = indexes_dir(out);
+    for k in g.indexes.iter().filter(|k| k.path.ends_with(".xz")) {
+        let listed =
+            |sha: &str| is_hex_digest(sha, 64) && g.indexes.iter().any(|i| i.digests.sha256 == sha);
+        let path = store.join(format!("{}.pieces", k.digests.sha256));
+        let Ok(text) = crate::input::read_to_string(&path, crate::input::limit::PIECE_MAP) else {
             continue;
         };
-        if let Some((_, _, plain)) = files.iter().find(|(r, _, _)| r == plain_rel) {
-            forms.push(super::KeptForm {
-                plain_rel: plain_rel.to_string(),
-                plain_sha256: plain.sha256.clone(),
-                rel: rel.clone(),
-                file: file.clone(),
-                digests: digests.clone(),
-            });
+        let Ok(map) = serde_json::from_str::<super::PieceMap>(&text) else {
+            continue;
+        };
+        if map.forms == INDEX_FORMS
+            && map.xz_sha256 == k.digests.sha256
+            && listed(&map.xz_sha256)
+            && listed(&map.gz_sha256)
+        {
+            let (xz, gz) = (store.join(&map.xz_sha256), store.join(&map.gz_sha256));
+            kept.add(map, &xz, &gz);
         }
     }
-    forms
+    kept
+}
+
+/// Keeps each piece map of `index` whose two forms were kept, beside them
+/// as `<xz sha256>.pieces` (written once; best effort, like the forms).
+fn keep_piece_maps(out: &Path, kept: &[KeptIndex], index: &super::IndexReport) {
+    let store = indexes_dir(out);
+    let is_kept = |sha: &str| kept.iter().any(|k| k.digests.sha256 == sha);
+    for map in &index.pieces {
+        let path = store.join(format!("{}.pieces", map.xz_sha256));
+        if !is_kept(&map.xz_sha256) || !is_kept(&map.gz_sha256) || path.is_file() {
+            continue;
+        }
+        if let Ok(json) = serde_json::to_vec(map) {
+            let _ = crate::files::write_atomic(&path, &json, crate::files::Existing::Replace);
+        }
+    }
 }
 
 /// The kept index files of `g` with their digests, each checked (size and
@@ -585,7 +610,7 @@ pub fn materialize(
         pause_in_swap: None,
         retain,
         retain_from: Some(out.to_path_buf()),
-        kept_forms: Vec::new(),
+        kept_pieces: super::KeptPieces::default(),
     };
     let dest = materialized_dir(out);
     // Each of its files still has the bytes the manifest says (the output's
@@ -643,7 +668,7 @@ mod tests {
             pins_sha256: crate::digest::sha256_hex(b""),
             pins: Some(String::new()),
             repository: Some(crate::repo::RepoConfig::default()),
-            indexes: keep_indexes(out, "bionic", &report.index.files),
+            indexes: keep_indexes(out, "bionic", &report.index),
             forms: crate::deb::INDEX_FORMS.to_string(),
         }
     }
@@ -670,16 +695,15 @@ mod tests {
         std::fs::copy(&v1[0].file, &old).unwrap();
         let all = list(&out).unwrap();
         assert_eq!(all.iter().map(|g| g.number).collect::<Vec<_>>(), [1, 2]);
-        // Its compressed indexes are offered for reuse (.gz and .xz of each
-        // Packages), unless they were made otherwise than this debforge
-        // makes them (an older manifest says nothing of how).
-        let forms = kept_forms(&out, &all[1]);
-        assert!(forms.len() >= 2 && forms.iter().all(|f| f.rel.ends_with("z")));
+        // Its compressed pieces are offered for reuse, unless they were made
+        // otherwise than this debforge makes them (an older manifest says
+        // nothing of how).
+        assert_eq!(kept_pieces(&out, &all[1]).len(), 1);
         let mut other = all[1].clone();
         other.forms = "xz preset 6, 512 KiB blocks".into();
-        assert!(kept_forms(&out, &other).is_empty());
+        assert!(kept_pieces(&out, &other).is_empty());
         other.forms.clear();
-        assert!(kept_forms(&out, &other).is_empty());
+        assert!(kept_pieces(&out, &other).is_empty());
         // A build reads the last manifests only; the history reads all and
         // says what it cannot read.
         let first = dir_of(&out).join("000001.json");

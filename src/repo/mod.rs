@@ -16,6 +16,7 @@ pub mod against;
 pub mod generations;
 mod in_place;
 pub mod index;
+pub mod pieces;
 pub mod policy;
 pub mod pool;
 #[cfg(test)]
@@ -34,10 +35,10 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::deb::Compression;
 use crate::digest::Digests;
 use crate::format::release::{ReleaseFields, render};
 use crate::openpgp::sign::{SignError, SigningKey, sign_cleartext, sign_detached};
+pub use pieces::{KeptPieces, PieceMap};
 
 pub use index::{IndexCache, IndexError, IndexStats, IndexedDeb, index_tree, read_deb, walk_debs};
 
@@ -100,22 +101,23 @@ pub enum RepoError {
     },
 }
 
-/// One `Packages` index: the plain file written as stanzas come (hashed
-/// on the way), then its compressed forms made from it on `finish`, or,
-/// when an earlier generation kept forms of exactly these bytes, linked
-/// from those (nothing compressed again).
-struct PackagesWriter {
+/// One `Packages` index: the plain file and its compressed forms written
+/// as stanzas come (each hashed on the way), the forms in pieces
+/// ([`pieces`]), copied where an earlier generation compressed them.
+struct PackagesWriter<'k> {
     rel: String,
     path: PathBuf,
     out: crate::digest::HashingWriter<BufWriter<File>>,
+    forms: pieces::FormsWriter<'k>,
     first: bool,
 }
 
-/// The compressed forms written beside each plain `Packages`.
-const COMPRESSED: [(&str, Compression); 2] = [(".gz", Compression::Gzip), (".xz", Compression::Xz)];
-
-impl PackagesWriter {
-    fn create(dist: &Path, dir: &str) -> Result<PackagesWriter, RepoError> {
+impl<'k> PackagesWriter<'k> {
+    fn create(
+        dist: &Path,
+        dir: &str,
+        kept: &'k KeptPieces,
+    ) -> Result<PackagesWriter<'k>, RepoError> {
         let rel = format!("{dir}Packages");
         let path = dist.join(&rel);
         let parent = crate::files::parent(&path);
@@ -125,61 +127,51 @@ impl PackagesWriter {
             BufWriter::new(file),
             crate::digest::Hasher::new(crate::digest::DigestSet::ALL),
         );
+        let forms =
+            pieces::FormsWriter::create(&dist_path(&path, ".xz"), &dist_path(&path, ".gz"), kept)?;
         Ok(PackagesWriter {
             rel,
             path,
             out,
+            forms,
             first: true,
         })
     }
 
     fn write_stanza(&mut self, text: &str) -> Result<(), RepoError> {
         let at = FileError::at(&self.path);
-        if !self.first {
-            self.out.write_all(b"\n").map_err(&at)?;
-        }
+        let separator: &[u8] = if self.first { b"" } else { b"\n" };
         self.first = false;
-        Ok(self.out.write_all(text.as_bytes()).map_err(at)?)
+        self.out.write_all(separator).map_err(&at)?;
+        self.out.write_all(text.as_bytes()).map_err(at)?;
+        self.forms.stanza(separator, text.as_bytes())
     }
 
-    /// The plain file and its compressed forms, each with its digests. The
-    /// forms are made side by side: gzip is one thread, and runs while xz's
-    /// threads do.
-    fn finish(self, kept: &[KeptForm]) -> Result<Vec<(String, Digests)>, RepoError> {
-        let PackagesWriter { rel, path, out, .. } = self;
+    /// The plain file and its compressed forms, each with its digests, and
+    /// the map of the forms' pieces.
+    fn finish(self) -> Result<(Vec<(String, Digests)>, PieceMap), RepoError> {
+        let PackagesWriter {
+            rel,
+            path,
+            out,
+            forms,
+            ..
+        } = self;
         let (mut buffered, plain) = out.finish();
         buffered.flush().map_err(FileError::at(&path))?;
-        let form = |(suffix, compression): (&str, Compression)| {
-            let form_rel = format!("{rel}{suffix}");
-            let form = dist_path(&path, suffix);
-            let reused = kept.iter().find(|k| {
-                k.plain_rel == rel && k.plain_sha256 == plain.sha256 && k.rel == form_rel
-            });
-            let digests = match reused {
-                Some(k)
-                    if fs::hard_link(&k.file, &form).is_ok()
-                        || fs::copy(&k.file, &form).is_ok() =>
-                {
-                    k.digests.clone()
-                }
-                _ => compress(&path, &form, compression)?,
-            };
-            Ok::<_, RepoError>((form_rel, digests))
+        let forms = forms.finish_for(&path, &plain.sha256)?;
+        let map = PieceMap {
+            forms: crate::deb::INDEX_FORMS.to_string(),
+            xz_sha256: forms.xz.sha256.clone(),
+            gz_sha256: forms.gz.sha256.clone(),
+            pieces: forms.pieces,
         };
-        let forms: Vec<_> = std::thread::scope(|scope| {
-            let made: Vec<_> = COMPRESSED
-                .into_iter()
-                .map(|c| scope.spawn(move || form(c)))
-                .collect();
-            made.into_iter()
-                .map(|h| h.join().expect("compressing does not panic"))
-                .collect()
-        });
-        let mut listed = vec![(rel.clone(), plain.clone())];
-        for f in forms {
-            listed.push(f?);
-        }
-        Ok(listed)
+        let listed = vec![
+            (rel.clone(), plain),
+            (format!("{rel}.gz"), forms.gz),
+            (format!("{rel}.xz"), forms.xz),
+        ];
+        Ok((listed, map))
     }
 }
 
@@ -190,35 +182,6 @@ fn dist_path(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Compresses the file `plain` into `form`, streamed; the digests of `form`.
-fn compress(plain: &Path, form: &Path, compression: Compression) -> Result<Digests, RepoError> {
-    let file = File::create(form).map_err(FileError::at(form))?;
-    let hashing = crate::digest::HashingWriter::new(
-        BufWriter::new(file),
-        crate::digest::Hasher::new(crate::digest::DigestSet::ALL),
-    );
-    let mut encoder = compression
-        .index_encoder(hashing)
-        .map_err(FileError::at(form))?;
-    let mut input = File::open(plain).map_err(FileError::at(plain))?;
-    std::io::copy(&mut input, &mut encoder).map_err(FileError::at(form))?;
-    let hashing = encoder.finish().map_err(FileError::at(form))?;
-    let (mut buffered, digests) = hashing.finish();
-    buffered.flush().map_err(FileError::at(form))?;
-    Ok(digests)
-}
-
-/// A compressed form an earlier generation kept of a plain index with
-/// these bytes (`plain_sha256` at `plain_rel`): reused as it is.
-#[derive(Debug, Clone)]
-pub struct KeptForm {
-    pub plain_rel: String,
-    pub plain_sha256: String,
-    pub rel: String,
-    pub file: PathBuf,
-    pub digests: Digests,
-}
-
 /// What writing the indexes produced.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct IndexReport {
@@ -226,6 +189,10 @@ pub struct IndexReport {
     pub stats: IndexStats,
     /// Index files listed in Release, relative to `dists/<suite>/`.
     pub files: Vec<String>,
+    /// The pieces of each index's compressed forms, kept with them for the
+    /// next build (not recorded in a stamp).
+    #[serde(skip)]
+    pub pieces: Vec<PieceMap>,
 }
 
 /// Writes `dists/<suite>/` from package entries handed to it one at a time:
@@ -234,19 +201,28 @@ pub struct IndexReport {
 pub struct DistsWriter<'c> {
     dist: PathBuf,
     config: &'c RepoConfig,
-    writers: Vec<(String, PackagesWriter)>,
+    writers: Vec<(String, PackagesWriter<'c>)>,
     count: usize,
 }
 
 impl<'c> DistsWriter<'c> {
-    pub fn new(root: &Path, config: &'c RepoConfig) -> Result<DistsWriter<'c>, RepoError> {
+    /// Over `root`, copying compressed pieces from `kept` where it has them.
+    pub fn new(
+        root: &Path,
+        config: &'c RepoConfig,
+        kept: &'c KeptPieces,
+    ) -> Result<DistsWriter<'c>, RepoError> {
         let dist = root.join("dists").join(&config.suite);
         let _ = fs::remove_dir_all(&dist);
         let mut writers = Vec::new();
         for arch in &config.architectures {
             writers.push((
                 arch.clone(),
-                PackagesWriter::create(&dist, &format!("{}/binary-{arch}/", config.component))?,
+                PackagesWriter::create(
+                    &dist,
+                    &format!("{}/binary-{arch}/", config.component),
+                    kept,
+                )?,
             ));
         }
         Ok(DistsWriter {
@@ -289,7 +265,6 @@ impl<'c> DistsWriter<'c> {
         date: i64,
         keys: &[SigningKey],
         stats: IndexStats,
-        kept: &[KeptForm],
     ) -> Result<IndexReport, RepoError> {
         let DistsWriter {
             dist,
@@ -298,14 +273,18 @@ impl<'c> DistsWriter<'c> {
             count,
         } = self;
         let mut listed: Vec<(String, Digests)> = Vec::new();
+        let mut pieces = Vec::new();
         for (_, w) in writers {
-            listed.extend(w.finish(kept)?);
+            let (files, map) = w.finish()?;
+            listed.extend(files);
+            pieces.push(map);
         }
         sign_dists(&dist, config, &listed, date, keys)?;
         Ok(IndexReport {
             packages: count,
             stats,
             files: listed.into_iter().map(|(r, _)| r).collect(),
+            pieces,
         })
     }
 }

@@ -79,7 +79,7 @@ pub(crate) fn write_repo(
         pause_in_swap: None,
         retain: Vec::new(),
         retain_from: None,
-        kept_forms: Vec::new(),
+        kept_pieces: Default::default(),
     };
     let inputs: Vec<_> = debs
         .iter()

@@ -2,14 +2,14 @@
 //! and lists every problem instead of stopping at the first.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use crate::deb::{Compression, DebFile};
 use crate::digest::{DigestSet, Digests, Hasher, digest_reader, digest_with};
 use crate::format::deb822::{ControlParagraph, ParagraphReader};
 use crate::format::preferences::{Offer, Pin, Preferences, candidate};
-use crate::format::release::{HashAlgo, Release, ReleaseFile};
+use crate::format::release::{HashAlgo, IndexEntry, Release, ReleaseFile};
 use crate::openpgp::PinnedKeyring;
 
 /// What `verify` found, and what it looked at.
@@ -344,11 +344,56 @@ fn verify_index(
             ));
         }
     }
+    check_compressed_form(root, &path, f, release, r);
     if f.path.ends_with("/Packages") {
         let mut in_index = Vec::new();
         verify_packages(root, &path, r, &mut in_index);
         check_dependencies(&in_index, r);
         listed.extend(in_index);
+    }
+}
+
+/// A compressed index (`X.gz`, `X.xz`) whose plain form `X` the Release
+/// lists too must decompress to it: apt reads one form and never compares
+/// it with the others. Read with a bound (the plain form's size), so a
+/// bomb stops at that size.
+fn check_compressed_form(
+    root: &Path,
+    path: &Path,
+    f: &ReleaseFile,
+    release: &Release,
+    r: &mut VerifyReport,
+) {
+    let Some((plain, compression)) = [(".gz", Compression::Gzip), (".xz", Compression::Xz)]
+        .into_iter()
+        .find_map(|(suffix, c)| f.path.strip_suffix(suffix).map(|p| (p, c)))
+    else {
+        return;
+    };
+    let Some(IndexEntry {
+        size,
+        sha256: Some(sha256),
+        ..
+    }) = release.entry(plain).ok().flatten()
+    else {
+        return;
+    };
+    let decompressed = File::open(path).and_then(|file| {
+        let reader = compression.decoder(BufReader::new(file))?;
+        digest_reader(reader.take(size + 1))
+    });
+    match decompressed {
+        Ok(d) if d.size == size && d.sha256 == sha256 => {}
+        Ok(d) => r.problems.push(format!(
+            "{}: decompresses to other bytes than {plain} (size {}, sha256 {}; {plain} is size {size}, sha256 {sha256})",
+            shown(root, path),
+            d.size,
+            d.sha256
+        )),
+        Err(e) => r.problems.push(format!(
+            "{}: does not decompress: {e}",
+            shown(root, path)
+        )),
     }
 }
 

@@ -37,9 +37,9 @@ pub struct RepoParams<'k> {
     /// (`None`), or another repository (a generation published again
     /// keeps the build output's files).
     pub retain_from: Option<PathBuf>,
-    /// Compressed indexes an earlier generation kept: one whose plain index
-    /// has the bytes this build writes is linked, not compressed again.
-    pub kept_forms: Vec<super::KeptForm>,
+    /// Compressed pieces of an earlier generation's indexes: a piece with
+    /// the bytes this build writes is copied, not compressed again.
+    pub kept_pieces: super::KeptPieces,
     /// The lab's base (`[base]` of repository.toml): the packages must
     /// install on it with nothing else, or nothing is written.
     pub base: &'k [super::against::Base],
@@ -407,7 +407,7 @@ pub(super) fn write_dists(
 ) -> Result<IndexReport, RepoError> {
     use std::fmt::Write as _;
     let total = entries.len() as u64;
-    let mut dists = DistsWriter::new(root, &params.config)?;
+    let mut dists = DistsWriter::new(root, &params.config, &params.kept_pieces)?;
     let mut stanza = String::new();
     for (i, e) in entries.iter().enumerate() {
         // One event per hundred stanzas: a line per package would cost more
@@ -443,7 +443,7 @@ pub(super) fn write_dists(
         total: signers,
         item: format!("dists/{suite}/Release"),
     });
-    let index = dists.finish(params.date, params.keys, stats, &params.kept_forms)?;
+    let index = dists.finish(params.date, params.keys, stats)?;
     observer.event(Event::Work {
         task: Task::Sign,
         done: signers,
@@ -859,6 +859,46 @@ mod boundary_tests {
         );
         let again = write_repo(&out, &debs, &keys, 1_600_000_000, "").unwrap();
         assert!(again.unchanged, "the same inputs wrote the output again");
+    }
+
+    #[test]
+    fn verify_rejects_a_compressed_index_that_is_not_its_plain_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = [key()];
+        let out = dir.path().join("repo-out");
+        let debs = [tiny_deb(dir.path(), "liba", "1.0-1", None)];
+        write_repo(&out, &debs, &keys, 1_600_000_000, "").unwrap();
+        // Packages.xz of other stanzas, listed (and signed) as it is: its
+        // digests match the Release, its contents not the plain index.
+        let dist = out.join("dists/bionic");
+        let xz = dist.join("main/binary-amd64/Packages.xz");
+        let mut enc = crate::deb::Compression::Xz
+            .encoder(std::fs::File::create(&xz).unwrap(), 6, 1)
+            .unwrap();
+        std::io::Write::write_all(&mut enc, b"Package: other\nVersion: 1\n").unwrap();
+        enc.finish().unwrap();
+        let listed: Vec<_> = ["Packages", "Packages.gz", "Packages.xz"]
+            .iter()
+            .map(|f| {
+                let rel = format!("main/binary-amd64/{f}");
+                let d = crate::digest::digest_reader(std::fs::File::open(dist.join(&rel)).unwrap());
+                (rel, d.unwrap())
+            })
+            .collect();
+        // Signed again as a fresh build signs (its by-hash copies made anew).
+        std::fs::remove_dir_all(dist.join("main/binary-amd64/by-hash")).unwrap();
+        let config = crate::repo::RepoConfig::default();
+        crate::repo::sign_dists(&dist, &config, &listed, 1_600_000_000, &keys).unwrap();
+        let keyring = crate::openpgp::sign::export_public(&keys).0;
+        let v = crate::repo::verify::verify(&out, &keyring, 1_600_000_100);
+        assert_eq!(v.problems.len(), 1, "{:?}", v.problems);
+        assert!(
+            v.problems[0].contains(
+                "Packages.xz: decompresses to other bytes than main/binary-amd64/Packages"
+            ),
+            "{:?}",
+            v.problems
+        );
     }
 
     #[test]

@@ -113,7 +113,7 @@ fn redate(
         records: &crate::repo::pool::DigestStore::new(None),
         retain: Vec::new(),
         retain_from: None,
-        kept_forms: Vec::new(),
+        kept_pieces: Default::default(),
         pause_in_swap: None,
         base: &[],
     };
@@ -256,9 +256,9 @@ fn build_all(
         // build's, that is `keep` generations).
         retain: retained(&s.out, s.keep)?,
         retain_from: None,
-        kept_forms: generations::last(&s.out, 1)?
+        kept_pieces: generations::last(&s.out, 1)?
             .last()
-            .map(|g| generations::kept_forms(&s.out, g))
+            .map(|g| generations::kept_pieces(&s.out, g))
             .unwrap_or_default(),
         pause_in_swap: s.hooks.pause_in_swap.clone(),
         base: &base,
@@ -512,7 +512,7 @@ fn record_generation(
         pins_sha256: crate::digest::sha256_hex(pins.as_bytes()),
         pins: Some(pins.to_string()),
         repository: Some(config.clone()),
-        indexes: generations::keep_indexes(out, &config.suite, &report.index.files),
+        indexes: generations::keep_indexes(out, &config.suite, &report.index),
         forms: generations::INDEX_FORMS.to_string(),
     };
     let (g, new) = generations::record(out, g)?;

@@ -948,7 +948,7 @@ fn the_output_transaction_refuses_a_pin_with_no_candidate() {
         pause_in_swap: None,
         retain: vec![],
         retain_from: None,
-        kept_forms: Vec::new(),
+        kept_pieces: Default::default(),
     };
     let input = [debforge::repo::PoolInput {
         file: &deb,

@@ -1,0 +1,492 @@
+//! A `Packages` index's compressed forms, written piece by piece as its
+//! stanzas come ([`crate::deb::blocks`]). A piece is cut after a stanza
+//! once it holds [`PIECE_MIN`] bytes and the stanza's CRC32 says so (one
+//! stanza in [`CUT_ONE_IN`]), or before a stanza would take it past
+//! [`PIECE_MAX`]: where pieces end depends on the stanzas near the end, so
+//! a package added or removed changes the piece it is in and leaves the
+//! others as they were. A piece an earlier generation compressed is copied
+//! from its kept forms (each kept with a [`PieceMap`]) instead of being
+//! compressed again; the forms are then checked to decompress to the plain
+//! index, and written whole where they do not.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::deb::blocks::{self, GzipMemberWriter, XzStreamWriter};
+use crate::digest::{DigestSet, Digests, Hasher, HashingWriter};
+use crate::error::FileError;
+
+use super::RepoError;
+
+/// The smallest piece cut at a stanza's say.
+pub const PIECE_MIN: usize = 32 * 1024;
+/// The largest piece (but for a single larger stanza): xz's dictionary.
+pub const PIECE_MAX: usize = blocks::XZ_DICT as usize;
+/// About one stanza in this many ends a piece.
+const CUT_ONE_IN: u32 = 64;
+
+/// Where one piece's compressed forms lie in the kept forms of the index it
+/// was cut from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PieceRecord {
+    /// SHA256 of the piece's plain bytes.
+    pub sha256: String,
+    pub size: u64,
+    /// Offset, length and unpadded size of its xz block.
+    pub xz: [u64; 3],
+    /// Offset and length of its deflate segment.
+    pub gz: [u64; 2],
+}
+
+/// The pieces of one index's `.xz` and `.gz` forms (named by their SHA256),
+/// kept beside them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PieceMap {
+    /// [`crate::deb::INDEX_FORMS`] of the debforge that compressed them.
+    pub forms: String,
+    pub xz_sha256: String,
+    pub gz_sha256: String,
+    pub pieces: Vec<PieceRecord>,
+}
+
+/// One kept piece: its record and the kept files it lies in.
+#[derive(Debug, Clone)]
+struct KeptPiece {
+    record: PieceRecord,
+    xz_file: Arc<Path>,
+    gz_file: Arc<Path>,
+}
+
+/// The pieces an earlier generation compressed, by the SHA256 of their
+/// plain bytes.
+#[derive(Debug, Clone, Default)]
+pub struct KeptPieces {
+    by_sha256: HashMap<String, KeptPiece>,
+}
+
+impl KeptPieces {
+    /// Adds the pieces of `map`, whose forms are the files `xz` and `gz`.
+    pub fn add(&mut self, map: PieceMap, xz: &Path, gz: &Path) {
+        let (xz_file, gz_file): (Arc<Path>, Arc<Path>) = (xz.into(), gz.into());
+        for record in map.pieces {
+            let piece = KeptPiece {
+                record,
+                xz_file: xz_file.clone(),
+                gz_file: gz_file.clone(),
+            };
+            self.by_sha256.insert(piece.record.sha256.clone(), piece);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_sha256.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_sha256.is_empty()
+    }
+}
+
+/// One piece's forms, as written.
+struct Compressed {
+    sha256: String,
+    size: u64,
+    xz: Vec<u8>,
+    xz_unpadded: u64,
+    gz: Vec<u8>,
+}
+
+/// Both compressed forms of one plain index, written as its stanzas come.
+pub struct FormsWriter<'k> {
+    xz: XzStreamWriter<HashingWriter<BufWriter<File>>>,
+    xz_path: PathBuf,
+    xz_at: u64,
+    gz: GzipMemberWriter<HashingWriter<BufWriter<File>>>,
+    gz_path: PathBuf,
+    gz_at: u64,
+    /// CRC32 and size of everything so far (gzip's trailer).
+    crc: crc32fast::Hasher,
+    size: u64,
+    piece: Vec<u8>,
+    pending: Vec<Vec<u8>>,
+    records: Vec<PieceRecord>,
+    kept: &'k KeptPieces,
+    open: HashMap<Arc<Path>, File>,
+    reused: usize,
+    threads: usize,
+}
+
+/// The two forms' digests and the map of their pieces.
+pub struct Forms {
+    pub xz: Digests,
+    pub gz: Digests,
+    pub pieces: Vec<PieceRecord>,
+    /// How many pieces were copied from kept forms.
+    pub reused: usize,
+}
+
+impl<'k> FormsWriter<'k> {
+    /// Creates `xz` and `gz`.
+    pub fn create(xz: &Path, gz: &Path, kept: &'k KeptPieces) -> Result<Self, RepoError> {
+        let hashing = |path: &Path| -> Result<_, RepoError> {
+            let file = File::create(path).map_err(FileError::at(path))?;
+            Ok(HashingWriter::new(
+                BufWriter::new(file),
+                Hasher::new(DigestSet::ALL),
+            ))
+        };
+        let xz_writer = XzStreamWriter::new(hashing(xz)?).map_err(FileError::at(xz))?;
+        let gz_writer = GzipMemberWriter::new(hashing(gz)?).map_err(FileError::at(gz))?;
+        Ok(FormsWriter {
+            xz: xz_writer,
+            xz_path: xz.to_path_buf(),
+            xz_at: 12,
+            gz: gz_writer,
+            gz_path: gz.to_path_buf(),
+            gz_at: 10,
+            crc: crc32fast::Hasher::new(),
+            size: 0,
+            piece: Vec::new(),
+            pending: Vec::new(),
+            records: Vec::new(),
+            kept,
+            open: HashMap::new(),
+            reused: 0,
+            threads: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(4),
+        })
+    }
+
+    /// One stanza: `separator` (the blank line before all but the first),
+    /// then `stanza`, whose CRC32 says whether a piece ends after it.
+    pub fn stanza(&mut self, separator: &[u8], stanza: &[u8]) -> Result<(), RepoError> {
+        let len = separator.len() + stanza.len();
+        if !self.piece.is_empty() && self.piece.len() + len > PIECE_MAX {
+            self.cut()?;
+        }
+        self.piece.extend_from_slice(separator);
+        self.piece.extend_from_slice(stanza);
+        if self.piece.len() >= PIECE_MIN && crc32fast::hash(stanza).is_multiple_of(CUT_ONE_IN) {
+            self.cut()?;
+        }
+        Ok(())
+    }
+
+    /// The piece so far ends here.
+    fn cut(&mut self) -> Result<(), RepoError> {
+        let piece = std::mem::take(&mut self.piece);
+        self.piece(piece)
+    }
+
+    /// One whole piece (pieces compress a few at a time, side by side).
+    fn piece(&mut self, piece: Vec<u8>) -> Result<(), RepoError> {
+        self.pending.push(piece);
+        if self.pending.len() >= self.threads {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the pending pieces: copied where kept, else compressed on
+    /// their own threads.
+    fn flush(&mut self) -> Result<(), RepoError> {
+        let pending = std::mem::take(&mut self.pending);
+        let kept = self.kept;
+        let made: Vec<std::io::Result<Compressed>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = pending
+                .iter()
+                .map(|p| scope.spawn(move || compress_piece(p, kept)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("compressing does not panic"))
+                .collect()
+        });
+        for (plain, c) in pending.iter().zip(made) {
+            let c = c.map_err(FileError::at(&self.xz_path))?;
+            let c = if c.xz.is_empty() {
+                self.copy_kept(plain, c)
+                    .map_err(FileError::at(&self.xz_path))?
+            } else {
+                c
+            };
+            self.write(plain, c)?;
+        }
+        Ok(())
+    }
+
+    /// A kept piece's forms, read from the kept files; compressed anew
+    /// where they cannot be read.
+    fn copy_kept(&mut self, plain: &[u8], c: Compressed) -> std::io::Result<Compressed> {
+        let piece = &self.kept.by_sha256[&c.sha256];
+        let [xz_at, xz_len, unpadded] = piece.record.xz;
+        let [gz_at, gz_len] = piece.record.gz;
+        let xz = read_at(&mut self.open, &piece.xz_file, xz_at, xz_len);
+        let gz = read_at(&mut self.open, &piece.gz_file, gz_at, gz_len);
+        match (xz, gz) {
+            (Some(xz), Some(gz)) => {
+                self.reused += 1;
+                Ok(Compressed {
+                    xz,
+                    xz_unpadded: unpadded,
+                    gz,
+                    ..c
+                })
+            }
+            _ => compress_piece(plain, &KeptPieces::default()),
+        }
+    }
+
+    fn write(&mut self, plain: &[u8], c: Compressed) -> Result<(), RepoError> {
+        self.xz
+            .block(&c.xz, c.xz_unpadded, c.size)
+            .map_err(FileError::at(&self.xz_path))?;
+        self.gz
+            .segment(&c.gz)
+            .map_err(FileError::at(&self.gz_path))?;
+        self.crc.update(plain);
+        self.size += c.size;
+        self.records.push(PieceRecord {
+            sha256: c.sha256,
+            size: c.size,
+            xz: [self.xz_at, c.xz.len() as u64, c.xz_unpadded],
+            gz: [self.gz_at, c.gz.len() as u64],
+        });
+        self.xz_at += c.xz.len() as u64;
+        self.gz_at += c.gz.len() as u64;
+        Ok(())
+    }
+
+    /// Finishes both forms of the plain index `plain` (SHA256
+    /// `plain_sha256`, written beside them). Forms with copied pieces are
+    /// checked to decompress to it, and written anew where they do not.
+    pub fn finish_for(self, plain: &Path, plain_sha256: &str) -> Result<Forms, RepoError> {
+        let (xz, gz) = (self.xz_path.clone(), self.gz_path.clone());
+        let forms = self.finish()?;
+        if forms.reused == 0 || decompress_to(&xz, &gz, plain_sha256) {
+            return Ok(forms);
+        }
+        let sizes: Vec<u64> = forms.pieces.iter().map(|p| p.size).collect();
+        rewrite(plain, &xz, &gz, &sizes)
+    }
+
+    /// The last piece, both forms' ends, and their digests.
+    fn finish(mut self) -> Result<Forms, RepoError> {
+        if !self.piece.is_empty() {
+            let piece = std::mem::take(&mut self.piece);
+            self.pending.push(piece);
+        }
+        self.flush()?;
+        let FormsWriter {
+            xz,
+            xz_path,
+            gz,
+            gz_path,
+            crc,
+            size,
+            records,
+            reused,
+            ..
+        } = self;
+        let done = |w: HashingWriter<BufWriter<File>>, path: &Path| {
+            let (mut buffered, digests) = w.finish();
+            buffered.flush().map_err(FileError::at(path))?;
+            Ok::<_, RepoError>(digests)
+        };
+        let xz = done(xz.finish().map_err(FileError::at(&xz_path))?, &xz_path)?;
+        let gz = done(
+            gz.finish(crc.finalize(), size)
+                .map_err(FileError::at(&gz_path))?,
+            &gz_path,
+        )?;
+        Ok(Forms {
+            xz,
+            gz,
+            pieces: records,
+            reused,
+        })
+    }
+}
+
+/// A piece's digest and, unless `kept` has it (forms left empty for the
+/// caller to copy), both its forms.
+fn compress_piece(plain: &[u8], kept: &KeptPieces) -> std::io::Result<Compressed> {
+    let sha256 = crate::digest::sha256_hex(plain);
+    let size = plain.len() as u64;
+    if kept
+        .by_sha256
+        .get(&sha256)
+        .is_some_and(|k| k.record.size == size && plausible(&k.record))
+    {
+        return Ok(Compressed {
+            sha256,
+            size,
+            xz: Vec::new(),
+            xz_unpadded: 0,
+            gz: Vec::new(),
+        });
+    }
+    let (xz, xz_unpadded) = blocks::xz_block(plain)?;
+    let gz = blocks::deflate_segment(plain)?;
+    Ok(Compressed {
+        sha256,
+        size,
+        xz,
+        xz_unpadded,
+        gz,
+    })
+}
+
+/// A record whose lengths a piece's forms can have (a damaged map is
+/// compressed anew, not read at any length).
+fn plausible(r: &PieceRecord) -> bool {
+    let bound = 2 * r.size + 4096;
+    r.xz[1] > 0 && r.xz[1] <= bound && r.xz[2] <= r.xz[1] && r.gz[1] > 0 && r.gz[1] <= bound
+}
+
+fn read_at(
+    open: &mut HashMap<Arc<Path>, File>,
+    path: &Arc<Path>,
+    at: u64,
+    len: u64,
+) -> Option<Vec<u8>> {
+    if !open.contains_key(path) {
+        open.insert(path.clone(), crate::input::open_regular(path).ok()?);
+    }
+    let mut buf = vec![0; len as usize];
+    open[path].read_exact_at(&mut buf, at).ok()?;
+    Some(buf)
+}
+
+/// Writes both forms of the plain index `plain` anew, in pieces of the
+/// sizes `sizes` (where pieces copied from kept forms did not decompress
+/// to it).
+fn rewrite(plain: &Path, xz: &Path, gz: &Path, sizes: &[u64]) -> Result<Forms, RepoError> {
+    let none = KeptPieces::default();
+    let mut w = FormsWriter::create(xz, gz, &none)?;
+    let mut input = crate::input::open_regular(plain).map_err(FileError::at(plain))?;
+    for size in sizes {
+        let mut piece = vec![0; *size as usize];
+        input.read_exact(&mut piece).map_err(FileError::at(plain))?;
+        w.piece(piece)?;
+    }
+    w.finish()
+}
+
+/// Whether both forms decompress to bytes of SHA256 `plain_sha256`.
+fn decompress_to(xz: &Path, gz: &Path, plain_sha256: &str) -> bool {
+    let sha = |path: &Path, xz: bool| -> Option<String> {
+        let file = std::io::BufReader::new(crate::input::open_regular(path).ok()?);
+        let reader: Box<dyn Read> = if xz {
+            Box::new(liblzma::read::XzDecoder::new(file))
+        } else {
+            Box::new(flate2::read::GzDecoder::new(file))
+        };
+        crate::digest::digest_with(reader, Hasher::new(DigestSet::SHA256))
+            .ok()
+            .map(|d| d.sha256)
+    };
+    std::thread::scope(|scope| {
+        let x = scope.spawn(|| sha(xz, true));
+        let g = sha(gz, false);
+        let x = x.join().expect("decompressing does not panic");
+        x.as_deref() == Some(plain_sha256) && g.as_deref() == Some(plain_sha256)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Synthetic stanzas, as the repository writes them.
+    fn stanzas(skip: Option<usize>) -> Vec<String> {
+        (0..3000)
+            .filter(|i| Some(*i) != skip)
+            .map(|i| {
+                format!(
+                    "Package: bench-pkg{i:05}\nVersion: 1.{i}-1\nArchitecture: amd64\nFilename: pool/main/b/bench-pkg{i:05}/bench-pkg{i:05}_1.{i}-1_amd64.deb\nSize: {}\nSHA256: {:064x}\nDescription: synthetic package {i}\n",
+                    1000 + i,
+                    i * 7919
+                )
+            })
+            .collect()
+    }
+
+    /// Writes `stanzas` as an index into `dir` (plain, .xz, .gz), copying
+    /// pieces from `kept`.
+    fn write(dir: &Path, stanzas: &[String], kept: &KeptPieces) -> (Forms, Vec<u8>, Vec<u8>) {
+        let (plain, xz, gz) = (
+            dir.join("Packages"),
+            dir.join("Packages.xz"),
+            dir.join("Packages.gz"),
+        );
+        let mut text = Vec::new();
+        let mut w = FormsWriter::create(&xz, &gz, kept).unwrap();
+        for (i, s) in stanzas.iter().enumerate() {
+            let separator: &[u8] = if i == 0 { b"" } else { b"\n" };
+            text.extend_from_slice(separator);
+            text.extend_from_slice(s.as_bytes());
+            w.stanza(separator, s.as_bytes()).unwrap();
+        }
+        std::fs::write(&plain, &text).unwrap();
+        let forms = w
+            .finish_for(&plain, &crate::digest::sha256_hex(&text))
+            .unwrap();
+        assert!(decompress_to(&xz, &gz, &crate::digest::sha256_hex(&text)));
+        (
+            forms,
+            std::fs::read(&xz).unwrap(),
+            std::fs::read(&gz).unwrap(),
+        )
+    }
+
+    fn kept_from(dir: &Path, forms: &Forms) -> KeptPieces {
+        let map = PieceMap {
+            forms: crate::deb::INDEX_FORMS.into(),
+            xz_sha256: forms.xz.sha256.clone(),
+            gz_sha256: forms.gz.sha256.clone(),
+            pieces: forms.pieces.clone(),
+        };
+        let mut kept = KeptPieces::default();
+        kept.add(map, &dir.join("Packages.xz"), &dir.join("Packages.gz"));
+        kept
+    }
+
+    #[test]
+    fn one_stanza_gone_compresses_one_piece_and_makes_the_same_bytes() {
+        let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (first, _, _) = write(dirs[0].path(), &stanzas(None), &KeptPieces::default());
+        let n = first.pieces.len();
+        assert!(n >= 6, "{n} pieces");
+        assert!(first.pieces.iter().all(|p| p.size as usize <= PIECE_MAX));
+        assert_eq!(first.reused, 0);
+        // One stanza gone: every other piece is copied; the bytes are those
+        // of a build with nothing to copy.
+        let kept = kept_from(dirs[0].path(), &first);
+        let (second, xz, gz) = write(dirs[1].path(), &stanzas(Some(1500)), &kept);
+        assert!(second.reused >= n - 2, "{} of {n} copied", second.reused);
+        let (fresh, fresh_xz, fresh_gz) =
+            write(dirs[2].path(), &stanzas(Some(1500)), &KeptPieces::default());
+        assert_eq!((fresh.reused, &fresh_xz, &fresh_gz), (0, &xz, &gz));
+        assert_eq!(second.pieces, fresh.pieces);
+    }
+
+    #[test]
+    fn kept_pieces_that_are_not_what_their_map_says_are_written_anew() {
+        let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (first, mut xz, _) = write(dirs[0].path(), &stanzas(None), &KeptPieces::default());
+        // A kept xz block with other bytes (its check no longer holds).
+        let [at, len, _] = first.pieces[2].xz;
+        xz[(at + len / 2) as usize] ^= 0x55;
+        std::fs::write(dirs[0].path().join("Packages.xz"), &xz).unwrap();
+        let kept = kept_from(dirs[0].path(), &first);
+        let (forms, xz, gz) = write(dirs[1].path(), &stanzas(None), &kept);
+        let (_, fresh_xz, fresh_gz) = write(dirs[2].path(), &stanzas(None), &KeptPieces::default());
+        assert_eq!((forms.reused, xz, gz), (0, fresh_xz, fresh_gz));
+    }
+}
