@@ -1,6 +1,6 @@
 //! Compressed files made of independently compressed pieces, so that a
 //! piece whose input did not change is copied from an earlier file instead
-//! of compressed again (the repository's indexes, [`crate::repo`]):
+//! of compressed again (the repository's indexes):
 //!
 //! - xz: one stream whose blocks each hold one piece
 //!   (<https://tukaani.org/xz/xz-file-format.txt>, sections 2 and 3);

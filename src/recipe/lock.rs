@@ -130,6 +130,41 @@ impl Lock {
     }
 
     pub fn parse(text: &str) -> Result<Lock, LockError> {
+        let lock = match Lock::parse_by_package(text) {
+            Some(lock) => lock,
+            None => Lock::parse_whole(text)?,
+        };
+        lock.check()?;
+        Ok(lock)
+    }
+
+    /// The lock read one `[[package]]` table at a time: a TOML document
+    /// parsed whole is a tree of spanned values about ten times the size
+    /// of its text (25 MB for 5,000 packages), the largest thing a build
+    /// held. `None` where a table does not parse on its own (cut inside a
+    /// multi-line string, say): the whole document then says what is wrong,
+    /// with its line.
+    fn parse_by_package(text: &str) -> Option<Lock> {
+        const HEADER: &str = "[[package]]\n";
+        // (A lock starts with its version: a table at the very start is
+        // left to the whole document, which says the version is missing.)
+        let starts: Vec<usize> = text
+            .match_indices(&format!("\n{HEADER}"))
+            .map(|(i, _)| i + 1)
+            .collect();
+        let first = starts.first().copied().unwrap_or(text.len());
+        let mut lock: Lock = toml::from_str(&text[..first]).ok()?;
+        lock.package.reserve(starts.len());
+        for (i, start) in starts.iter().enumerate() {
+            let end = starts.get(i + 1).copied().unwrap_or(text.len());
+            let one: Lock = toml::from_str(&format!("version = 0\n{}", &text[*start..end])).ok()?;
+            let [p] = <[LockedPackage; 1]>::try_from(one.package).ok()?;
+            lock.package.push(p);
+        }
+        Some(lock)
+    }
+
+    fn parse_whole(text: &str) -> Result<Lock, LockError> {
         let lock: Lock = toml::from_str(text).map_err(|e| LockError::Syntax {
             line: e.span().map_or(1, |s| {
                 text[..s.start.min(text.len())].matches('\n').count() + 1
@@ -141,6 +176,12 @@ impl Lock {
                 .unwrap_or("invalid TOML")
                 .to_string(),
         })?;
+        Ok(lock)
+    }
+
+    /// What parsing cannot say: the version, and each digest and path.
+    fn check(&self) -> Result<(), LockError> {
+        let lock = self;
         if lock.version != LOCK_VERSION {
             return Err(LockError::Version(lock.version));
         }
@@ -170,7 +211,7 @@ impl Lock {
                 check_relative(&p.index).map_err(|e| bad("index", &p.index, &e.to_string()))?;
             }
         }
-        Ok(lock)
+        Ok(())
     }
 
     /// Deterministic text: packages sorted by name and architecture.
@@ -319,6 +360,32 @@ mod tests {
         };
         let sorted = Lock::new(vec![pkg("a", 'a'), pkg("b", 'b'), full]);
         assert_eq!(unsorted.to_text(), sorted.to_text());
+    }
+
+    #[test]
+    fn a_lock_read_a_package_at_a_time_is_the_lock_read_whole() {
+        let mut full = pkg("libnccl2", 'a');
+        full.index_digests = vec!["Size: 1".into(), "[[package]]".into()];
+        let lock = Lock::new(vec![pkg("a", 'a'), full, pkg("b", 'b')]);
+        let text = lock.to_text();
+        assert_eq!(Lock::parse_by_package(&text), Some(lock.clone()));
+        assert_eq!(Lock::parse(&text).unwrap(), lock);
+        // A table cut inside a multi-line string does not parse on its own:
+        // the whole document is read, as TOML reads it.
+        let cut = format!(
+            "{text}\n[[package]]\nname = \"\"\"x\n[[package]]\ny\"\"\"\nversion = \"1\"\narchitecture = \"all\"\norigin = \"path\"\npath = \"x.deb\"\nurl = \"file:///x.deb\"\nsize = 1\nsha256 = \"{}\"\n",
+            "e".repeat(64)
+        );
+        assert_eq!(Lock::parse_by_package(&cut), None);
+        let whole = Lock::parse(&cut).unwrap();
+        assert_eq!(whole.package.last().unwrap().name, "x\n[[package]]\ny");
+        // A syntax error names its line in the whole document.
+        let bad = text.replace("size = 10", "size = ");
+        assert!(
+            matches!(Lock::parse(&bad), Err(LockError::Syntax { line, .. }) if line > 5),
+            "{:?}",
+            Lock::parse(&bad)
+        );
     }
 
     #[test]
