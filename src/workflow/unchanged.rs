@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use super::build::{BuildReport, BuildSettings};
-use crate::files::{FileIdentity, tree_digest, tree_digest_unless};
+use crate::files::{FileIdentity, tree_digest};
 use crate::report::{Event, Reporter};
 
 /// Bumped when what the stamp means changes (3: `project` on its own).
@@ -207,25 +207,19 @@ impl<'s> Probe<'s> {
         let Ok(_lock) = crate::repo::lock_output(&self.s.out) else {
             return (None, self.before());
         };
-        // The output's walk, beside the project's; called off when the
-        // project already differs (a recipe edited: the usual change).
-        let off = std::sync::atomic::AtomicBool::new(false);
-        let (before, tree, generations) = std::thread::scope(|scope| {
-            let tree = scope.spawn(|| tree_digest_unless(&self.s.out, &|_| false, &off).ok());
-            let generations = scope.spawn(|| self.generations_digest());
-            let before = self.before();
-            if before.as_ref().is_none_or(|b| b.project != head.project) {
-                off.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-            (
-                before,
-                tree.join().ok().flatten(),
-                generations.join().ok().flatten(),
-            )
-        });
-        if off.into_inner() {
+        // The project first: where it differs (a recipe edited, added or
+        // removed: the usual change) the output needs no walk. Each walk
+        // keeps every core busy on its own, so the output's after the
+        // project's costs a no-op build nothing.
+        let before = self.before();
+        if before.as_ref().is_none_or(|b| b.project != head.project) {
             return (None, before);
         }
+        let (tree, generations) = std::thread::scope(|scope| {
+            let generations = scope.spawn(|| self.generations_digest());
+            let tree = tree_digest(&self.s.out, &|_| false).ok();
+            (tree, generations.join().ok().flatten())
+        });
         let Some(stamp) = bytes.and_then(|b| serde_json::from_slice::<BuildStamp>(&b).ok()) else {
             return (None, before);
         };
