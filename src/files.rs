@@ -103,16 +103,6 @@ pub fn tree_digest(root: &Path, skip: &Skip<'_>) -> std::io::Result<String> {
     tree_digest_with(root, skip, true)
 }
 
-/// [`tree_digest`], called off (an error) as soon as `off` is set: a walk
-/// whose answer may turn out not to be needed.
-pub fn tree_digest_unless(
-    root: &Path,
-    skip: &Skip<'_>,
-    off: &std::sync::atomic::AtomicBool,
-) -> std::io::Result<String> {
-    walk_digest(root, skip, true, off)
-}
-
 /// [`tree_digest`] of a tree read through no symbolic link: an error at
 /// the first link (what a link points to can change with no trace in the
 /// tree itself).
@@ -128,20 +118,6 @@ pub type Skip<'a> = dyn Fn(&Path) -> bool + Sync + 'a;
 /// sorted before they are hashed, so the digest does not depend on the
 /// order they were read in.
 fn tree_digest_with(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Result<String> {
-    walk_digest(
-        root,
-        skip,
-        links,
-        &std::sync::atomic::AtomicBool::new(false),
-    )
-}
-
-fn walk_digest(
-    root: &Path,
-    skip: &Skip<'_>,
-    links: bool,
-    off: &std::sync::atomic::AtomicBool,
-) -> std::io::Result<String> {
     let walk = TreeWalk {
         queue: std::sync::Mutex::new(Queue {
             dirs: vec![(root.to_path_buf(), String::new())],
@@ -149,7 +125,6 @@ fn walk_digest(
             stop: false,
         }),
         ready: std::sync::Condvar::new(),
-        off,
         failed: std::sync::Mutex::new(None),
         skip,
         links,
@@ -165,9 +140,6 @@ fn walk_digest(
     if let Some(e) = walk.failed.into_inner().expect("walk error") {
         return Err(e);
     }
-    if off.load(std::sync::atomic::Ordering::Relaxed) {
-        return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
-    }
     lines.sort_unstable();
     let mut h = crate::digest::KeyHasher::new();
     for l in &lines {
@@ -178,13 +150,11 @@ fn walk_digest(
 
 /// A tree digest's walk, shared by its threads: a thread waits for a
 /// directory while others read (never spins), and the walk ends when none
-/// is left, at the first error, or when the caller calls it off.
+/// is left, or at the first error.
 struct TreeWalk<'a> {
     queue: std::sync::Mutex<Queue>,
     /// Signalled when a directory is queued or one is done.
     ready: std::sync::Condvar,
-    /// Set by the caller: the digest is no longer wanted.
-    off: &'a std::sync::atomic::AtomicBool,
     failed: std::sync::Mutex<Option<std::io::Error>>,
     skip: &'a Skip<'a>,
     links: bool,
@@ -237,7 +207,7 @@ impl TreeWalk<'_> {
     fn next(&self) -> Option<(PathBuf, String)> {
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if q.stop || self.off.load(std::sync::atomic::Ordering::Relaxed) {
+            if q.stop {
                 return None;
             }
             if let Some(d) = q.dirs.pop() {
@@ -461,15 +431,6 @@ mod tests {
         assert!(tree_digest(root, &none).is_ok());
         let e = tree_digest_without_links(root, &none).unwrap_err();
         assert!(e.to_string().contains("pkg299/l: a symbolic link"), "{e}");
-        // A walk called off is an error, never a digest of part of the tree.
-        let off = std::sync::atomic::AtomicBool::new(true);
-        let e = tree_digest_unless(root, &none, &off).unwrap_err();
-        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted);
-        off.store(false, std::sync::atomic::Ordering::Relaxed);
-        assert_eq!(
-            tree_digest_unless(root, &none, &off).unwrap(),
-            tree_digest(root, &none).unwrap()
-        );
         // A walk whose reading panics (here in `skip`, deep in the tree)
         // panics on the caller's thread; it never waits for ever.
         let (tx, rx) = std::sync::mpsc::channel();
