@@ -30,11 +30,14 @@ build >/dev/null 2>&1
 victim=$(ls "$work"/recipes/packages/*.toml | sed -n "$((n / 2))p")
 cp "$victim" "$work/victim.toml"
 # One round: the recipe gone (measured), then back.
+# (Its line is printed last: `read < <(round)` returns at the first line,
+# and the build that puts the recipe back must be over by then.)
 round() {
   rm "$victim"
-  measure "$bin" "${args[@]}"
+  local line; line=$(measure "$bin" "${args[@]}")
   cp "$work/victim.toml" "$victim"
   build >/dev/null 2>&1
+  echo "$line"
 }
 read -r t_early m_early < <(round)
 for _ in $(seq 2 "$rounds"); do round >/dev/null; done
