@@ -21,12 +21,18 @@ struct Project {
 
 impl Project {
     fn new(names: &[&str]) -> Project {
+        Project::described(names, "first")
+    }
+
+    /// Packages whose Description is `description` (its synopsis, then
+    /// its extended lines).
+    fn described(names: &[&str], description: &str) -> Project {
         let p = Project {
             dir: tempfile::tempdir().unwrap(),
         };
         fs::create_dir_all(p.root().join("recipes/packages")).unwrap();
         for name in names {
-            p.make_deb(name, "first");
+            p.make_deb(name, description);
             fs::write(
                 p.root().join(format!("recipes/packages/{name}.toml")),
                 format!(
@@ -288,4 +294,88 @@ fn bytes_rewritten_in_place_right_after_a_build_are_read_again() {
         err.contains("does not match what the recipes resolve to"),
         "{err}"
     );
+}
+
+/// Indexes written in pieces (xz blocks, gzip segments), and those of the
+/// next build made of the pieces the last one kept, as the real apt of
+/// Ubuntu 18.04 reads them: each compressed form on its own (the other
+/// forms removed from what is served, so apt can fall back on none).
+#[test]
+fn apt_on_ubuntu_18_04_reads_indexes_in_pieces_and_ones_made_of_kept_pieces() {
+    use crate::support::chroot::Chroot;
+    let names: Vec<String> = (0..120).map(|i| format!("piece{i:03}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    // About 2 KB a stanza: an index of several pieces.
+    let long: String = (0..24)
+        .map(|i| {
+            format!("\n line {i} of a description long enough for an index of several pieces .....")
+        })
+        .collect();
+    let p = Project::described(&refs, &format!("a package{long}"));
+    let dir = p.root().join("repo-out/dists/bionic/main/binary-amd64");
+    let blocks = || {
+        let listing = ok(Command::new("xz")
+            .args(["--robot", "--list"])
+            .arg(dir.join("Packages.xz")));
+        let totals = listing
+            .lines()
+            .find(|l| l.starts_with("totals"))
+            .unwrap()
+            .to_string();
+        totals.split('\t').nth(2).unwrap().parse::<u32>().unwrap()
+    };
+    ok(&mut p.build(&[]));
+    assert!(blocks() >= 3, "{} pieces", blocks());
+    let c = Chroot::new();
+    c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
+    let keyring = c.put(&p.out().join("debforge-archive-keyring.gpg"));
+    let port = crate::publish_remote::free_port();
+    c.ok(&format!(
+        "echo 'deb [signed-by={keyring}] http://127.0.0.1:{port} bionic main' > /etc/apt/sources.list"
+    ));
+    // apt reads `form` alone (a copy of the output without the other
+    // forms); the number of pieceNNN packages it then knows.
+    let read_by_apt = |form: &str, gone: &str| {
+        let served = p.root().join(format!("served-{form}"));
+        let _ = fs::remove_dir_all(&served);
+        ok(Command::new("cp").arg("-a").arg(p.out()).arg(&served));
+        let index = served.join("dists/bionic/main/binary-amd64");
+        for other in ["Packages".to_string(), format!("Packages.{gone}")] {
+            let sha = debforge::digest::sha256_file(&index.join(&other)).unwrap();
+            fs::remove_file(index.join(&other)).unwrap();
+            fs::remove_file(index.join("by-hash/SHA256").join(sha)).unwrap();
+        }
+        let _server = crate::stack::Serve::start(&served, port);
+        c.ok("rm -rf /var/lib/apt/lists/*");
+        crate::stack::update_clean(&c);
+        let shown = c.ok("apt-cache show piece000 piece119 2>&1");
+        assert_eq!(
+            shown.lines().filter(|l| *l == "Version: 1.0").count(),
+            2,
+            "{form}: {shown}"
+        );
+        assert!(
+            shown.contains(" line 23 of a description"),
+            "{form}: {shown}"
+        );
+        let known = c.ok("apt-cache pkgnames piece | wc -l");
+        known.trim().parse::<u32>().unwrap()
+    };
+
+    assert_eq!(read_by_apt("xz", "gz"), 120);
+    assert_eq!(read_by_apt("gz", "xz"), 120);
+    // One package gone: the next indexes are made of the kept pieces but
+    // the one it was in, and read the same way.
+    fs::remove_file(p.root().join("recipes/packages/piece060.toml")).unwrap();
+    ok(&mut p.build(&[]));
+    let maps = fs::read_dir(p.root().join(".repo-out.generations/indexes"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pieces"))
+        .count();
+    assert_eq!(maps, 2);
+    assert_eq!(read_by_apt("xz", "gz"), 119);
+    assert_eq!(read_by_apt("gz", "xz"), 119);
+    let (code, text) = c.run("apt-cache show piece060 2>&1");
+    assert_ne!(code, 0, "{text}");
 }
