@@ -110,6 +110,22 @@ pub fn tree_digest_without_links(root: &Path, skip: &Skip<'_>) -> std::io::Resul
     tree_digest_with(root, skip, false)
 }
 
+/// One entry's line of a tree digest: its path and what a change to it
+/// changes (mode, inode, size, modification and change times).
+fn entry_line(rel: &str, m: &fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!(
+        "{rel}\0{:o} {} {} {}.{} {}.{}\n",
+        m.mode(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec()
+    )
+}
+
 /// Which subtrees (and files) a tree digest leaves out.
 pub type Skip<'a> = dyn Fn(&Path) -> bool + Sync + 'a;
 
@@ -229,7 +245,6 @@ impl TreeWalk<'_> {
 
     /// One directory's entries as lines; its subdirectories queued.
     fn read(&self, dir: &Path, rel: &str, lines: &mut Vec<String>) -> std::io::Result<()> {
-        use std::os::unix::fs::MetadataExt;
         for e in fs::read_dir(dir)? {
             let e = e?;
             let path = e.path();
@@ -252,16 +267,7 @@ impl TreeWalk<'_> {
                     path.display()
                 )));
             }
-            lines.push(format!(
-                "{child}\0{:o} {} {} {}.{} {}.{}\n",
-                m.mode(),
-                m.ino(),
-                m.size(),
-                m.mtime(),
-                m.mtime_nsec(),
-                m.ctime(),
-                m.ctime_nsec()
-            ));
+            lines.push(entry_line(&child, &m));
         }
         Ok(())
     }
@@ -370,7 +376,6 @@ mod tests {
 
     /// The digest as one thread would take it: every entry's line, sorted.
     fn digest_by_one_thread(root: &Path, skip: &Skip<'_>) -> String {
-        use std::os::unix::fs::MetadataExt;
         let mut lines = Vec::new();
         for e in walkdir::WalkDir::new(root).min_depth(1) {
             let e = e.unwrap();
@@ -379,16 +384,7 @@ mod tests {
             }
             let m = e.path().symlink_metadata().unwrap();
             let rel = e.path().strip_prefix(root).unwrap().to_string_lossy();
-            lines.push(format!(
-                "{rel}\0{:o} {} {} {}.{} {}.{}\n",
-                m.mode(),
-                m.ino(),
-                m.size(),
-                m.mtime(),
-                m.mtime_nsec(),
-                m.ctime(),
-                m.ctime_nsec()
-            ));
+            lines.push(entry_line(&rel, &m));
         }
         lines.sort_unstable();
         let mut h = crate::digest::KeyHasher::new();
