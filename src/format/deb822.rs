@@ -13,17 +13,14 @@
 use std::fmt;
 use std::io::BufRead;
 
-/// One `Name: value` field, as written.
-///
-/// Compact (48 bytes): a build holds every package's control paragraph at
-/// once, and nearly no field has comments.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Field {
-    name: Box<str>,
+/// One `Name: value` field, as written: a view into its paragraph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field<'a> {
+    name: &'a str,
     /// Everything after the colon up to (not including) the newline that ends
     /// the field: the first line and all its continuation lines.
-    raw: String,
-    comments: Option<Box<Comments>>,
+    raw: &'a str,
+    comments: Option<&'a Comments>,
 }
 
 /// The comment lines around a field, where it has any.
@@ -36,22 +33,14 @@ struct Comments {
     inner: Vec<(usize, String)>,
 }
 
-impl Field {
-    fn new(name: &str, raw: String) -> Field {
-        Field {
-            name: name.into(),
-            raw,
-            comments: None,
-        }
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
+impl<'a> Field<'a> {
+    pub fn name(self) -> &'a str {
+        self.name
     }
 
     /// The value with surrounding whitespace removed; continuation lines keep
     /// their leading space, as in the file.
-    pub fn value(&self) -> &str {
+    pub fn value(self) -> &'a str {
         self.raw.trim_matches(is_blank_or_newline)
     }
 
@@ -59,7 +48,7 @@ impl Field {
     /// index: the blanks after the colon and at the very end dropped, every
     /// other byte kept (a trailing space on a Description's first line
     /// changes its `Description-md5`).
-    pub fn verbatim(&self) -> &str {
+    pub fn verbatim(self) -> &'a str {
         self.raw
             .trim_start_matches(is_blank)
             .trim_end_matches(is_blank_or_newline)
@@ -67,7 +56,7 @@ impl Field {
 
     /// The value's lines, each without its indentation: a non-empty first line,
     /// then the continuation lines (` .` gives an empty line).
-    pub fn lines(&self) -> Vec<&str> {
+    pub fn lines(self) -> Vec<&'a str> {
         let mut out = Vec::new();
         let mut parts = self.raw.split('\n');
         if let Some(first) = parts.next() {
@@ -84,7 +73,7 @@ impl Field {
     }
 
     /// The value folded onto one line (relation fields may be wrapped).
-    pub fn folded(&self) -> String {
+    pub fn folded(self) -> String {
         self.lines().join(" ")
     }
 }
@@ -99,11 +88,33 @@ fn is_blank_or_newline(c: char) -> bool {
 /// A paragraph (stanza) of a control file, as Debian Policy §5.1 names
 /// every deb822 file: the fields of one package (`DEBIAN/control`, a
 /// Packages stanza), one Release, one source.
+///
+/// Compact: a build holds every package's control paragraph at once, so
+/// the fields live in one string (`Name:raw`, back to back) with the end
+/// of each name and of each field beside it, not one allocation per name
+/// and per value. Nearly no field has comments.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ControlParagraph {
-    fields: Vec<Field>,
+    text: String,
+    /// Each field's colon and end in `text`; a field starts where the one
+    /// before it ends.
+    spans: Vec<Span>,
+    /// Comments by field index, in field order.
+    comments: Vec<(usize, Comments)>,
     /// 1-based line of the first field in the parsed input (0 when built).
     line: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    colon: u32,
+    end: u32,
+}
+
+/// A paragraph's text is bounded far below 4 GiB (indexes are read with
+/// [`MAX_STREAMED_PARAGRAPH`]; controls with the input limits).
+fn offset(at: usize) -> u32 {
+    u32::try_from(at).expect("a paragraph is smaller than 4 GiB")
 }
 
 impl ControlParagraph {
@@ -117,18 +128,39 @@ impl ControlParagraph {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.fields.is_empty()
+        self.spans.is_empty()
     }
 
-    pub fn fields(&self) -> impl Iterator<Item = &Field> {
-        self.fields.iter()
+    fn start(&self, i: usize) -> usize {
+        if i == 0 { 0 } else { self.spans[i - 1].end as usize }
+    }
+
+    fn field_at(&self, i: usize) -> Field<'_> {
+        let Span { colon, end } = self.spans[i];
+        Field {
+            name: &self.text[self.start(i)..colon as usize],
+            raw: &self.text[colon as usize + 1..end as usize],
+            comments: self
+                .comments
+                .iter()
+                .find(|(at, _)| *at == i)
+                .map(|(_, c)| c),
+        }
+    }
+
+    fn position(&self, name: &str) -> Option<usize> {
+        (0..self.spans.len()).find(|&i| {
+            self.text[self.start(i)..self.spans[i].colon as usize].eq_ignore_ascii_case(name)
+        })
+    }
+
+    pub fn fields(&self) -> impl Iterator<Item = Field<'_>> {
+        (0..self.spans.len()).map(|i| self.field_at(i))
     }
 
     /// The field named `name` (field names compare case-insensitively).
-    pub fn field(&self, name: &str) -> Option<&Field> {
-        self.fields
-            .iter()
-            .find(|f| f.name.eq_ignore_ascii_case(name))
+    pub fn field(&self, name: &str) -> Option<Field<'_>> {
+        self.position(name).map(|i| self.field_at(i))
     }
 
     /// The trimmed value of `name`; see [`Field::value`].
@@ -137,7 +169,50 @@ impl ControlParagraph {
     }
 
     pub fn contains(&self, name: &str) -> bool {
-        self.field(name).is_some()
+        self.position(name).is_some()
+    }
+
+    /// Appends a field.
+    fn push(&mut self, name: &str, raw: &str) {
+        self.text.push_str(name);
+        let colon = offset(self.text.len());
+        self.text.push(':');
+        self.text.push_str(raw);
+        let end = offset(self.text.len());
+        self.spans.push(Span { colon, end });
+    }
+
+    /// Moves the spans from field `from` on by `by` bytes.
+    fn shift(&mut self, from: usize, by: isize) {
+        for s in &mut self.spans[from..] {
+            s.colon = offset((s.colon as isize + by) as usize);
+            s.end = offset((s.end as isize + by) as usize);
+        }
+    }
+
+    /// Replaces field `i`'s value (after the colon).
+    fn replace_raw(&mut self, i: usize, raw: &str) {
+        let Span { colon, end } = self.spans[i];
+        self.text
+            .replace_range(colon as usize + 1..end as usize, raw);
+        let by = raw.len() as isize - (end - colon - 1) as isize;
+        self.shift(i, by);
+        self.spans[i].colon = colon;
+    }
+
+    /// Inserts a field before field `i`.
+    fn insert(&mut self, i: usize, name: &str, raw: &str) {
+        let at = self.start(i);
+        self.text.insert_str(at, &format!("{name}:{raw}"));
+        self.shift(i, (name.len() + 1 + raw.len()) as isize);
+        let colon = offset(at + name.len());
+        let end = offset(at + name.len() + 1 + raw.len());
+        self.spans.insert(i, Span { colon, end });
+        for (at, _) in &mut self.comments {
+            if *at >= i {
+                *at += 1;
+            }
+        }
     }
 
     /// Sets `name` to `value`, in place when the field exists (keeping the
@@ -145,32 +220,23 @@ impl ControlParagraph {
     /// the canonical form: continuation lines indented by one space, empty
     /// lines as ` .`.
     pub fn set(&mut self, name: &str, value: &str) {
-        let raw = canonical_raw(value);
-        match self
-            .fields
-            .iter_mut()
-            .find(|f| f.name.eq_ignore_ascii_case(name))
-        {
-            Some(f) => f.raw = raw,
-            None => self.fields.push(Field::new(name, raw)),
+        self.set_raw(name, &canonical_raw(value));
+    }
+
+    fn set_raw(&mut self, name: &str, raw: &str) {
+        match self.position(name) {
+            Some(i) => self.replace_raw(i, raw),
+            None => self.push(name, raw),
         }
     }
 
     /// Sets `name` to a value taken from another paragraph with
     /// [`Field::verbatim`], byte for byte (no re-indenting or trimming).
     pub fn set_verbatim(&mut self, name: &str, value: &str) {
-        let raw = if value.starts_with('\n') || value.is_empty() {
-            value.to_string()
+        if value.starts_with('\n') || value.is_empty() {
+            self.set_raw(name, value);
         } else {
-            format!(" {value}")
-        };
-        self.set(name, "");
-        if let Some(f) = self
-            .fields
-            .iter_mut()
-            .find(|f| f.name.eq_ignore_ascii_case(name))
-        {
-            f.raw = raw;
+            self.set_raw(name, &format!(" {value}"));
         }
     }
 
@@ -182,20 +248,44 @@ impl ControlParagraph {
             return;
         }
         let at = self
-            .fields
-            .iter()
-            .position(|f| f.name.eq_ignore_ascii_case(anchor))
+            .position(anchor)
             .map(|i| i + 1)
-            .unwrap_or(self.fields.len());
-        self.fields
-            .insert(at, Field::new(name, canonical_raw(value)));
+            .unwrap_or(self.spans.len());
+        self.insert(at, name, &canonical_raw(value));
     }
 
     /// Removes `name`, returning whether it was there.
     pub fn remove(&mut self, name: &str) -> bool {
-        let before = self.fields.len();
-        self.fields.retain(|f| !f.name.eq_ignore_ascii_case(name));
-        before != self.fields.len()
+        let mut removed = false;
+        while let Some(i) = self.position(name) {
+            let (start, end) = (self.start(i), self.spans[i].end as usize);
+            self.text.replace_range(start..end, "");
+            self.spans.remove(i);
+            self.shift(i, -((end - start) as isize));
+            self.comments.retain(|(at, _)| *at != i);
+            for (at, _) in &mut self.comments {
+                if *at > i {
+                    *at -= 1;
+                }
+            }
+            removed = true;
+        }
+        removed
+    }
+
+    /// The comments of the last field, made where it has none.
+    fn last_comments(&mut self) -> Option<&mut Comments> {
+        let last = self.spans.len().checked_sub(1)?;
+        if self.comments.last().is_none_or(|(at, _)| *at != last) {
+            self.comments.push((last, Comments::default()));
+        }
+        self.comments.last_mut().map(|(_, c)| c)
+    }
+
+    /// Held, often by the thousand: no spare capacity.
+    fn shrink(&mut self) {
+        self.text.shrink_to_fit();
+        self.spans.shrink_to_fit();
     }
 
     /// Parses text that must hold exactly one paragraph (a `DEBIAN/control`).
@@ -241,8 +331,8 @@ fn canonical_raw(value: &str) -> String {
 
 impl fmt::Display for ControlParagraph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for field in &self.fields {
-            let comments = field.comments.as_deref();
+        for field in self.fields() {
+            let comments = field.comments;
             let before = comments.map_or("", |c| c.before.as_str());
             write!(f, "{before}{}:", field.name)?;
             let mut comments = comments.into_iter().flat_map(|c| &c.inner).peekable();
@@ -418,18 +508,25 @@ impl LineParser {
             return Ok(None);
         }
         if content.starts_with(is_blank) {
-            let Some(field) = self.current.as_mut().and_then(|p| p.fields.last_mut()) else {
+            let Some(paragraph) = self.current.as_mut().filter(|p| !p.is_empty()) else {
                 return Err(err(ParseErrorKind::ContinuationOutsideField));
             };
             // A comment may stand even between continuation lines (deb822(5)).
             if !self.pending_comments.is_empty() {
-                let at = field.raw.matches('\n').count() + 1;
+                let last = paragraph.spans.len() - 1;
+                let at = paragraph.field_at(last).raw.matches('\n').count() + 1;
                 let comment = std::mem::take(&mut self.pending_comments);
-                let comments = field.comments.get_or_insert_with(Default::default);
-                comments.inner.push((at, comment));
+                if let Some(c) = paragraph.last_comments() {
+                    c.inner.push((at, comment));
+                }
             }
-            field.raw.push('\n');
-            field.raw.push_str(content);
+            // The last field ends the text: its value grows in place.
+            paragraph.text.push('\n');
+            paragraph.text.push_str(content);
+            let end = offset(paragraph.text.len());
+            if let Some(s) = paragraph.spans.last_mut() {
+                s.end = end;
+            }
             return Ok(None);
         }
         let Some(colon) = content.find(':') else {
@@ -443,14 +540,10 @@ impl LineParser {
             return Err(err(ParseErrorKind::BadName(shorten(name))));
         }
         let paragraph = self.current.get_or_insert_with(|| ControlParagraph {
-            fields: Vec::new(),
             line: self.line_no,
+            ..ControlParagraph::default()
         });
-        if let Some(i) = paragraph
-            .fields
-            .iter()
-            .position(|f| f.name.eq_ignore_ascii_case(name))
-        {
+        if let Some(i) = paragraph.position(name) {
             return Err(ParseError {
                 line: self.line_no,
                 kind: ParseErrorKind::Duplicate {
@@ -459,14 +552,13 @@ impl LineParser {
                 },
             });
         }
-        let mut field = Field::new(name, content[colon + 1..].to_string());
+        paragraph.push(name, &content[colon + 1..]);
         if !self.pending_comments.is_empty() {
-            field.comments = Some(Box::new(Comments {
-                before: std::mem::take(&mut self.pending_comments),
-                inner: Vec::new(),
-            }));
+            let before = std::mem::take(&mut self.pending_comments);
+            if let Some(c) = paragraph.last_comments() {
+                c.before = before;
+            }
         }
-        paragraph.fields.push(field);
         self.field_lines.push(self.line_no);
         Ok(None)
     }
@@ -474,8 +566,7 @@ impl LineParser {
     fn close(&mut self) -> Option<(String, ControlParagraph)> {
         self.current_bytes = 0;
         let mut paragraph = self.current.take()?;
-        // Held, often by the thousand: no spare capacity.
-        paragraph.fields.shrink_to_fit();
+        paragraph.shrink();
         self.field_lines.clear();
         let sep = std::mem::take(&mut self.pending);
         // Comments after a paragraph's last field belong to what follows it.
@@ -621,6 +712,30 @@ mod tests {
         );
         assert!(p.remove("Architecture"));
         assert!(!p.contains("architecture"));
+    }
+
+    /// Edits move the fields after them (one string holds them all) and
+    /// keep each comment with its field.
+    #[test]
+    fn edits_keep_comments_with_their_fields() {
+        let text = "A: 1\n# b\nB: 2\n# c\nC: 3\n more\n# in\n last\nD: 4\n";
+        let mut p = ControlParagraph::parse_single(text).unwrap();
+        assert_eq!(p.to_string(), text);
+        p.insert_after("A", "N", "new");
+        p.set("B", "two\nlines");
+        assert!(p.remove("A"));
+        p.set_verbatim("D", "x\n y");
+        let edited = "N: new\n# b\nB: two\n lines\n# c\nC: 3\n more\n# in\n last\nD: x\n y\n";
+        assert_eq!(p.to_string(), edited);
+        let names: Vec<&str> = p.fields().map(Field::name).collect();
+        assert_eq!(names, ["N", "B", "C", "D"]);
+        assert_eq!(p.get("c"), Some("3\n more\n last"));
+        assert!(p.remove("C"));
+        assert_eq!(p.to_string(), "N: new\n# b\nB: two\n lines\nD: x\n y\n");
+        // The same fields parsed: the same paragraph (but for its line).
+        let mut q = ControlParagraph::parse_single(&p.to_string()).unwrap();
+        q.line = p.line;
+        assert_eq!(p, q);
     }
 
     #[test]

@@ -58,7 +58,7 @@ impl Session<'_> {
                     &f.resolved.recipe.repack,
                     plan.carried_suffix(&f.resolved.locked.name),
                 ) {
-                    (Some(r), _) => Some(r.clone()),
+                    (Some(r), _) => Some(RepackRecipe::clone(r)),
                     (None, Some(c)) => Some(RepackRecipe {
                         version_suffix: Some(c.suffix.clone()),
                         ..RepackRecipe::default()

@@ -312,10 +312,11 @@ pub struct PackageRecipe {
     pub architecture: String,
     pub origin: Origin,
     pub action: Action,
-    /// For `action = "repack"`.
-    pub repack: Option<RepackRecipe>,
+    /// For `action = "repack"`. Boxed, as `build` is: a build holds
+    /// thousands of recipes, most with neither.
+    pub repack: Option<Box<RepackRecipe>>,
     /// For `action = "build"`.
-    pub build: Option<BuildRecipe>,
+    pub build: Option<Box<BuildRecipe>>,
     /// `pin = true|false`: whether the pins hold this package to our
     /// repository. `None`: the default (`pipeline::pinned_packages`):
     /// pinned when its exact build is the point (repacked, built here,
@@ -503,8 +504,8 @@ pub fn parse_package(
         architecture: raw.architecture.into_inner(),
         origin,
         action: raw.action,
-        repack,
-        build,
+        repack: repack.map(Box::new),
+        build: build.map(Box::new),
         pin: raw.pin,
         file: file.to_path_buf(),
         for_base: false,
