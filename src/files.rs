@@ -326,6 +326,14 @@ impl FileIdentity {
     }
 
     /// `dev-ino`: where a record of the file is kept.
+    pub fn dev(&self) -> u64 {
+        self.dev
+    }
+
+    pub fn ino(&self) -> u64 {
+        self.ino
+    }
+
     pub fn key(&self) -> String {
         format!("{}-{}", self.dev, self.ino)
     }

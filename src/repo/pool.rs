@@ -39,26 +39,155 @@ pub struct DigestStore {
     changed: std::sync::atomic::AtomicBool,
 }
 
-#[derive(Default, serde::Serialize, serde::Deserialize)]
+/// A SHA256, as bytes: held by the thousand (hex strings were four
+/// allocations' worth more per package).
+type Sha256 = [u8; 32];
+
+fn sha256_bytes(hex_text: &str) -> Option<Sha256> {
+    let mut out = [0; 32];
+    hex::decode_to_slice(hex_text, &mut out).ok()?;
+    Some(out)
+}
+
+/// The records in memory, compact; [`RecordsFile`] is their form on disk.
+#[derive(Default)]
 struct Records {
+    /// By device and inode.
+    digests: std::collections::HashMap<(u64, u64), Record>,
+    controls: std::collections::HashMap<Sha256, Box<str>>,
+    data_checked: std::collections::HashSet<Sha256>,
+}
+
+#[derive(Clone, Copy)]
+struct Record {
+    identity: crate::files::FileIdentity,
+    size: u64,
+    sha256: Sha256,
+}
+
+impl Record {
+    fn digests(&self) -> Digests {
+        Digests {
+            size: self.size,
+            sha256: hex::encode(self.sha256),
+            ..Digests::default()
+        }
+    }
+}
+
+/// The records file (JSON).
+#[derive(serde::Deserialize)]
+struct RecordsFile {
     version: u32,
     /// `dev-ino` → identity and digests.
-    digests: std::collections::BTreeMap<String, Record>,
+    digests: std::collections::BTreeMap<String, FileRecord>,
     /// SHA256 of a package file → its control paragraph's text.
     controls: std::collections::BTreeMap<String, String>,
     /// SHA256 of the package files whose data member was read to its end
     /// without a fault.
     #[serde(default)]
-    data_checked: std::collections::BTreeSet<String>,
+    data_checked: Vec<String>,
 }
 
 /// 3: a pool file's digests are its size and SHA256.
 const RECORDS_VERSION: u32 = 3;
 
-#[derive(Clone, serde::Serialize, serde::Deserialize)]
-struct Record {
+#[derive(serde::Serialize, serde::Deserialize)]
+struct FileRecord {
     identity: crate::files::FileIdentity,
     digests: Digests,
+}
+
+impl Records {
+    /// Read as it is parsed (a file of thousands of records is megabytes).
+    fn read(path: &Path) -> Option<Records> {
+        let file = File::open(path).ok()?;
+        let f: RecordsFile = serde_json::from_reader(io::BufReader::new(file)).ok()?;
+        if f.version != RECORDS_VERSION {
+            return None;
+        }
+        let digests = f
+            .digests
+            .into_values()
+            .filter_map(|r| {
+                let id = r.identity;
+                let sha256 = sha256_bytes(&r.digests.sha256)?;
+                Some((
+                    (id.dev(), id.ino()),
+                    Record {
+                        identity: id,
+                        size: r.digests.size,
+                        sha256,
+                    },
+                ))
+            })
+            .collect();
+        let controls = f
+            .controls
+            .into_iter()
+            .filter_map(|(k, v)| Some((sha256_bytes(&k)?, v.into_boxed_str())))
+            .collect();
+        let data_checked = f
+            .data_checked
+            .iter()
+            .filter_map(|k| sha256_bytes(k))
+            .collect();
+        Some(Records {
+            digests,
+            controls,
+            data_checked,
+        })
+    }
+}
+
+/// Written straight from the compact records, sorted (the same records
+/// give the same file), in [`RecordsFile`]'s shape.
+impl serde::Serialize for Records {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeStruct};
+        struct Digested<'a>(&'a Records);
+        impl serde::Serialize for Digested<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut all: Vec<(String, &Record)> = self
+                    .0
+                    .digests
+                    .values()
+                    .map(|r| (r.identity.key(), r))
+                    .collect();
+                all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                let mut m = s.serialize_map(Some(all.len()))?;
+                for (k, r) in all {
+                    let record = FileRecord {
+                        identity: r.identity,
+                        digests: r.digests(),
+                    };
+                    m.serialize_entry(&k, &record)?;
+                }
+                m.end()
+            }
+        }
+        struct Controls<'a>(&'a Records);
+        impl serde::Serialize for Controls<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut all: Vec<_> = self.0.controls.iter().collect();
+                all.sort_unstable_by_key(|(k, _)| **k);
+                let mut m = s.serialize_map(Some(all.len()))?;
+                for (k, v) in all {
+                    m.serialize_entry(&hex::encode(k), v)?;
+                }
+                m.end()
+            }
+        }
+        let mut checked: Vec<&Sha256> = self.data_checked.iter().collect();
+        checked.sort_unstable();
+        let checked: Vec<String> = checked.into_iter().map(hex::encode).collect();
+        let mut st = s.serialize_struct("Records", 4)?;
+        st.serialize_field("version", &RECORDS_VERSION)?;
+        st.serialize_field("digests", &Digested(self))?;
+        st.serialize_field("controls", &Controls(self))?;
+        st.serialize_field("data_checked", &checked)?;
+        st.end()
+    }
 }
 
 impl DigestStore {
@@ -66,14 +195,9 @@ impl DigestStore {
     /// hashed, every control member read).
     pub fn new(path: Option<PathBuf>) -> DigestStore {
         let records = path
-            .as_ref()
-            .and_then(|p| fs::read(p).ok())
-            .and_then(|b| serde_json::from_slice::<Records>(&b).ok())
-            .filter(|r| r.version == RECORDS_VERSION)
-            .unwrap_or(Records {
-                version: RECORDS_VERSION,
-                ..Records::default()
-            });
+            .as_deref()
+            .and_then(Records::read)
+            .unwrap_or_default();
         DigestStore {
             path,
             records: std::sync::Mutex::new(records),
@@ -84,7 +208,7 @@ impl DigestStore {
     fn get(&self, meta: &fs::Metadata) -> Option<Digests> {
         let mut records = self.records.lock().ok()?;
         let now = crate::files::FileIdentity::of(meta);
-        let r = records.digests.get_mut(&now.key())?;
+        let r = records.digests.get_mut(&(now.dev(), now.ino()))?;
         // Pool files are hard-linked into new outputs: a link alone changes
         // their ctime (and their link count). The record follows the file,
         // so the next change of ctime is judged from here.
@@ -96,23 +220,23 @@ impl DigestStore {
             self.changed
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        Some(r.digests.clone())
+        Some(r.digests())
     }
 
     fn put(&self, meta: &fs::Metadata, digests: &Digests) {
+        // What the pool lists a file with, whatever else was computed on
+        // the way: the same output for the same bytes.
+        let Some(sha256) = sha256_bytes(&digests.sha256) else {
+            return;
+        };
         if let Ok(mut records) = self.records.lock() {
             let identity = crate::files::FileIdentity::of(meta);
             records.digests.insert(
-                identity.key(),
+                (identity.dev(), identity.ino()),
                 Record {
                     identity,
-                    // What the pool lists a file with, whatever else was
-                    // computed on the way: the same output for the same bytes.
-                    digests: Digests {
-                        size: digests.size,
-                        sha256: digests.sha256.clone(),
-                        ..Digests::default()
-                    },
+                    size: digests.size,
+                    sha256,
                 },
             );
             self.changed
@@ -122,32 +246,37 @@ impl DigestStore {
 
     /// The control paragraph's text recorded for the file with this SHA256.
     pub fn control(&self, sha256: &str) -> Option<String> {
-        self.records.lock().ok()?.controls.get(sha256).cloned()
+        let key = sha256_bytes(sha256)?;
+        Some(self.records.lock().ok()?.controls.get(&key)?.to_string())
     }
 
     /// Whether the file with this SHA256 had its data member read to its
     /// end without a fault.
     pub fn data_checked(&self, sha256: &str) -> bool {
-        crate::format::path::is_hex_digest(sha256, 64)
-            && self
-                .records
+        sha256_bytes(sha256).is_some_and(|key| {
+            self.records
                 .lock()
-                .is_ok_and(|r| r.data_checked.contains(sha256))
+                .is_ok_and(|r| r.data_checked.contains(&key))
+        })
     }
 
     pub fn put_data_checked(&self, sha256: &str) {
+        let Some(key) = sha256_bytes(sha256) else {
+            return;
+        };
         if let Ok(mut records) = self.records.lock() {
-            records.data_checked.insert(sha256.to_string());
+            records.data_checked.insert(key);
             self.changed
                 .store(true, std::sync::atomic::Ordering::SeqCst);
         }
     }
 
     pub fn put_control(&self, sha256: &str, text: &str) {
+        let Some(key) = sha256_bytes(sha256) else {
+            return;
+        };
         if let Ok(mut records) = self.records.lock() {
-            records
-                .controls
-                .insert(sha256.to_string(), text.to_string());
+            records.controls.insert(key, text.into());
             self.changed
                 .store(true, std::sync::atomic::Ordering::SeqCst);
         }
@@ -166,13 +295,14 @@ impl DigestStore {
         let Ok(records) = self.records.lock() else {
             return;
         };
-        let Ok(bytes) = serde_json::to_vec(&*records) else {
-            return;
-        };
         let Some(dir) = path.parent() else { return };
         let _ = fs::create_dir_all(dir);
-        if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir)
-            && std::io::Write::write_all(&mut tmp, &bytes).is_ok()
+        let Ok(tmp) = tempfile::NamedTempFile::new_in(dir) else {
+            return;
+        };
+        let mut w = BufWriter::new(tmp);
+        if serde_json::to_writer(&mut w, &*records).is_ok()
+            && let Ok(tmp) = w.into_inner()
         {
             let _ = tmp.persist(path);
         }
@@ -198,7 +328,7 @@ impl DigestStore {
         let Ok(mut records) = self.records.lock() else {
             return;
         };
-        if let Some(r) = records.digests.get_mut(&now.key())
+        if let Some(r) = records.digests.get_mut(&(now.dev(), now.ino()))
             && r.identity.same_inode_bytes(&now)
             && r.identity != now
         {
@@ -263,4 +393,49 @@ pub fn place(src: &Path, dest: &Path, store: &DigestStore) -> io::Result<(Digest
     let file = buffered.into_inner().map_err(|e| e.into_error())?;
     file.set_modified(meta.modified()?)?;
     Ok((d, Placed::Copied))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The compact records go to disk and come back: digests by identity,
+    /// controls and checked data by SHA256; the same records write the same
+    /// file, and a file that changed is not answered for.
+    #[test]
+    fn records_survive_the_file_and_follow_identities() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("records.json");
+        let files: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("f{i}"))).collect();
+        let store = DigestStore::new(Some(path.clone()));
+        let mut digests = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            fs::write(f, format!("bytes {i}")).unwrap();
+            digests.push(store.digests_of(f).unwrap());
+        }
+        let sha = digests[1].sha256.clone();
+        store.put_control(&sha, "Package: a\n");
+        store.put_data_checked(&sha);
+        store.save();
+        let first = fs::read(&path).unwrap();
+
+        let again = DigestStore::new(Some(path.clone()));
+        for (f, d) in files.iter().zip(&digests) {
+            assert_eq!(again.recorded(&fs::metadata(f).unwrap()).as_ref(), Some(d));
+        }
+        assert_eq!(again.control(&sha).as_deref(), Some("Package: a\n"));
+        assert!(again.data_checked(&sha));
+        assert!(!again.data_checked(&digests[0].sha256));
+        assert_eq!(again.control("not hex"), None);
+        // Saved again with nothing new: the same bytes.
+        again.changed.store(true, std::sync::atomic::Ordering::SeqCst);
+        again.save();
+        assert_eq!(fs::read(&path).unwrap(), first);
+        // New bytes, a new identity: no answer from the record.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        fs::write(&files[2], "other bytes!").unwrap();
+        assert_eq!(again.recorded(&fs::metadata(&files[2]).unwrap()), None);
+        let d = again.digests_of(&files[2]).unwrap();
+        assert_eq!(d.sha256, crate::digest::sha256_hex(b"other bytes!"));
+    }
 }
