@@ -436,7 +436,7 @@ pub struct Session<'a> {
     /// The lock file as last parsed, by the file's identity: a run reads
     /// it several times (before resolving, to check, after fetching) and
     /// a 5,000-package lock is megabytes of TOML.
-    parsed_lock: std::sync::Mutex<Option<(crate::files::FileIdentity, Lock)>>,
+    parsed_lock: std::sync::Mutex<Option<(crate::files::FileIdentity, Arc<Lock>)>>,
 }
 
 impl<'a> Session<'a> {
@@ -496,7 +496,8 @@ impl<'a> Session<'a> {
     }
 
     /// The lock file on disk, if there is one.
-    pub fn read_lock(&self) -> Result<Option<Lock>, PipelineError> {
+    /// Shared with the cache (one copy of a lock of thousands of entries).
+    pub fn read_lock(&self) -> Result<Option<Arc<Lock>>, PipelineError> {
         let identity = std::fs::metadata(&self.lock_path)
             .ok()
             .map(|m| crate::files::FileIdentity::of(&m));
@@ -504,16 +505,19 @@ impl<'a> Session<'a> {
             && let Some((seen, lock)) = self.parsed_lock.lock().expect("lock cache").as_ref()
             && *seen == id
         {
-            return Ok(Some(lock.clone()));
+            return Ok(Some(Arc::clone(lock)));
         }
         match crate::input::read_to_string(&self.lock_path, crate::input::limit::LOCK) {
             Ok(text) => {
-                let lock = Lock::parse(&text).map_err(|source| PipelineError::Lock {
-                    path: self.lock_path.clone(),
-                    source,
-                })?;
+                let lock = Arc::new(Lock::parse(&text).map_err(|source| {
+                    PipelineError::Lock {
+                        path: self.lock_path.clone(),
+                        source,
+                    }
+                })?);
+                drop(text);
                 if let Some(id) = identity {
-                    *self.parsed_lock.lock().expect("lock cache") = Some((id, lock.clone()));
+                    *self.parsed_lock.lock().expect("lock cache") = Some((id, Arc::clone(&lock)));
                 }
                 Ok(Some(lock))
             }

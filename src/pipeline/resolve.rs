@@ -435,6 +435,12 @@ impl Session<'_> {
         })
     }
 
+    /// With `--locked`, before anything is fetched: any difference from
+    /// the lock file is an error.
+    pub fn check_locked(&self, resolved: &[Resolved]) -> Result<(), PipelineError> {
+        self.compare_lock(resolved, true).map(drop)
+    }
+
     /// Compares with the lock file: with `locked`, any difference is an error;
     /// otherwise the lock is (re)written when it changed. Returns the lock in force.
     pub fn check_lock(
@@ -442,16 +448,35 @@ impl Session<'_> {
         resolved: &[Resolved],
         locked: bool,
     ) -> Result<(Lock, bool), PipelineError> {
+        let (old, new, changed) = self.compare_lock(resolved, locked)?;
+        // The last reading: the cache's share goes, so that the lock in
+        // force is not a copy (an entry per package).
+        self.forget_lock();
+        Ok(match (old, locked) {
+            (Some(old), true) => {
+                drop(new);
+                (Arc::unwrap_or_clone(old), false)
+            }
+            _ => (new, changed),
+        })
+    }
+
+    /// The lock file, the lock `resolved` makes, and whether they differ.
+    fn compare_lock(
+        &self,
+        resolved: &[Resolved],
+        locked: bool,
+    ) -> Result<(Option<Arc<Lock>>, Lock, bool), PipelineError> {
         let new = Lock::new(resolved.iter().map(|r| (*r.locked).clone()).collect());
         let old = self.read_lock()?;
-        match (old, locked) {
+        match (&old, locked) {
             (None, true) => Err(PipelineError::NoLock {
                 path: self.lock_path.clone(),
             }),
-            (Some(old), true) => {
-                let differences = old.differences(&new);
+            (Some(o), true) => {
+                let differences = o.differences(&new);
                 if differences.is_empty() {
-                    Ok((old, false))
+                    Ok((old, new, false))
                 } else {
                     Err(PipelineError::LockMismatch {
                         path: self.lock_path.clone(),
@@ -459,9 +484,9 @@ impl Session<'_> {
                     })
                 }
             }
-            (old, false) => {
-                let changed = old.as_ref() != Some(&new);
-                Ok((new, changed))
+            (_, false) => {
+                let changed = old.as_deref() != Some(&new);
+                Ok((old, new, changed))
             }
         }
     }

@@ -94,9 +94,6 @@ struct Listed {
     index: std::sync::Arc<Path>,
     name: String,
     version: String,
-    filename: String,
-    /// (field, value) of Pre-Depends and Depends.
-    depends: Vec<(&'static str, String)>,
     provides: Vec<String>,
 }
 
@@ -348,7 +345,7 @@ fn verify_index(
     if f.path.ends_with("/Packages") {
         let mut in_index = Vec::new();
         verify_packages(root, &path, r, &mut in_index);
-        check_dependencies(&in_index, r);
+        check_dependencies(&path, &in_index, r);
         listed.extend(in_index);
     }
 }
@@ -448,7 +445,7 @@ fn verify_stanza(
             "{filename}: the file name does not match its control paragraph (expected {expected})"
         ));
     }
-    listed.push(listed_of(index, stanza, filename));
+    listed.push(listed_of(index, stanza));
     let deb_path = root.join(filename);
     // Exactly the digests the stanza lists, on threads of their own.
     let set = DigestSet {
@@ -519,20 +516,11 @@ fn check_package_control(
 }
 
 /// What the installability checks need of a stanza.
-fn listed_of(
-    index: &std::sync::Arc<Path>,
-    stanza: &crate::format::deb822::ControlParagraph,
-    filename: &str,
-) -> Listed {
+fn listed_of(index: &std::sync::Arc<Path>, stanza: &ControlParagraph) -> Listed {
     Listed {
         index: std::sync::Arc::clone(index),
         name: stanza.get("Package").unwrap_or("?").to_string(),
         version: stanza.get("Version").unwrap_or_default().to_string(),
-        filename: filename.to_string(),
-        depends: ["Pre-Depends", "Depends"]
-            .iter()
-            .filter_map(|&f| stanza.field(f).map(|v| (f, v.folded())))
-            .collect(),
         provides: stanza
             .field("Provides")
             .map(|p| {
@@ -561,17 +549,14 @@ pub fn installability(root: &Path) -> Vec<String> {
         let index: std::sync::Arc<Path> = index.into();
         for stanza in ParagraphReader::new(BufReader::new(file)) {
             match stanza {
-                Ok(s) => {
-                    let filename = s.get("Filename").unwrap_or_default().to_string();
-                    in_index.push(listed_of(&index, &s, &filename));
-                }
+                Ok(s) => in_index.push(listed_of(&index, &s)),
                 Err(e) => {
                     r.problems.push(format!("{}: {e}", index.display()));
                     break;
                 }
             }
         }
-        check_dependencies(&in_index, &mut r);
+        check_dependencies(&index, &in_index, &mut r);
         listed.extend(in_index);
     }
     check_pins(root, &listed, &mut r);
@@ -607,8 +592,10 @@ pub(super) fn package_indexes(root: &Path) -> Vec<PathBuf> {
 /// Every Depends/Pre-Depends group that names a package this index has (by
 /// name or Provides) must be satisfied by a version this index has: else apt
 /// on a lab machine cannot install it from us.
-fn check_dependencies(listed: &[Listed], r: &mut VerifyReport) {
-    use crate::format::relation::Relations;
+/// Every dependency among the packages `index` lists (`listed`, read from
+/// it) must be satisfiable by them. The relations are read from the index
+/// again, a stanza at a time, not held for thousands of packages.
+fn check_dependencies(index: &Path, listed: &[Listed], r: &mut VerifyReport) {
     use crate::format::version::Version;
     // By name, once: thousands of packages each with a few relations.
     let mut versions: std::collections::HashMap<&str, Vec<Version>> = Default::default();
@@ -622,40 +609,68 @@ fn check_dependencies(listed: &[Listed], r: &mut VerifyReport) {
         .flat_map(|l| l.provides.iter().map(String::as_str))
         .collect();
     let names: std::collections::HashSet<&str> = listed.iter().map(|l| l.name.as_str()).collect();
-    let ours = |name: &str| names.contains(name) || provided.contains(name);
-    for l in listed {
-        for (field, text) in &l.depends {
-            let Ok(relations) = Relations::parse(text) else {
-                continue; // the control checks report syntax
-            };
-            for group in &relations.0 {
-                if !group.0.iter().any(|rel| ours(&rel.name)) {
-                    continue; // another repository's business
-                }
-                let satisfied = group.0.iter().any(|rel| {
-                    versions
-                        .get(rel.name.as_str())
-                        .is_some_and(|vs| vs.iter().any(|v| rel.matches(&rel.name, v)))
-                        || (rel.constraint.is_none() && provided.contains(rel.name.as_str()))
-                });
-                if !satisfied {
-                    let names: Vec<&str> = group.0.iter().map(|rel| rel.name.as_str()).collect();
-                    let have: Vec<String> = listed
-                        .iter()
-                        .filter(|o| names.contains(&o.name.as_str()))
-                        .map(|o| format!("{} {}", o.name, o.version))
-                        .collect();
-                    let group_text: Vec<String> =
-                        group.0.iter().map(|rel| rel.to_string()).collect();
-                    r.problems.push(format!(
-                        "{}: {} {} {field}: {}, which no package in this repository satisfies (it has {}); apt cannot install it",
-                        l.filename,
-                        l.name,
-                        l.version,
-                        group_text.join(" | "),
-                        have.join(", ")
-                    ));
-                }
+    let known = Known {
+        versions,
+        provided,
+        names,
+        listed,
+    };
+    let Ok(file) = File::open(index) else { return };
+    // A stanza that does not read was reported when `listed` was read.
+    for stanza in ParagraphReader::new(BufReader::new(file)).map_while(Result::ok) {
+        for field in ["Pre-Depends", "Depends"] {
+            if let Some(text) = stanza.field(field).map(|f| f.folded()) {
+                known.check(&stanza, field, &text, r);
+            }
+        }
+    }
+}
+
+/// What one index lists, by name, for [`check_dependencies`].
+struct Known<'a> {
+    versions: std::collections::HashMap<&'a str, Vec<crate::format::version::Version>>,
+    provided: std::collections::HashSet<&'a str>,
+    names: std::collections::HashSet<&'a str>,
+    listed: &'a [Listed],
+}
+
+impl Known<'_> {
+    fn ours(&self, name: &str) -> bool {
+        self.names.contains(name) || self.provided.contains(name)
+    }
+
+    /// Checks one relation field of one stanza.
+    fn check(&self, stanza: &ControlParagraph, field: &str, text: &str, r: &mut VerifyReport) {
+        let Ok(relations) = crate::format::relation::Relations::parse(text) else {
+            return; // the control checks report syntax
+        };
+        for group in &relations.0 {
+            if !group.0.iter().any(|rel| self.ours(&rel.name)) {
+                continue; // another repository's business
+            }
+            let satisfied = group.0.iter().any(|rel| {
+                self.versions
+                    .get(rel.name.as_str())
+                    .is_some_and(|vs| vs.iter().any(|v| rel.matches(&rel.name, v)))
+                    || (rel.constraint.is_none() && self.provided.contains(rel.name.as_str()))
+            });
+            if !satisfied {
+                let names: Vec<&str> = group.0.iter().map(|rel| rel.name.as_str()).collect();
+                let have: Vec<String> = self
+                    .listed
+                    .iter()
+                    .filter(|o| names.contains(&o.name.as_str()))
+                    .map(|o| format!("{} {}", o.name, o.version))
+                    .collect();
+                let group_text: Vec<String> = group.0.iter().map(|rel| rel.to_string()).collect();
+                r.problems.push(format!(
+                    "{}: {} {} {field}: {}, which no package in this repository satisfies (it has {}); apt cannot install it",
+                    stanza.get("Filename").unwrap_or_default(),
+                    stanza.get("Package").unwrap_or("?"),
+                    stanza.get("Version").unwrap_or_default(),
+                    group_text.join(" | "),
+                    have.join(", ")
+                ));
             }
         }
     }

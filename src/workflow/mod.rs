@@ -215,9 +215,10 @@ pub fn resolve_and_fetch(
         }
         .into());
     }
-    let (resolved, sources) = session.resolve(old.as_ref())?;
+    let (resolved, sources) = session.resolve(old.as_deref())?;
+    drop(old);
     if locked {
-        session.check_lock(&resolved, true)?;
+        session.check_locked(&resolved)?;
     }
     if reporter.wants_total() {
         reporter.event(Event::Total {
@@ -230,7 +231,6 @@ pub fn resolve_and_fetch(
     let resolved: Vec<_> = packages.iter().map(|f| f.resolved.clone()).collect();
     let (lock, changed) = session.check_lock(&resolved, locked)?;
     drop(resolved);
-    session.forget_lock();
     if changed {
         session.write_lock(&lock)?;
         crate::report::note(reporter, format!("wrote {}", session.lock_path().display()));
