@@ -136,7 +136,8 @@ type Inputs = Vec<(PathBuf, crate::files::FileIdentity)>;
 /// was read, under the path as written too (a link pointed elsewhere
 /// resolves to another file); a cache file's (named by its digest) now.
 fn stamp_inputs(packages: &[pipeline::Fetched]) -> Option<Inputs> {
-    let mut out = Vec::new();
+    // Held to the end of the build: sized once, not grown by doubling.
+    let mut out = Vec::with_capacity(2 * packages.len());
     for f in packages {
         let l = &f.resolved.locked;
         match f.resolved.seen {
@@ -149,6 +150,7 @@ fn stamp_inputs(packages: &[pipeline::Fetched]) -> Option<Inputs> {
             None => out.extend(unchanged::identities(std::slice::from_ref(&f.file))?),
         }
     }
+    out.shrink_to_fit();
     Some(out)
 }
 
