@@ -175,7 +175,7 @@ pub fn write(
     if let Some(mut report) = Stamp::read(&stamp_path)
         .filter(|s| s.key == key)
         .filter(|s| tree_identity(out).is_ok_and(|tree| tree == s.tree))
-        .map(|s| s.report)
+        .map(|s| s.report.into_owned())
     {
         report.unchanged = true;
         return Ok(report);
@@ -217,12 +217,17 @@ pub fn write(
     // Best effort: without a stamp the next build simply does the work.
     if let Ok(tree) = tree_identity(out) {
         report.tree = tree.clone();
+        // Borrowed and streamed: a report lists every package.
         let stamp = Stamp {
-            key,
-            tree,
-            report: report.clone(),
+            key: key.as_str().into(),
+            tree: tree.as_str().into(),
+            report: std::borrow::Cow::Borrowed(&report),
         };
-        let _ = write_public(&stamp_path, &serde_json::to_vec(&stamp).unwrap_or_default());
+        let _ = crate::files::write_atomic_with(
+            &stamp_path,
+            crate::files::Existing::Replace,
+            &mut |w| serde_json::to_writer(w, &stamp).map_err(std::io::Error::from),
+        );
     }
     drop(lock);
     Ok(report)
@@ -568,15 +573,15 @@ fn restore_moved_aside(
 /// What a finished build leaves beside its output (`.<out>.stamp`): a key of
 /// everything that went in, and the identity of every file that came out.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Stamp {
-    key: String,
+struct Stamp<'r> {
+    key: std::borrow::Cow<'r, str>,
     /// The output's tree digest when the build finished.
-    tree: String,
-    report: OutputReport,
+    tree: std::borrow::Cow<'r, str>,
+    report: std::borrow::Cow<'r, OutputReport>,
 }
 
-impl Stamp {
-    fn read(path: &Path) -> Option<Stamp> {
+impl Stamp<'static> {
+    fn read(path: &Path) -> Option<Stamp<'static>> {
         serde_json::from_slice(&fs::read(path).ok()?).ok()
     }
 }

@@ -107,7 +107,7 @@ impl Reporter for Recorder<'_> {
 
 /// `.<out>.build-stamp`.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct BuildStamp {
+struct BuildStamp<'r> {
     format: u32,
     /// [`settings_key`] of the build.
     settings: String,
@@ -127,7 +127,8 @@ struct BuildStamp {
     /// `.<out>.generations` as the build left it.
     generations: String,
     said: Vec<Said>,
-    output: crate::repo::OutputReport,
+    /// Borrowed when written (a report lists every package).
+    output: std::borrow::Cow<'r, crate::repo::OutputReport>,
     repo_config: Option<(String, Option<String>)>,
 }
 
@@ -181,7 +182,7 @@ impl<'s> Probe<'s> {
         for s in stamp.said {
             reporter.event(s.event());
         }
-        let mut output = stamp.output;
+        let mut output = stamp.output.into_owned();
         output.unchanged = true;
         Answer::Unchanged(BuildReport {
             output,
@@ -194,7 +195,7 @@ impl<'s> Probe<'s> {
 
     /// The stamp, when the settings are the same and no file it names
     /// changed; and the project as found (for the build, when it did).
-    fn matching_stamp(&self) -> (Option<BuildStamp>, Option<Before>) {
+    fn matching_stamp(&self) -> (Option<BuildStamp<'static>>, Option<Before>) {
         let bytes = crate::input::read(&self.path, crate::input::limit::LOCK).ok();
         let head = bytes
             .as_deref()
@@ -220,7 +221,7 @@ impl<'s> Probe<'s> {
             let tree = tree_digest(&self.s.out, &|_| false).ok();
             (tree, generations.join().ok().flatten())
         });
-        let Some(stamp) = bytes.and_then(|b| serde_json::from_slice::<BuildStamp>(&b).ok()) else {
+        let Some(stamp) = bytes.and_then(|b| serde_json::from_slice::<BuildStamp<'static>>(&b).ok()) else {
             return (None, before);
         };
         let identity = before
@@ -241,10 +242,10 @@ impl<'s> Probe<'s> {
     pub(super) fn redated(&self, Stamped(mut stamp): Stamped, tree: String) -> BuildReport {
         stamp.date = self.date();
         stamp.tree = tree.clone();
-        stamp.output.tree = tree;
+        stamp.output.to_mut().tree = tree;
         self.write(&stamp);
         BuildReport {
-            output: stamp.output,
+            output: stamp.output.into_owned(),
             keys: self.keys,
             generation: None,
             repo_config: stamp.repo_config,
@@ -349,15 +350,18 @@ impl<'s> Probe<'s> {
             tree: report.output.tree.clone(),
             generations,
             said: recorder.said.into_inner().unwrap_or_default(),
-            output: report.output.clone(),
+            output: std::borrow::Cow::Borrowed(&report.output),
             repo_config: report.repo_config.clone(),
         });
     }
 
+    /// Streamed to the file (a stamp of thousands of packages is megabytes).
     fn write(&self, stamp: &BuildStamp) {
-        if let Ok(bytes) = serde_json::to_vec(stamp) {
-            let _ = crate::files::write_atomic(&self.path, &bytes, crate::files::Existing::Replace);
-        }
+        let _ = crate::files::write_atomic_with(
+            &self.path,
+            crate::files::Existing::Replace,
+            &mut |w| serde_json::to_writer(w, stamp).map_err(std::io::Error::from),
+        );
     }
 }
 
@@ -371,7 +375,7 @@ pub(super) enum Answer {
 }
 
 /// A stamp that matched but for the date.
-pub(super) struct Stamped(BuildStamp);
+pub(super) struct Stamped(BuildStamp<'static>);
 
 impl Stamped {
     /// The output's tree digest the stamp names.
