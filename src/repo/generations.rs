@@ -284,9 +284,11 @@ pub fn record(out: &Path, mut g: Generation) -> Result<(Generation, bool), RepoE
     g.number = before.map_or(1, |l| l.number + 1);
     let dir = dir_of(out);
     let path = dir.join(format!("{:06}.json", g.number));
-    let text = serde_json::to_vec_pretty(&g).unwrap_or_default();
-    // An existing manifest is never replaced.
-    crate::files::write_atomic(&path, &text, crate::files::Existing::Keep)?;
+    // An existing manifest is never replaced. Streamed: it lists every
+    // package.
+    crate::files::write_atomic_with(&path, crate::files::Existing::Keep, &mut |w| {
+        serde_json::to_writer_pretty(w, &g).map_err(std::io::Error::from)
+    })?;
     Ok((g, true))
 }
 
