@@ -91,8 +91,11 @@ impl Expected {
     }
 }
 
+/// HTTP downloads. The client (a thread with its own runtime, TLS set up)
+/// is made at the first request: a build whose packages are all local
+/// files makes none.
 pub struct Http {
-    client: Client,
+    client: std::sync::OnceLock<Client>,
     opts: HttpOptions,
 }
 
@@ -215,13 +218,24 @@ impl<R: Read> Read for Paced<R> {
 
 impl Http {
     pub fn new(opts: HttpOptions) -> Result<Http, FetchError> {
+        Ok(Http {
+            client: std::sync::OnceLock::new(),
+            opts,
+        })
+    }
+
+    fn client(&self) -> Result<&Client, FetchError> {
+        if let Some(c) = self.client.get() {
+            return Ok(c);
+        }
         let client = Client::builder()
-            .connect_timeout(opts.timeout)
-            .timeout(opts.timeout)
+            .connect_timeout(self.opts.timeout)
+            .timeout(self.opts.timeout)
             .user_agent(concat!("debforge/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| err("(client)", FetchErrorKind::Transfer(source_chain(&e))))?;
-        Ok(Http { client, opts })
+        // Two threads may both make one; one is kept.
+        Ok(self.client.get_or_init(|| client))
     }
 
     fn wait(&self, attempt: u32) -> Duration {
@@ -256,7 +270,7 @@ impl Http {
     }
 
     fn send(&self, url: &str, range_from: u64) -> Result<Response, FetchError> {
-        let mut req = self.client.get(url);
+        let mut req = self.client()?.get(url);
         if range_from > 0 {
             req = req.header(RANGE, format!("bytes={range_from}-"));
         }
