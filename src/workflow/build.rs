@@ -267,22 +267,25 @@ fn build_all(
     };
     let pool: Vec<_> = artifacts.iter().map(|a| a.pool_input()).collect();
     let output = crate::repo::write(&s.out, &pool, &params, &pins, reporter)?;
+    // What is left to do needs none of the packages' state: it goes before
+    // the generation is recorded (which holds two manifests of every
+    // package).
+    drop(pool);
+    drop(artifacts);
+    let config = params.config;
     session.save_records();
+    let repo_config = repo_config(&output, &session.recipes, &config);
+    let lock_path = session.lock_path().to_path_buf();
+    drop(session);
     let generation = if output.unchanged {
         None
     } else {
         Some(record_generation(
-            &s.out,
-            &output,
-            &session,
-            signing,
-            &pins,
-            date,
-            &params.config,
+            &s.out, &output, &lock_path, signing, &pins, date, &config,
         )?)
     };
     let report = BuildReport {
-        repo_config: repo_config(&output, &session.recipes, &params.config),
+        repo_config,
         output,
         keys: signing.len(),
         generation,
@@ -497,7 +500,7 @@ fn report_unpinned(artifacts: &[pipeline::Artifact], pinned: &[String], reporter
 fn record_generation(
     out: &Path,
     report: &OutputReport,
-    session: &Session,
+    lock_path: &Path,
     signing: &[SigningKey],
     pins: &str,
     date: i64,
@@ -509,7 +512,7 @@ fn record_generation(
         date,
         release_sha256: sha(&out.join("dists").join(&config.suite).join("Release")),
         packages: report.packages.clone(),
-        lock_sha256: sha(session.lock_path()),
+        lock_sha256: sha(lock_path),
         keys: signing.iter().map(|k| k.fingerprint()).collect(),
         pins_sha256: crate::digest::sha256_hex(pins.as_bytes()),
         pins: Some(pins.to_string()),
