@@ -267,7 +267,9 @@ pub(super) struct Placed<'p> {
     pub filename: String,
     pub architecture: &'p str,
     pub control: &'p ControlParagraph,
-    pub digests: crate::digest::Digests,
+    pub size: u64,
+    /// The package's own (what is placed was checked to have it).
+    pub sha256: &'p str,
 }
 
 /// The pool's files of `entries`.
@@ -426,7 +428,12 @@ pub(super) fn write_dists(
             });
         }
         stanza.clear();
-        let paragraph = crate::format::packages::stanza(e.control, &e.filename, &e.digests);
+        let digests = crate::digest::Digests {
+            size: e.size,
+            sha256: e.sha256.to_string(),
+            ..Default::default()
+        };
+        let paragraph = crate::format::packages::stanza(e.control, &e.filename, &digests);
         write!(stanza, "{paragraph}").expect("a String takes any text");
         dists.add(e.architecture, &e.filename, &stanza)?;
     }
@@ -697,13 +704,16 @@ pub(super) fn to_entries<'p>(
             architecture: field("Architecture").to_string(),
             filename: rel.clone(),
             size: digests.size,
-            sha256: digests.sha256.clone(),
+            sha256: digests.sha256,
         });
+        // `placed` is what the pool holds, checked against each package's
+        // SHA256 (`place_all`, or the in-place check of a kept file).
         entries.push(Placed {
             architecture: field("Architecture"),
             control,
             filename: rel,
-            digests,
+            size: digests.size,
+            sha256: p.sha256,
         });
     }
     // Pool order, as a walk of the pool would give.
