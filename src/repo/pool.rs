@@ -37,6 +37,10 @@ pub struct DigestStore {
     path: Option<PathBuf>,
     records: std::sync::Mutex<Records>,
     changed: std::sync::atomic::AtomicBool,
+    /// The controls live in a file of their own beside `path`
+    /// ([`DigestStore::forget_controls`] writes and drops them once the
+    /// packages are prepared, while the digests still change).
+    controls_changed: std::sync::atomic::AtomicBool,
 }
 
 /// A SHA256, as bytes: held by the thousand (hex strings were four
@@ -49,12 +53,15 @@ fn sha256_bytes(hex_text: &str) -> Option<Sha256> {
     Some(out)
 }
 
-/// The records in memory, compact; [`RecordsFile`] is their form on disk.
+/// The records in memory, compact; [`RecordsFile`] and [`ControlsFile`]
+/// are their form on disk.
 #[derive(Default)]
 struct Records {
     /// By device and inode.
     digests: std::collections::HashMap<(u64, u64), Record>,
     controls: std::collections::HashMap<Sha256, Box<str>>,
+    /// The controls were written and dropped: none is added or answered.
+    controls_forgotten: bool,
     data_checked: std::collections::HashSet<Sha256>,
 }
 
@@ -81,16 +88,28 @@ struct RecordsFile {
     version: u32,
     /// `dev-ino` → identity and digests.
     digests: std::collections::BTreeMap<String, FileRecord>,
-    /// SHA256 of a package file → its control paragraph's text.
-    controls: std::collections::BTreeMap<String, String>,
     /// SHA256 of the package files whose data member was read to its end
     /// without a fault.
     #[serde(default)]
     data_checked: Vec<String>,
 }
 
-/// 3: a pool file's digests are its size and SHA256.
-const RECORDS_VERSION: u32 = 3;
+/// The controls file (JSON, beside the records file): SHA256 of a package
+/// file → its control paragraph's text.
+#[derive(serde::Deserialize)]
+struct ControlsFile {
+    version: u32,
+    controls: std::collections::BTreeMap<String, String>,
+}
+
+/// `controls.json` beside `records.json`.
+fn controls_path(records: &Path) -> PathBuf {
+    records.with_file_name("controls.json")
+}
+
+/// 3: a pool file's digests are its size and SHA256. 4: the controls in
+/// a file of their own.
+const RECORDS_VERSION: u32 = 4;
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct FileRecord {
@@ -122,11 +141,7 @@ impl Records {
                 ))
             })
             .collect();
-        let controls = f
-            .controls
-            .into_iter()
-            .filter_map(|(k, v)| Some((sha256_bytes(&k)?, v.into_boxed_str())))
-            .collect();
+        let controls = Self::read_controls(&controls_path(path)).unwrap_or_default();
         let data_checked = f
             .data_checked
             .iter()
@@ -135,8 +150,25 @@ impl Records {
         Some(Records {
             digests,
             controls,
+            controls_forgotten: false,
             data_checked,
         })
+    }
+
+    fn read_controls(
+        path: &Path,
+    ) -> Option<std::collections::HashMap<Sha256, Box<str>>> {
+        let file = File::open(path).ok()?;
+        let f: ControlsFile = serde_json::from_reader(io::BufReader::new(file)).ok()?;
+        if f.version != RECORDS_VERSION {
+            return None;
+        }
+        Some(
+            f.controls
+                .into_iter()
+                .filter_map(|(k, v)| Some((sha256_bytes(&k)?, v.into_boxed_str())))
+                .collect(),
+        )
     }
 }
 
@@ -166,8 +198,25 @@ impl serde::Serialize for Records {
                 m.end()
             }
         }
-        struct Controls<'a>(&'a Records);
-        impl serde::Serialize for Controls<'_> {
+        let mut checked: Vec<&Sha256> = self.data_checked.iter().collect();
+        checked.sort_unstable();
+        let checked: Vec<String> = checked.into_iter().map(hex::encode).collect();
+        let mut st = s.serialize_struct("Records", 3)?;
+        st.serialize_field("version", &RECORDS_VERSION)?;
+        st.serialize_field("digests", &Digested(self))?;
+        st.serialize_field("data_checked", &checked)?;
+        st.end()
+    }
+}
+
+/// The controls, sorted, in [`ControlsFile`]'s shape.
+struct Controls<'a>(&'a Records);
+
+impl serde::Serialize for Controls<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeStruct};
+        struct Map<'a>(&'a Records);
+        impl serde::Serialize for Map<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 let mut all: Vec<_> = self.0.controls.iter().collect();
                 all.sort_unstable_by_key(|(k, _)| **k);
@@ -178,15 +227,26 @@ impl serde::Serialize for Records {
                 m.end()
             }
         }
-        let mut checked: Vec<&Sha256> = self.data_checked.iter().collect();
-        checked.sort_unstable();
-        let checked: Vec<String> = checked.into_iter().map(hex::encode).collect();
-        let mut st = s.serialize_struct("Records", 4)?;
+        let mut st = s.serialize_struct("Controls", 2)?;
         st.serialize_field("version", &RECORDS_VERSION)?;
-        st.serialize_field("digests", &Digested(self))?;
-        st.serialize_field("controls", &Controls(self))?;
-        st.serialize_field("data_checked", &checked)?;
+        st.serialize_field("controls", &Map(self.0))?;
         st.end()
+    }
+}
+
+/// Writes `value` as JSON to `path` through a temporary file and a rename
+/// (best effort: the records are a cache).
+fn save_json(path: &Path, value: &impl serde::Serialize) {
+    let Some(dir) = path.parent() else { return };
+    let _ = fs::create_dir_all(dir);
+    let Ok(tmp) = tempfile::NamedTempFile::new_in(dir) else {
+        return;
+    };
+    let mut w = BufWriter::new(tmp);
+    if serde_json::to_writer(&mut w, value).is_ok()
+        && let Ok(tmp) = w.into_inner()
+    {
+        let _ = tmp.persist(path);
     }
 }
 
@@ -202,6 +262,7 @@ impl DigestStore {
             path,
             records: std::sync::Mutex::new(records),
             changed: std::sync::atomic::AtomicBool::new(false),
+            controls_changed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -275,9 +336,11 @@ impl DigestStore {
         let Some(key) = sha256_bytes(sha256) else {
             return;
         };
-        if let Ok(mut records) = self.records.lock() {
+        if let Ok(mut records) = self.records.lock()
+            && !records.controls_forgotten
+        {
             records.controls.insert(key, text.into());
-            self.changed
+            self.controls_changed
                 .store(true, std::sync::atomic::Ordering::SeqCst);
         }
     }
@@ -286,26 +349,35 @@ impl DigestStore {
     /// anything was added. A failure only costs reading files again.
     pub fn save(&self) {
         let Some(path) = &self.path else { return };
-        if !self
-            .changed
-            .swap(false, std::sync::atomic::Ordering::SeqCst)
-        {
-            return;
-        }
         let Ok(records) = self.records.lock() else {
             return;
         };
-        let Some(dir) = path.parent() else { return };
-        let _ = fs::create_dir_all(dir);
-        let Ok(tmp) = tempfile::NamedTempFile::new_in(dir) else {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.controls_changed.swap(false, SeqCst) {
+            save_json(&controls_path(path), &Controls(&records));
+        }
+        if self.changed.swap(false, SeqCst) {
+            save_json(path, &*records);
+        }
+    }
+
+    /// Writes the controls if they changed, and drops them: called once the
+    /// packages are prepared (nothing asks for a control after that), so
+    /// that a build does not hold every package's control twice while it
+    /// writes the repository.
+    pub fn forget_controls(&self) {
+        let Some(path) = &self.path else { return };
+        let Ok(mut records) = self.records.lock() else {
             return;
         };
-        let mut w = BufWriter::new(tmp);
-        if serde_json::to_writer(&mut w, &*records).is_ok()
-            && let Ok(tmp) = w.into_inner()
+        if self
+            .controls_changed
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
         {
-            let _ = tmp.persist(path);
+            save_json(&controls_path(path), &Controls(&records));
         }
+        records.controls = Default::default();
+        records.controls_forgotten = true;
     }
 }
 
@@ -431,6 +503,14 @@ mod tests {
         again.changed.store(true, std::sync::atomic::Ordering::SeqCst);
         again.save();
         assert_eq!(fs::read(&path).unwrap(), first);
+        // The controls, written and dropped once the packages are prepared,
+        // are in their own file for the next build.
+        again.forget_controls();
+        assert_eq!(again.control(&sha), None);
+        again.put_control(&sha, "Package: b\n");
+        again.save();
+        let third = DigestStore::new(Some(path.clone()));
+        assert_eq!(third.control(&sha).as_deref(), Some("Package: a\n"));
         // New bytes, a new identity: no answer from the record.
         std::thread::sleep(std::time::Duration::from_millis(10));
         fs::write(&files[2], "other bytes!").unwrap();

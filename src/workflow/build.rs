@@ -222,7 +222,7 @@ fn build_all(
     let Pass {
         session,
         fetched,
-        artifacts,
+        mut artifacts,
         pins,
     } = pass;
     let inputs = if stamp && fetched.sources.is_empty() {
@@ -248,6 +248,13 @@ fn build_all(
     // copy of each entry and the resolved files go before the repository
     // is written; the recipes and entries the artifacts share stay).
     drop(fetched);
+    // The pins are made: nothing reads the lock entries the artifacts
+    // share from here on, and with `fetched` gone these are the last.
+    for a in &mut artifacts {
+        a.locked = None;
+    }
+    // Every control is read: the records' copies go to their file.
+    session.records.forget_controls();
     let date = s.dates.source_date_epoch.unwrap_or(s.dates.now);
     let params = crate::repo::RepoParams {
         config,
