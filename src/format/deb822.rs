@@ -132,7 +132,11 @@ impl ControlParagraph {
     }
 
     fn start(&self, i: usize) -> usize {
-        if i == 0 { 0 } else { self.spans[i - 1].end as usize }
+        if i == 0 {
+            0
+        } else {
+            self.spans[i - 1].end as usize
+        }
     }
 
     fn field_at(&self, i: usize) -> Field<'_> {

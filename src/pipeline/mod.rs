@@ -509,11 +509,9 @@ impl<'a> Session<'a> {
         }
         match crate::input::read_to_string(&self.lock_path, crate::input::limit::LOCK) {
             Ok(text) => {
-                let lock = Arc::new(Lock::parse(&text).map_err(|source| {
-                    PipelineError::Lock {
-                        path: self.lock_path.clone(),
-                        source,
-                    }
+                let lock = Arc::new(Lock::parse(&text).map_err(|source| PipelineError::Lock {
+                    path: self.lock_path.clone(),
+                    source,
                 })?);
                 drop(text);
                 if let Some(id) = identity {

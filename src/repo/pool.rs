@@ -155,9 +155,7 @@ impl Records {
         })
     }
 
-    fn read_controls(
-        path: &Path,
-    ) -> Option<std::collections::HashMap<Sha256, Box<str>>> {
+    fn read_controls(path: &Path) -> Option<std::collections::HashMap<Sha256, Box<str>>> {
         let file = File::open(path).ok()?;
         let f: ControlsFile = serde_json::from_reader(io::BufReader::new(file)).ok()?;
         if f.version != RECORDS_VERSION {
@@ -254,10 +252,7 @@ impl DigestStore {
     /// The records in `path` (a file); `None` keeps none (everything is
     /// hashed, every control member read).
     pub fn new(path: Option<PathBuf>) -> DigestStore {
-        let records = path
-            .as_deref()
-            .and_then(Records::read)
-            .unwrap_or_default();
+        let records = path.as_deref().and_then(Records::read).unwrap_or_default();
         DigestStore {
             path,
             records: std::sync::Mutex::new(records),
@@ -500,7 +495,9 @@ mod tests {
         assert!(!again.data_checked(&digests[0].sha256));
         assert_eq!(again.control("not hex"), None);
         // Saved again with nothing new: the same bytes.
-        again.changed.store(true, std::sync::atomic::Ordering::SeqCst);
+        again
+            .changed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         again.save();
         assert_eq!(fs::read(&path).unwrap(), first);
         // The controls, written and dropped once the packages are prepared,

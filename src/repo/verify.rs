@@ -659,7 +659,8 @@ impl Known<'_> {
             }
             let satisfied = group.0.iter().any(|rel| {
                 self.named(&rel.name).any(|l| {
-                    Version::parse_lenient(&l.version).is_ok_and(|(v, _)| rel.matches(&rel.name, &v))
+                    Version::parse_lenient(&l.version)
+                        .is_ok_and(|(v, _)| rel.matches(&rel.name, &v))
                 }) || (rel.constraint.is_none() && self.provided.contains(rel.name.as_str()))
             });
             if !satisfied {

@@ -121,7 +121,13 @@ pub fn copy_verified(src: &Path, expected: &Expected, dest: &Path) -> Result<Dig
     let partial = dest.with_extension("part");
     let mut out = File::create(&partial).map_err(|e| io_fail(&partial, e))?;
     let mut hasher = expected.hasher();
-    let mut buf = vec![0u8; 1 << 20];
+    // Sized by what is expected (a package of a few KB does not zero
+    // 1 MiB), one byte more to see a longer file.
+    let mut buf = vec![
+        0u8;
+        usize::try_from(expected.size)
+            .map_or(1 << 20, |n| n.saturating_add(1).min(1 << 20))
+    ];
     let result = (|| -> Result<Digests, FetchError> {
         let mut total = 0u64;
         loop {

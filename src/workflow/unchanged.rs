@@ -221,7 +221,9 @@ impl<'s> Probe<'s> {
             let tree = tree_digest(&self.s.out, &|_| false).ok();
             (tree, generations.join().ok().flatten())
         });
-        let Some(stamp) = bytes.and_then(|b| serde_json::from_slice::<BuildStamp<'static>>(&b).ok()) else {
+        let Some(stamp) =
+            bytes.and_then(|b| serde_json::from_slice::<BuildStamp<'static>>(&b).ok())
+        else {
             return (None, before);
         };
         let identity = before
