@@ -467,7 +467,7 @@ impl Session<'_> {
         resolved: &[Resolved],
         locked: bool,
     ) -> Result<(Option<Arc<Lock>>, Lock, bool), PipelineError> {
-        let new = Lock::new(resolved.iter().map(|r| (*r.locked).clone()).collect());
+        let new = Lock::new(resolved.iter().map(|r| Arc::clone(&r.locked)));
         let old = self.read_lock()?;
         match (&old, locked) {
             (None, true) => Err(PipelineError::NoLock {

@@ -101,8 +101,10 @@ fn sha512_differs(a: &LockedPackage, b: &LockedPackage) -> bool {
 #[serde(deny_unknown_fields)]
 pub struct Lock {
     pub version: u32,
+    /// Shared with what is resolved from them (a build of thousands of
+    /// packages would hold a copy of each entry beside the lock).
     #[serde(default)]
-    pub package: Vec<LockedPackage>,
+    pub package: Vec<std::sync::Arc<LockedPackage>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -121,7 +123,11 @@ pub enum LockError {
 }
 
 impl Lock {
-    pub fn new(mut packages: Vec<LockedPackage>) -> Lock {
+    pub fn new(
+        packages: impl IntoIterator<Item = impl Into<std::sync::Arc<LockedPackage>>>,
+    ) -> Lock {
+        let mut packages: Vec<std::sync::Arc<LockedPackage>> =
+            packages.into_iter().map(Into::into).collect();
         packages.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
         Lock {
             version: LOCK_VERSION,
@@ -158,7 +164,7 @@ impl Lock {
         for (i, start) in starts.iter().enumerate() {
             let end = starts.get(i + 1).copied().unwrap_or(text.len());
             let one: Lock = toml::from_str(&format!("version = 0\n{}", &text[*start..end])).ok()?;
-            let [p] = <[LockedPackage; 1]>::try_from(one.package).ok()?;
+            let [p] = <[std::sync::Arc<LockedPackage>; 1]>::try_from(one.package).ok()?;
             lock.package.push(p);
         }
         Some(lock)
@@ -225,7 +231,7 @@ impl Lock {
     /// the whole lock through `toml` (a test holds them equal) without a
     /// document of every package in memory (~10 MB for 5,000 packages).
     pub fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-        let mut sorted: Vec<&LockedPackage> = self.package.iter().collect();
+        let mut sorted: Vec<&LockedPackage> = self.package.iter().map(|p| &**p).collect();
         sorted.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
         // This debforge's version, whatever the lock was read with.
         writeln!(out, "{HEADER}version = {LOCK_VERSION}")?;
@@ -243,6 +249,7 @@ impl Lock {
         self.package
             .iter()
             .find(|p| p.name == name && p.architecture == architecture)
+            .map(|p| &**p)
     }
 
     /// How `new` differs from this lock in what it would build, one line per
@@ -252,7 +259,7 @@ impl Lock {
         fn index(l: &Lock) -> std::collections::HashMap<(&str, &str), &LockedPackage> {
             l.package
                 .iter()
-                .map(|p| ((p.name.as_str(), p.architecture.as_str()), p))
+                .map(|p| ((p.name.as_str(), p.architecture.as_str()), &**p))
                 .collect()
         }
         let (olds, news) = (index(self), index(new));
@@ -346,7 +353,7 @@ mod tests {
         full.index = "dists/x/main/binary-amd64/Packages.xz".into();
         full.for_base = true;
         for lock in [
-            Lock::new(Vec::new()),
+            Lock::new(Vec::<LockedPackage>::new()),
             Lock::new(vec![pkg("b", 'b'), full.clone(), pkg("a", 'a')]),
         ] {
             let whole = format!("{HEADER}{}", toml::to_string(&lock).unwrap());
@@ -356,7 +363,7 @@ mod tests {
         // written sorted, as this debforge's version.
         let unsorted = Lock {
             version: 9,
-            package: vec![pkg("b", 'b'), full.clone(), pkg("a", 'a')],
+            package: vec![pkg("b", 'b').into(), full.clone().into(), pkg("a", 'a').into()],
         };
         let sorted = Lock::new(vec![pkg("a", 'a'), pkg("b", 'b'), full]);
         assert_eq!(unsorted.to_text(), sorted.to_text());
