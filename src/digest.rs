@@ -230,7 +230,7 @@ impl<W: Write> Write for HashingWriter<W> {
 /// The first read's buffer, and the largest: most packages are a few KB,
 /// and a zeroed 1 MiB per file (fresh pages each time, once freed memory
 /// went back to the system) was most of a 5,000-package build's page
-/// faults; a big file is read in 1 MiB reads once one read fills 64 KiB.
+/// faults; a big file is read in 1 MiB reads once 64 KiB of it is read.
 const FIRST_READ: usize = 64 << 10;
 const BIG_READ: usize = 1 << 20;
 
@@ -238,6 +238,7 @@ const BIG_READ: usize = 1 << 20;
 /// 1 MiB).
 pub fn digest_with(mut reader: impl Read, mut hasher: Hasher) -> io::Result<Digests> {
     let mut buf = vec![0u8; FIRST_READ];
+    let mut total = 0;
     loop {
         let n = match reader.read(&mut buf) {
             Ok(0) => break,
@@ -246,7 +247,10 @@ pub fn digest_with(mut reader: impl Read, mut hasher: Hasher) -> io::Result<Dige
             Err(e) => return Err(e),
         };
         hasher.update(&buf[..n]);
-        if n == buf.len() && buf.len() < BIG_READ {
+        // By what was read, not by one read's size: a decompressor's reads
+        // may never fill the buffer.
+        total += n;
+        if total >= FIRST_READ && buf.len() < BIG_READ {
             buf.resize(BIG_READ, 0);
         }
     }
@@ -270,12 +274,14 @@ pub fn sha256_file(path: &std::path::Path) -> io::Result<String> {
     let mut file = std::fs::File::open(path)?;
     let mut h = KeyHasher::new();
     let mut buf = vec![0u8; FIRST_READ];
+    let mut total = 0;
     loop {
         match file.read(&mut buf) {
             Ok(0) => return Ok(h.finish_hex()),
             Ok(n) => {
                 h.update(&buf[..n]);
-                if n == buf.len() && buf.len() < BIG_READ {
+                total += n;
+                if total >= FIRST_READ && buf.len() < BIG_READ {
                     buf.resize(BIG_READ, 0);
                 }
             }

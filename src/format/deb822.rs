@@ -200,8 +200,8 @@ impl ControlParagraph {
         self.text
             .replace_range(colon as usize + 1..end as usize, raw);
         let by = raw.len() as isize - (end - colon - 1) as isize;
-        self.shift(i, by);
-        self.spans[i].colon = colon;
+        self.spans[i].end = offset(colon as usize + 1 + raw.len());
+        self.shift(i + 1, by);
     }
 
     /// Inserts a field before field `i`.
@@ -729,6 +729,11 @@ mod tests {
         p.set("B", "two\nlines");
         assert!(p.remove("A"));
         p.set_verbatim("D", "x\n y");
+        // A value shorter than everything before its colon.
+        let mut short =
+            ControlParagraph::parse_single("Package: a-long-name\nVersion: 1\n").unwrap();
+        short.set("Package", "x");
+        assert_eq!(short.to_string(), "Package: x\nVersion: 1\n");
         let edited = "N: new\n# b\nB: two\n lines\n# c\nC: 3\n more\n# in\n last\nD: x\n y\n";
         assert_eq!(p.to_string(), edited);
         let names: Vec<&str> = p.fields().map(Field::name).collect();

@@ -363,7 +363,11 @@ mod tests {
         // written sorted, as this debforge's version.
         let unsorted = Lock {
             version: 9,
-            package: vec![pkg("b", 'b').into(), full.clone().into(), pkg("a", 'a').into()],
+            package: vec![
+                pkg("b", 'b').into(),
+                full.clone().into(),
+                pkg("a", 'a').into(),
+            ],
         };
         let sorted = Lock::new(vec![pkg("a", 'a'), pkg("b", 'b'), full]);
         assert_eq!(unsorted.to_text(), sorted.to_text());

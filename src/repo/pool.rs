@@ -361,13 +361,13 @@ impl DigestStore {
     /// that a build does not hold every package's control twice while it
     /// writes the repository.
     pub fn forget_controls(&self) {
-        let Some(path) = &self.path else { return };
         let Ok(mut records) = self.records.lock() else {
             return;
         };
         if self
             .controls_changed
             .swap(false, std::sync::atomic::Ordering::SeqCst)
+            && let Some(path) = &self.path
         {
             save_json(&controls_path(path), &Controls(&records));
         }

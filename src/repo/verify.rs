@@ -346,7 +346,7 @@ fn verify_index(
         let mut in_index = Vec::new();
         verify_packages(root, &path, r, &mut in_index);
         in_index.shrink_to_fit();
-        check_dependencies(&path, &in_index, r);
+        check_dependencies(&path, &in_index, Filed::Only, r);
         listed.extend(in_index);
     }
 }
@@ -558,7 +558,7 @@ pub fn installability(root: &Path) -> Vec<String> {
             }
         }
         in_index.shrink_to_fit();
-        check_dependencies(&index, &in_index, &mut r);
+        check_dependencies(&index, &in_index, Filed::Any, &mut r);
         listed.extend(in_index);
     }
     check_pins(root, &listed, &mut r);
@@ -597,7 +597,7 @@ pub(super) fn package_indexes(root: &Path) -> Vec<PathBuf> {
 /// Every dependency among the packages `index` lists (`listed`, read from
 /// it) must be satisfiable by them. The relations are read from the index
 /// again, a stanza at a time, not held for thousands of packages.
-fn check_dependencies(index: &Path, listed: &[Listed], r: &mut VerifyReport) {
+fn check_dependencies(index: &Path, listed: &[Listed], filed: Filed, r: &mut VerifyReport) {
     // By name: positions sorted by name (4 bytes a package, where a map of
     // parsed versions was hundreds), versions parsed only where a relation
     // names them.
@@ -615,12 +615,23 @@ fn check_dependencies(index: &Path, listed: &[Listed], r: &mut VerifyReport) {
     let Ok(file) = File::open(index) else { return };
     // A stanza that does not read was reported when `listed` was read.
     for stanza in ParagraphReader::new(BufReader::new(file)).map_while(Result::ok) {
+        if filed == Filed::Only && !stanza.contains("Filename") {
+            continue; // not in `listed`: reported for its missing Filename
+        }
         for field in ["Pre-Depends", "Depends"] {
             if let Some(text) = stanza.field(field).map(|f| f.folded()) {
                 known.check(&stanza, field, &text, r);
             }
         }
     }
+}
+
+/// Which stanzas [`check_dependencies`] checks: `verify` lists (and checks)
+/// only those with a Filename, the build's own check every one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Filed {
+    Only,
+    Any,
 }
 
 /// What one index lists, by name, for [`check_dependencies`].
@@ -632,15 +643,31 @@ struct Known<'a> {
 }
 
 impl Known<'_> {
-    /// The packages named `name`.
-    fn named<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s Listed> + 's {
+    /// The positions in `order` of the packages named `name`.
+    fn range(&self, name: &str) -> &[u32] {
         let from = self
             .order
             .partition_point(|&i| self.listed[i as usize].name.as_str() < name);
-        self.order[from..]
+        let len = self.order[from..]
             .iter()
-            .map(|&i| &self.listed[i as usize])
-            .take_while(move |l| l.name == name)
+            .take_while(|&&i| self.listed[i as usize].name == name)
+            .count();
+        &self.order[from..from + len]
+    }
+
+    /// The packages named `name`.
+    fn named<'s>(&'s self, name: &str) -> impl Iterator<Item = &'s Listed> + 's {
+        self.range(name).iter().map(|&i| &self.listed[i as usize])
+    }
+
+    /// The positions of the packages with any of `names`, in index order.
+    fn positions<'s>(&self, names: impl Iterator<Item = &'s str>) -> Vec<usize> {
+        let mut at: Vec<usize> = names
+            .flat_map(|name| self.range(name).iter().map(|&i| i as usize))
+            .collect();
+        at.sort_unstable();
+        at.dedup();
+        at
     }
 
     fn ours(&self, name: &str) -> bool {
@@ -664,12 +691,10 @@ impl Known<'_> {
                 }) || (rel.constraint.is_none() && self.provided.contains(rel.name.as_str()))
             });
             if !satisfied {
-                let mut names: Vec<&str> = group.0.iter().map(|rel| rel.name.as_str()).collect();
-                names.sort_unstable();
-                names.dedup();
-                let have: Vec<String> = names
+                let have: Vec<String> = self
+                    .positions(group.0.iter().map(|rel| rel.name.as_str()))
                     .into_iter()
-                    .flat_map(|name| self.named(name))
+                    .map(|i| &self.listed[i])
                     .map(|o| format!("{} {}", o.name, o.version))
                     .collect();
                 let group_text: Vec<String> = group.0.iter().map(|rel| rel.to_string()).collect();
@@ -803,5 +828,49 @@ fn check_candidates(prefs: &Preferences, listed: &ByName, r: &mut VerifyReport) 
                     .join(", ")
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `verify` lists of an index, as `verify_stanza` would.
+    fn listed(index: &std::sync::Arc<Path>, text: &str) -> Vec<Listed> {
+        crate::format::deb822::Document::parse(text)
+            .unwrap()
+            .paragraphs()
+            .filter(|p| p.contains("Filename"))
+            .map(|p| listed_of(index, p))
+            .collect()
+    }
+
+    /// A relation nothing satisfies names what the index has in index
+    /// order; `verify` checks only the stanzas it lists (those with a
+    /// Filename), the build's check every stanza.
+    #[test]
+    fn unsatisfied_relations_name_what_the_index_has_in_its_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Packages");
+        let text = "Package: b\nVersion: 1\nFilename: pool/b_1_all.deb\n\n\
+                    Package: a\nVersion: 1\nFilename: pool/a_1_all.deb\n\n\
+                    Package: b\nVersion: 0.5\nFilename: pool/b_0.5_all.deb\n\n\
+                    Package: c\nVersion: 1\nFilename: pool/c_1_all.deb\nDepends: a (>= 2) | b (>= 2), b\n\n\
+                    Package: d\nVersion: 1\nDepends: a (>= 2)\n";
+        std::fs::write(&path, text).unwrap();
+        let index: std::sync::Arc<Path> = path.as_path().into();
+        let listed = listed(&index, text);
+        let mut r = VerifyReport::default();
+        check_dependencies(&path, &listed, Filed::Only, &mut r);
+        assert_eq!(
+            r.problems,
+            [
+                "pool/c_1_all.deb: c 1 Depends: a (>= 2) | b (>= 2), which no package in this repository satisfies (it has b 1, a 1, b 0.5); apt cannot install it"
+            ]
+        );
+        let mut r = VerifyReport::default();
+        check_dependencies(&path, &listed, Filed::Any, &mut r);
+        assert_eq!(r.problems.len(), 2, "{:?}", r.problems);
+        assert!(r.problems[1].starts_with(": d 1 Depends: a (>= 2), which no package"));
     }
 }
