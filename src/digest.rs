@@ -269,26 +269,10 @@ pub fn sha256_hex(data: &[u8]) -> String {
     hex::encode(sha2::Sha256::digest(data))
 }
 
-/// SHA-256 of a file, streamed (reads as [`digest_with`]'s), lowercase hex.
+/// SHA-256 of a file, streamed (as [`digest_with`] reads), lowercase hex.
 pub fn sha256_file(path: &std::path::Path) -> io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
-    let mut h = KeyHasher::new();
-    let mut buf = vec![0u8; FIRST_READ];
-    let mut total = 0;
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => return Ok(h.finish_hex()),
-            Ok(n) => {
-                h.update(&buf[..n]);
-                total += n;
-                if total >= FIRST_READ && buf.len() < BIG_READ {
-                    buf.resize(BIG_READ, 0);
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+    let d = digest_with(std::fs::File::open(path)?, Hasher::new(DigestSet::SHA256))?;
+    Ok(d.sha256)
 }
 
 /// A digest over several parts (a cache key): feed the parts, take the hex.

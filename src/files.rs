@@ -53,6 +53,18 @@ pub fn write_atomic_with(
     persisted.map_err(|e| FileError::new(path, e.error))
 }
 
+/// [`write_atomic`] of `value` as JSON, streamed (stamps, records and
+/// manifests list every package).
+pub fn write_json(
+    path: &Path,
+    existing: Existing,
+    value: &impl serde::Serialize,
+) -> Result<(), FileError> {
+    write_atomic_with(path, existing, &mut |w| {
+        serde_json::to_writer(w, value).map_err(std::io::Error::from)
+    })
+}
+
 /// `path`'s directory (`.` for a bare name).
 pub fn parent(path: &Path) -> &Path {
     path.parent()

@@ -31,6 +31,8 @@ pub mod limit {
     /// The map of an index's compressed pieces (about 200 bytes a piece of
     /// up to 128 KiB).
     pub const PIECE_MAP: u64 = 16 << 20;
+    /// The cache's records or controls file (about 0.5 KB a package).
+    pub const RECORDS: u64 = 256 << 20;
     /// A file a built package installs, or its copyright file.
     pub const PAYLOAD: u64 = 1 << 30;
 }

@@ -102,6 +102,15 @@ struct ControlsFile {
     controls: std::collections::BTreeMap<String, String>,
 }
 
+/// A records file to read: a regular file, read to at most
+/// [`crate::input::limit::RECORDS`] (a longer one does not parse, and is
+/// ignored as any torn cache file is).
+fn bounded(path: &Path) -> Option<impl io::Read> {
+    use io::Read;
+    let file = crate::input::open_regular(path).ok()?;
+    Some(io::BufReader::new(file).take(crate::input::limit::RECORDS))
+}
+
 /// `controls.json` beside `records.json`.
 fn controls_path(records: &Path) -> PathBuf {
     records.with_file_name("controls.json")
@@ -120,8 +129,7 @@ struct FileRecord {
 impl Records {
     /// Read as it is parsed (a file of thousands of records is megabytes).
     fn read(path: &Path) -> Option<Records> {
-        let file = File::open(path).ok()?;
-        let f: RecordsFile = serde_json::from_reader(io::BufReader::new(file)).ok()?;
+        let f: RecordsFile = serde_json::from_reader(bounded(path)?).ok()?;
         if f.version != RECORDS_VERSION {
             return None;
         }
@@ -156,8 +164,7 @@ impl Records {
     }
 
     fn read_controls(path: &Path) -> Option<std::collections::HashMap<Sha256, Box<str>>> {
-        let file = File::open(path).ok()?;
-        let f: ControlsFile = serde_json::from_reader(io::BufReader::new(file)).ok()?;
+        let f: ControlsFile = serde_json::from_reader(bounded(path)?).ok()?;
         if f.version != RECORDS_VERSION {
             return None;
         }
@@ -232,20 +239,9 @@ impl serde::Serialize for Controls<'_> {
     }
 }
 
-/// Writes `value` as JSON to `path` through a temporary file and a rename
-/// (best effort: the records are a cache).
+/// Writes `value` to `path` (best effort: the records are a cache).
 fn save_json(path: &Path, value: &impl serde::Serialize) {
-    let Some(dir) = path.parent() else { return };
-    let _ = fs::create_dir_all(dir);
-    let Ok(tmp) = tempfile::NamedTempFile::new_in(dir) else {
-        return;
-    };
-    let mut w = BufWriter::new(tmp);
-    if serde_json::to_writer(&mut w, value).is_ok()
-        && let Ok(tmp) = w.into_inner()
-    {
-        let _ = tmp.persist(path);
-    }
+    let _ = crate::files::write_json(path, crate::files::Existing::Replace, value);
 }
 
 impl DigestStore {

@@ -223,11 +223,7 @@ pub fn write(
             tree: tree.as_str().into(),
             report: std::borrow::Cow::Borrowed(&report),
         };
-        let _ = crate::files::write_atomic_with(
-            &stamp_path,
-            crate::files::Existing::Replace,
-            &mut |w| serde_json::to_writer(w, &stamp).map_err(std::io::Error::from),
-        );
+        let _ = crate::files::write_json(&stamp_path, crate::files::Existing::Replace, &stamp);
     }
     drop(lock);
     Ok(report)

@@ -359,11 +359,7 @@ impl<'s> Probe<'s> {
 
     /// Streamed to the file (a stamp of thousands of packages is megabytes).
     fn write(&self, stamp: &BuildStamp) {
-        let _ = crate::files::write_atomic_with(
-            &self.path,
-            crate::files::Existing::Replace,
-            &mut |w| serde_json::to_writer(w, stamp).map_err(std::io::Error::from),
-        );
+        let _ = crate::files::write_json(&self.path, crate::files::Existing::Replace, stamp);
     }
 }
 
