@@ -305,8 +305,11 @@ fn apt_on_ubuntu_18_04_reads_indexes_in_pieces_and_ones_made_of_kept_pieces() {
     use crate::support::chroot::Chroot;
     let names: Vec<String> = (0..120).map(|i| format!("piece{i:03}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    // About 2 KB a stanza: an index of several pieces.
-    let long: String = (0..24)
+    // About 2.7 KB a stanza, 320 KB in all: more than two of the largest
+    // pieces (128 KiB), so at least three whatever the debs' bytes (their
+    // dates, and so their digests, change from run to run and with them
+    // where the content-defined cuts fall).
+    let long: String = (0..32)
         .map(|i| {
             format!("\n line {i} of a description long enough for an index of several pieces .....")
         })
@@ -325,6 +328,11 @@ fn apt_on_ubuntu_18_04_reads_indexes_in_pieces_and_ones_made_of_kept_pieces() {
         totals.split('\t').nth(2).unwrap().parse::<u32>().unwrap()
     };
     ok(&mut p.build(&[]));
+    let size = fs::metadata(dir.join("Packages")).unwrap().len();
+    assert!(
+        size > 2 * debforge::repo::pieces::PIECE_MAX as u64,
+        "{size}"
+    );
     assert!(blocks() >= 3, "{} pieces", blocks());
     let c = Chroot::new();
     c.ok("rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*");
@@ -355,7 +363,7 @@ fn apt_on_ubuntu_18_04_reads_indexes_in_pieces_and_ones_made_of_kept_pieces() {
             "{form}: {shown}"
         );
         assert!(
-            shown.contains(" line 23 of a description"),
+            shown.contains(" line 31 of a description"),
             "{form}: {shown}"
         );
         let known = c.ok("apt-cache pkgnames piece | wc -l");
