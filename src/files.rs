@@ -141,33 +141,22 @@ fn entry_line(rel: &str, m: &fs::Metadata) -> String {
 /// Which subtrees (and files) a tree digest leaves out.
 pub type Skip<'a> = dyn Fn(&Path) -> bool + Sync + 'a;
 
-/// Directories are read on several threads (a pool is thousands of
-/// directories of one file each: system calls, not bytes); the lines are
-/// sorted before they are hashed, so the digest does not depend on the
-/// order they were read in.
+/// One directory after another, in one thread: a pool is thousands of
+/// directories of one file each (system calls, not bytes), and walks on
+/// several threads were no faster on two cores and slower with the
+/// allocator's one arena (they fought over its lock). The lines are sorted
+/// before they are hashed: the digest does not depend on the order the
+/// file system lists entries in.
 fn tree_digest_with(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Result<String> {
-    let walk = TreeWalk {
-        queue: std::sync::Mutex::new(Queue {
-            dirs: vec![(root.to_path_buf(), String::new())],
-            busy: 1,
-            stop: false,
-        }),
-        ready: std::sync::Condvar::new(),
-        failed: std::sync::Mutex::new(None),
+    let mut walk = TreeWalk {
         skip,
         links,
+        path: root.to_path_buf(),
+        rel: String::new(),
+        lines: Vec::new(),
     };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-    let mut lines: Vec<String> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads).map(|_| scope.spawn(|| walk.work())).collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().expect("a tree walk does not panic"))
-            .collect()
-    });
-    if let Some(e) = walk.failed.into_inner().expect("walk error") {
-        return Err(e);
-    }
+    walk.read()?;
+    let mut lines = walk.lines;
     lines.sort_unstable();
     let mut h = crate::digest::KeyHasher::new();
     for l in &lines {
@@ -176,110 +165,61 @@ fn tree_digest_with(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Resul
     Ok(h.finish_hex())
 }
 
-/// A tree digest's walk, shared by its threads: a thread waits for a
-/// directory while others read (never spins), and the walk ends when none
-/// is left, or at the first error.
+/// A tree digest's walk: where it is (as a path and relative to the
+/// root, each grown and cut back as it goes down and up), and the lines so far.
 struct TreeWalk<'a> {
-    queue: std::sync::Mutex<Queue>,
-    /// Signalled when a directory is queued or one is done.
-    ready: std::sync::Condvar,
-    failed: std::sync::Mutex<Option<std::io::Error>>,
     skip: &'a Skip<'a>,
     links: bool,
-}
-
-struct Queue {
-    dirs: Vec<(PathBuf, String)>,
-    /// Directories queued or being read: the walk ends at zero.
-    busy: usize,
-    /// An error (or a panic): nothing more is read.
-    stop: bool,
-}
-
-/// Marks a directory done however its reading ends (an error, a panic):
-/// no thread waits for it for ever.
-struct Done<'w, 'a> {
-    walk: &'w TreeWalk<'a>,
-    failed: bool,
-}
-
-impl Drop for Done<'_, '_> {
-    fn drop(&mut self) {
-        let mut q = self.walk.queue.lock().unwrap_or_else(|e| e.into_inner());
-        q.busy -= 1;
-        q.stop |= self.failed || std::thread::panicking();
-        self.walk.ready.notify_all();
-    }
+    path: PathBuf,
+    rel: String,
+    lines: Vec<String>,
 }
 
 impl TreeWalk<'_> {
-    /// Reads directories until none is left (or the walk stops); the lines
-    /// of the entries read.
-    fn work(&self) -> Vec<String> {
-        let mut lines = Vec::new();
-        while let Some((dir, rel)) = self.next() {
-            let mut done = Done {
-                walk: self,
-                failed: false,
-            };
-            if let Err(e) = self.read(&dir, &rel, &mut lines) {
-                self.failed.lock().expect("walk error").get_or_insert(e);
-                done.failed = true;
-            }
-        }
-        lines
-    }
-
-    /// The next directory to read, waiting while others are read; `None`
-    /// when the walk is over.
-    fn next(&self) -> Option<(PathBuf, String)> {
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if q.stop {
-                return None;
-            }
-            if let Some(d) = q.dirs.pop() {
-                return Some(d);
-            }
-            if q.busy == 0 {
-                return None;
-            }
-            q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    fn queue(&self, dir: PathBuf, rel: String) {
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        q.busy += 1;
-        q.dirs.push((dir, rel));
-        self.ready.notify_one();
-    }
-
-    /// One directory's entries as lines; its subdirectories queued.
-    fn read(&self, dir: &Path, rel: &str, lines: &mut Vec<String>) -> std::io::Result<()> {
-        for e in fs::read_dir(dir)? {
+    /// The directory at `path`: its entries' lines, and its subdirectories'.
+    fn read(&mut self) -> std::io::Result<()> {
+        let mut dirs = Vec::new();
+        for e in fs::read_dir(&self.path)? {
             let e = e?;
-            let path = e.path();
-            if (self.skip)(&path) {
+            let name = e.file_name();
+            self.path.push(&name);
+            let keep = !(self.skip)(&self.path);
+            self.path.pop();
+            if !keep {
                 continue;
             }
-            let name = e.file_name().to_string_lossy().into_owned();
-            let child = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
             // Relative to the open directory (fstatat), not the whole path.
             let m = e.metadata()?;
-            if m.is_dir() {
-                self.queue(path, child.clone());
-            } else if m.is_symlink() && !self.links {
+            let name = name.to_string_lossy();
+            let at = self.rel.len();
+            if !self.rel.is_empty() {
+                self.rel.push('/');
+            }
+            self.rel.push_str(&name);
+            if m.is_symlink() && !self.links {
                 return Err(std::io::Error::other(format!(
                     "{}: a symbolic link",
-                    path.display()
+                    self.path.join(&*name).display()
                 )));
             }
-            lines.push(entry_line(&child, &m));
+            self.lines.push(entry_line(&self.rel, &m));
+            self.rel.truncate(at);
+            if m.is_dir() {
+                dirs.push(e.file_name());
+            }
+        }
+        // Down only once this directory is closed: one open at a time per level.
+        for name in dirs {
+            let at = self.rel.len();
+            if !self.rel.is_empty() {
+                self.rel.push('/');
+            }
+            self.rel.push_str(&name.to_string_lossy());
+            self.path.push(&name);
+            let read = self.read();
+            self.path.pop();
+            self.rel.truncate(at);
+            read?;
         }
         Ok(())
     }
@@ -338,6 +278,26 @@ impl FileIdentity {
     }
 
     /// `dev-ino`: where a record of the file is kept.
+    /// Every field, as bytes to hash (a stamp's key; not a format kept
+    /// apart from the stamp that holds it).
+    pub fn to_bytes(&self) -> [u8; 64] {
+        let fields = [
+            self.dev,
+            self.ino,
+            self.size,
+            self.mtime.0 as u64,
+            self.mtime.1 as u64,
+            self.ctime.0 as u64,
+            self.ctime.1 as u64,
+            self.nlink,
+        ];
+        let mut out = [0; 64];
+        for (chunk, f) in out.chunks_exact_mut(8).zip(fields) {
+            chunk.copy_from_slice(&f.to_le_bytes());
+        }
+        out
+    }
+
     pub fn dev(&self) -> u64 {
         self.dev
     }

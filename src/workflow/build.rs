@@ -143,7 +143,10 @@ fn stamp_inputs(packages: &[pipeline::Fetched]) -> Option<Inputs> {
         match f.resolved.seen {
             Some(id) => {
                 out.push((f.file.clone(), id));
-                if let Some(written) = l.url.strip_prefix("file://") {
+                // The path as written, where it is another path.
+                if let Some(written) = l.url.strip_prefix("file://")
+                    && Path::new(written) != f.file
+                {
                     out.push((PathBuf::from(written), id));
                 }
             }

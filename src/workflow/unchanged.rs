@@ -22,8 +22,9 @@ use super::build::{BuildReport, BuildSettings};
 use crate::files::{FileIdentity, tree_digest};
 use crate::report::{Event, Reporter};
 
-/// Bumped when what the stamp means changes (3: `project` on its own).
-const STAMP_FORMAT: u32 = 3;
+/// Bumped when what the stamp means changes (3: `project` on its own; 4:
+/// identities hashed as bytes).
+const STAMP_FORMAT: u32 = 4;
 
 /// What a stamped build said that a user should see again from the no-op
 /// (progress is not replayed).
@@ -395,9 +396,13 @@ impl Before {
     fn with(&self, inputs: &[(PathBuf, FileIdentity)]) -> Option<String> {
         let mut h = crate::digest::KeyHasher::new();
         h.update(&self.project);
-        h.update(format!("\0lock {:?}", self.lock?));
+        h.update(b"\0lock\0");
+        h.update(self.lock?.to_bytes());
         for (f, id) in inputs {
-            h.update(format!("\0{}\0{id:?}", f.display()));
+            h.update(b"\0");
+            h.update(f.as_os_str().as_encoded_bytes());
+            h.update(b"\0");
+            h.update(id.to_bytes());
         }
         Some(h.finish_hex())
     }
