@@ -233,7 +233,7 @@ fn present(
                 // A link to the cache's file: its record says, nothing read.
                 let d = params
                     .records
-                    .digests_of(&dest)
+                    .digests_with(&dest, &m)
                     .map_err(FileError::at(&dest))?;
                 if d.sha256 != p.sha256 {
                     return Ok(None);

@@ -102,13 +102,14 @@ struct ControlsFile {
     controls: std::collections::BTreeMap<String, String>,
 }
 
-/// A records file to read: a regular file, read to at most
-/// [`crate::input::limit::RECORDS`] (a longer one does not parse, and is
-/// ignored as any torn cache file is).
-fn bounded(path: &Path) -> Option<impl io::Read> {
-    use io::Read;
-    let file = crate::input::open_regular(path).ok()?;
-    Some(io::BufReader::new(file).take(crate::input::limit::RECORDS))
+/// A records file, parsed: a regular file of at most
+/// [`crate::input::limit::RECORDS`] (a longer one, as any torn cache file,
+/// is ignored). Read whole first: serde_json reads a stream a byte at a
+/// time (a tenth of a one-recipe-gone build went there), and the bytes go
+/// once parsed.
+fn parse_file<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    let bytes = crate::input::read(path, crate::input::limit::RECORDS).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// `controls.json` beside `records.json`.
@@ -127,9 +128,8 @@ struct FileRecord {
 }
 
 impl Records {
-    /// Read as it is parsed (a file of thousands of records is megabytes).
     fn read(path: &Path) -> Option<Records> {
-        let f: RecordsFile = serde_json::from_reader(bounded(path)?).ok()?;
+        let f: RecordsFile = parse_file(path)?;
         if f.version != RECORDS_VERSION {
             return None;
         }
@@ -164,7 +164,7 @@ impl Records {
     }
 
     fn read_controls(path: &Path) -> Option<std::collections::HashMap<Sha256, Box<str>>> {
-        let f: ControlsFile = serde_json::from_reader(bounded(path)?).ok()?;
+        let f: ControlsFile = parse_file(path)?;
         if f.version != RECORDS_VERSION {
             return None;
         }

@@ -259,6 +259,8 @@ fn build_all(
     // Every control is read: the records' copies go to their file.
     session.records.forget_controls();
     let date = s.dates.source_date_epoch.unwrap_or(s.dates.now);
+    // Each manifest read once (one of thousands of packages is megabytes).
+    let recent = generations::last(&s.out, (s.keep.saturating_sub(1) as usize).max(1))?;
     let params = crate::repo::RepoParams {
         config,
         keys: signing,
@@ -266,15 +268,16 @@ fn build_all(
         records: &session.records,
         // The last keep-1 generations' files stay in the pool (with this
         // build's, that is `keep` generations).
-        retain: retained(&s.out, s.keep)?,
+        retain: retained(&recent, s.keep),
         retain_from: None,
-        kept_pieces: generations::last(&s.out, 1)?
+        kept_pieces: recent
             .last()
             .map(|g| generations::kept_pieces(&s.out, g))
             .unwrap_or_default(),
         pause_in_swap: s.hooks.pause_in_swap.clone(),
         base: &base,
     };
+    drop(recent);
     let pool: Vec<_> = artifacts.iter().map(|a| a.pool_input()).collect();
     let output = crate::repo::write(&s.out, &pool, &params, &pins, reporter)?;
     // What is left to do needs none of the packages' state: it goes before
@@ -534,9 +537,10 @@ fn record_generation(
     Ok((g.number, new))
 }
 
-/// The pool files of the last `keep - 1` recorded generations.
-fn retained(out: &Path, keep: u32) -> Result<Vec<(String, String)>, WorkflowError> {
-    let mut files: Vec<(String, String)> = generations::last(out, keep.saturating_sub(1) as usize)?
+/// The pool files of the last `keep - 1` of the `recent` generations.
+fn retained(recent: &[generations::Generation], keep: u32) -> Vec<(String, String)> {
+    let skip = recent.len().saturating_sub(keep.saturating_sub(1) as usize);
+    let mut files: Vec<(String, String)> = recent[skip..]
         .iter()
         .flat_map(|g| {
             g.packages
@@ -546,7 +550,7 @@ fn retained(out: &Path, keep: u32) -> Result<Vec<(String, String)>, WorkflowErro
         .collect();
     files.sort();
     files.dedup();
-    Ok(files)
+    files
 }
 
 /// The repo-config package's pool file and the apt source line it installs.
