@@ -124,17 +124,11 @@ pub fn tree_digest_without_links(root: &Path, skip: &Skip<'_>) -> std::io::Resul
 
 /// One entry's line of a tree digest: its path and what a change to it
 /// changes (mode, inode, size, modification and change times).
-fn entry_line(rel: &str, m: &fs::Metadata) -> String {
-    use std::os::unix::fs::MetadataExt;
+fn entry_line(e: &TreeEntry) -> String {
+    let id = &e.id;
     format!(
-        "{rel}\0{:o} {} {} {}.{} {}.{}\n",
-        m.mode(),
-        m.ino(),
-        m.size(),
-        m.mtime(),
-        m.mtime_nsec(),
-        m.ctime(),
-        m.ctime_nsec()
+        "{}\0{:o} {} {} {}.{} {}.{}\n",
+        e.rel, e.mode, id.ino, id.size, id.mtime.0, id.mtime.1, id.ctime.0, id.ctime.1
     )
 }
 
@@ -148,35 +142,74 @@ pub type Skip<'a> = dyn Fn(&Path) -> bool + Sync + 'a;
 /// before they are hashed: the digest does not depend on the order the
 /// file system lists entries in.
 fn tree_digest_with(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Result<String> {
-    let mut walk = TreeWalk {
-        skip,
-        links,
-        path: root.to_path_buf(),
-        rel: String::new(),
-        lines: Vec::new(),
-    };
-    walk.read()?;
-    let mut lines = walk.lines;
+    Ok(digest_entries(&walk_tree(root, skip, links)?))
+}
+
+/// One entry under a walked root: its path relative to the root (`/`
+/// between names), its mode and its identity (links not followed).
+pub struct TreeEntry {
+    pub rel: String,
+    pub mode: u32,
+    pub id: FileIdentity,
+}
+
+impl TreeEntry {
+    pub fn of(rel: String, meta: &fs::Metadata) -> TreeEntry {
+        use std::os::unix::fs::MetadataExt;
+        TreeEntry {
+            rel,
+            mode: meta.mode(),
+            id: FileIdentity::of(meta),
+        }
+    }
+
+    pub fn is_dir(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFDIR
+    }
+}
+
+/// Every entry under `root` but `skip`ped subtrees, in no set order: what
+/// [`tree_digest`] hashes, for a caller that acts on the entries before it
+/// takes the digest ([`digest_entries`]), so the tree is walked once.
+pub fn tree_entries(root: &Path, skip: &Skip<'_>) -> std::io::Result<Vec<TreeEntry>> {
+    walk_tree(root, skip, true)
+}
+
+/// The [`tree_digest`] of a walk's entries.
+pub fn digest_entries(entries: &[TreeEntry]) -> String {
+    let mut lines: Vec<String> = entries.iter().map(entry_line).collect();
     lines.sort_unstable();
     let mut h = crate::digest::KeyHasher::new();
     for l in &lines {
         h.update(l);
     }
-    Ok(h.finish_hex())
+    h.finish_hex()
 }
 
-/// A tree digest's walk: where it is (as a path and relative to the
-/// root, each grown and cut back as it goes down and up), and the lines so far.
+fn walk_tree(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Result<Vec<TreeEntry>> {
+    let mut walk = TreeWalk {
+        skip,
+        links,
+        path: root.to_path_buf(),
+        rel: String::new(),
+        entries: Vec::new(),
+    };
+    walk.read()?;
+    Ok(walk.entries)
+}
+
+/// A tree walk: where it is (as a path and relative to the root, each
+/// grown and cut back as it goes down and up), and the entries so far.
 struct TreeWalk<'a> {
     skip: &'a Skip<'a>,
     links: bool,
     path: PathBuf,
     rel: String,
-    lines: Vec<String>,
+    entries: Vec<TreeEntry>,
 }
 
 impl TreeWalk<'_> {
-    /// The directory at `path`: its entries' lines, and its subdirectories'.
+    /// The directory at `path`: its entries, and its subdirectories'.
     fn read(&mut self) -> std::io::Result<()> {
         let mut dirs = Vec::new();
         for e in fs::read_dir(&self.path)? {
@@ -202,7 +235,7 @@ impl TreeWalk<'_> {
                     self.path.join(&*name).display()
                 )));
             }
-            self.lines.push(entry_line(&self.rel, &m));
+            self.entries.push(TreeEntry::of(self.rel.clone(), &m));
             self.rel.truncate(at);
             if m.is_dir() {
                 dirs.push(e.file_name());
@@ -354,8 +387,8 @@ mod tests {
         );
     }
 
-    /// The digest as one thread would take it: every entry's line, sorted.
-    fn digest_by_one_thread(root: &Path, skip: &Skip<'_>) -> String {
+    /// The digest as walkdir's walk gives it: every entry's line, sorted.
+    fn digest_by_walkdir(root: &Path, skip: &Skip<'_>) -> String {
         let mut lines = Vec::new();
         for e in walkdir::WalkDir::new(root).min_depth(1) {
             let e = e.unwrap();
@@ -364,7 +397,7 @@ mod tests {
             }
             let m = e.path().symlink_metadata().unwrap();
             let rel = e.path().strip_prefix(root).unwrap().to_string_lossy();
-            lines.push(entry_line(&rel, &m));
+            lines.push(entry_line(&TreeEntry::of(rel.into_owned(), &m)));
         }
         lines.sort_unstable();
         let mut h = crate::digest::KeyHasher::new();
@@ -375,7 +408,7 @@ mod tests {
     }
 
     #[test]
-    fn a_tree_digest_read_on_threads_is_the_sorted_walk_and_sees_changes() {
+    fn a_tree_digest_is_the_sorted_walk_and_sees_changes() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         for i in 0..300 {
@@ -387,7 +420,7 @@ mod tests {
         fs::write(root.join("dists/s/Release"), b"r").unwrap();
         let none = |_: &Path| false;
         let first = tree_digest(root, &none).unwrap();
-        assert_eq!(first, digest_by_one_thread(root, &none));
+        assert_eq!(first, digest_by_walkdir(root, &none));
         for _ in 0..5 {
             assert_eq!(tree_digest(root, &none).unwrap(), first);
         }
@@ -396,19 +429,19 @@ mod tests {
         let skip = |p: &Path| p == dists;
         assert_eq!(
             tree_digest(root, &skip).unwrap(),
-            digest_by_one_thread(root, &|p: &Path| p.starts_with(&dists))
+            digest_by_walkdir(root, &|p: &Path| p.starts_with(&dists))
         );
         // One file deep in the pool changes: the digest does.
         std::thread::sleep(std::time::Duration::from_millis(20));
         fs::write(root.join("pool/main/p/pkg150/pkg150_1_all.deb"), b"x").unwrap();
         assert_ne!(tree_digest(root, &none).unwrap(), first);
-        // A link deep in the tree is an error without links, on any thread.
+        // A link deep in the tree is an error without links.
         std::os::unix::fs::symlink("/etc", root.join("pool/main/p/pkg299/l")).unwrap();
         assert!(tree_digest(root, &none).is_ok());
         let e = tree_digest_without_links(root, &none).unwrap_err();
         assert!(e.to_string().contains("pkg299/l: a symbolic link"), "{e}");
         // A walk whose reading panics (here in `skip`, deep in the tree)
-        // panics on the caller's thread; it never waits for ever.
+        // panics; it never waits for ever.
         let (tx, rx) = std::sync::mpsc::channel();
         let tree = root.to_path_buf();
         std::thread::spawn(move || {

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::digest::Digests;
 use crate::error::FileError;
+use crate::files::TreeEntry;
 use crate::report::{Event, Reporter, Task};
 
 use super::write::{
@@ -107,8 +108,8 @@ pub(super) fn write(
     let _ = fs::remove_dir_all(staging.join("dists"));
     let _ = fs::remove_dir_all(staging.join("dists.old"));
     remove_not_ours(out);
-    let listed: HashSet<&str> = entries.iter().map(|e| e.filename.as_str()).collect();
-    remove_unlisted(out, &listed, params);
+    // The pool files no longer listed go as the output is walked for its
+    // stamp (`write::settle`).
     Ok(Some((pool_files(entries), pooled, index)))
 }
 
@@ -318,10 +319,74 @@ fn top_files() -> [String; 4] {
 }
 
 /// Removes the pool files neither the new indexes list nor a kept
-/// generation needs (with its SHA256), then the directories left empty.
-/// Best effort: a file that stays is only unlisted.
-fn remove_unlisted(out: &Path, listed: &HashSet<&str>, params: &RepoParams) {
-    let kept: HashSet<&str> = params
+/// generation needs ([`kept_by_generations`]), then the directories left empty;
+/// `entries` (the output's, as walked) follow: the removed go, and the
+/// directories they were in and the files that shared their inodes (a
+/// removed link moves their change time) are stat'ed again. Best effort: a
+/// file that stays is only unlisted.
+pub(super) fn remove_unlisted(
+    out: &Path,
+    entries: &mut Vec<TreeEntry>,
+    listed: &HashSet<&str>,
+    kept: &HashSet<&str>,
+) {
+    // Directories that lost a file (deepest first: only those can be
+    // empty), and the inodes that lost a link.
+    let mut emptied: Vec<&str> = Vec::new();
+    let mut removed: HashSet<String> = HashSet::new();
+    let mut unlinked: HashSet<(u64, u64)> = HashSet::new();
+    for e in entries.iter() {
+        let rel = e.rel.as_str();
+        if !rel.starts_with("pool/")
+            || e.is_dir()
+            || listed.contains(rel)
+            || kept.contains(rel)
+            || fs::remove_file(out.join(rel)).is_err()
+        {
+            continue;
+        }
+        removed.insert(e.rel.clone());
+        unlinked.insert((e.id.dev(), e.id.ino()));
+        let mut dir = rel;
+        while let Some((parent, _)) = dir.rsplit_once('/')
+            && parent != "pool"
+        {
+            emptied.push(parent);
+            dir = parent;
+        }
+    }
+    if removed.is_empty() {
+        return;
+    }
+    let depth = |d: &str| d.matches('/').count();
+    emptied.sort_by(|a, b| (depth(b), a).cmp(&(depth(a), b)));
+    emptied.dedup();
+    let mut touched: HashSet<String> = HashSet::from(["pool".to_string()]);
+    for dir in emptied {
+        // Only an empty directory goes; its parent changed either way.
+        if fs::remove_dir(out.join(dir)).is_ok() {
+            removed.insert(dir.to_string());
+        }
+        touched.insert(dir.to_string());
+    }
+    entries.retain(|e| !removed.contains(&e.rel));
+    for e in entries.iter_mut() {
+        if (touched.contains(&e.rel) || unlinked.contains(&(e.id.dev(), e.id.ino())))
+            && let Ok(m) = fs::symlink_metadata(out.join(&e.rel))
+        {
+            *e = TreeEntry::of(std::mem::take(&mut e.rel), &m);
+        }
+    }
+}
+
+/// The retained generations' pool files (not `listed`) that are still
+/// there with their SHA256: they stay.
+pub(super) fn kept_by_generations<'p>(
+    out: &Path,
+    listed: &HashSet<&str>,
+    params: &'p RepoParams,
+) -> HashSet<&'p str> {
+    params
         .retain
         .iter()
         .filter(|(rel, sha)| {
@@ -335,37 +400,7 @@ fn remove_unlisted(out: &Path, listed: &HashSet<&str>, params: &RepoParams) {
                     .is_ok_and(|d| d.sha256 == *sha)
         })
         .map(|(rel, _)| rel.as_str())
-        .collect();
-    let pool = out.join("pool");
-    // Directories that lost a file, deepest first: only those can be empty.
-    let mut emptied: Vec<PathBuf> = Vec::new();
-    for entry in walkdir::WalkDir::new(&pool).into_iter().flatten() {
-        if entry.file_type().is_dir() {
-            continue;
-        }
-        let path = entry.path();
-        let rel = path
-            .strip_prefix(out)
-            .map(|r| r.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if !listed.contains(rel.as_str())
-            && !kept.contains(rel.as_str())
-            && fs::remove_file(path).is_ok()
-        {
-            emptied.extend(
-                path.ancestors()
-                    .skip(1)
-                    .take_while(|d| *d != pool)
-                    .map(Path::to_path_buf),
-            );
-        }
-    }
-    emptied.sort_by(|a, b| (b.components().count(), a).cmp(&(a.components().count(), b)));
-    emptied.dedup();
-    for dir in emptied {
-        // Only an empty directory goes.
-        let _ = fs::remove_dir(dir);
-    }
+        .collect()
 }
 
 /// The pool files a build linked in, removed with the directories they
@@ -395,5 +430,67 @@ impl Drop for Added<'_> {
                 dir = d.parent();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::{digest_entries, tree_digest, tree_entries};
+
+    /// What is left after the unlisted files go digests as a fresh walk
+    /// of the output does: removed files and emptied directories gone, the
+    /// directories they were in and the links that shared their inodes as
+    /// they are now.
+    #[test]
+    fn entries_after_removal_digest_as_a_fresh_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        let put = |rel: &str, bytes: &str| {
+            let p = out.join(rel);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, bytes).unwrap();
+        };
+        put("dists/s/Release", "r");
+        put("pool/main/a/a/a_1_all.deb", "a");
+        put("pool/main/b/b/b_1_all.deb", "b1");
+        put("pool/main/b/b/b_2_all.deb", "b2");
+        put("pool/main/c/c/c_1_all.deb", "c");
+        put("pool/main/k/k/k_1_all.deb", "k");
+        // One inode under two names: removing one moves the other's ctime.
+        fs::create_dir_all(out.join("pool/main/d")).unwrap();
+        fs::hard_link(
+            out.join("pool/main/a/a/a_1_all.deb"),
+            out.join("pool/main/d/d_1_all.deb"),
+        )
+        .unwrap();
+        let listed: HashSet<&str> = ["pool/main/b/b/b_2_all.deb", "pool/main/d/d_1_all.deb"].into();
+        let kept: HashSet<&str> = ["pool/main/k/k/k_1_all.deb"].into();
+        // Change times move by the clock's tick: let some go by.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut entries = tree_entries(out, &|_| false).unwrap();
+        remove_unlisted(out, &mut entries, &listed, &kept);
+        assert_eq!(
+            digest_entries(&entries),
+            tree_digest(out, &|_| false).unwrap()
+        );
+        for gone in ["pool/main/a", "pool/main/b/b/b_1_all.deb", "pool/main/c"] {
+            assert!(!out.join(gone).exists(), "{gone}");
+        }
+        for stays in [
+            "pool/main/b/b/b_2_all.deb",
+            "pool/main/d/d_1_all.deb",
+            "pool/main/k/k/k_1_all.deb",
+            "dists/s/Release",
+        ] {
+            assert!(out.join(stays).is_file(), "{stays}");
+        }
+        // Nothing to remove: the entries stay as walked.
+        let mut again = tree_entries(out, &|_| false).unwrap();
+        remove_unlisted(out, &mut again, &listed, &kept);
+        assert_eq!(
+            digest_entries(&again),
+            tree_digest(out, &|_| false).unwrap()
+        );
     }
 }

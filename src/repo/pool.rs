@@ -384,10 +384,9 @@ impl DigestStore {
     /// The record of the file at `path` follows its change time and link
     /// count, where nothing else about it changed: called on the pool
     /// files a build linked or unlinked, so that the next build's check of
-    /// the change time starts from what this one left.
-    pub fn refresh(&self, path: &Path) {
-        let Ok(meta) = fs::metadata(path) else { return };
-        let now = crate::files::FileIdentity::of(&meta);
+    /// the change time starts from what this one left. `now`: the file's
+    /// identity as it is now.
+    pub fn refresh(&self, now: crate::files::FileIdentity) {
         let Ok(mut records) = self.records.lock() else {
             return;
         };

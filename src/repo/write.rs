@@ -197,6 +197,7 @@ pub fn write(
     } else {
         None
     };
+    let updated = in_place.is_some();
     let (pool, pooled, index) = match in_place {
         Some(done) => done,
         None => write_whole(out, staging, packages, params, pins, observer)?,
@@ -210,12 +211,8 @@ pub fn write(
         unchanged: false,
         tree: String::new(),
     };
-    // The pool's links moved change times: the records follow.
-    for e in &report.packages {
-        params.records.refresh(&out.join(&e.filename));
-    }
     // Best effort: without a stamp the next build simply does the work.
-    if let Ok(tree) = tree_identity(out) {
+    if let Ok(tree) = settle(out, &report, updated, params) {
         report.tree = tree.clone();
         // Borrowed and streamed: a report lists every package.
         let stamp = Stamp {
@@ -593,6 +590,33 @@ impl Stamp<'static> {
 /// own files only.
 fn tree_identity(out: &Path) -> std::io::Result<String> {
     crate::files::tree_digest(out, &|_| false)
+}
+
+/// The written output, walked once: where it was `updated` in place, the
+/// pool files it no longer lists go ([`super::in_place::remove_unlisted`]);
+/// the records follow the change times the pool's links moved; and the
+/// output's tree digest as it is left. An output that cannot be walked
+/// keeps its unlisted files (they are only unlisted) and gets no stamp.
+fn settle(
+    out: &Path,
+    report: &OutputReport,
+    updated: bool,
+    params: &RepoParams,
+) -> std::io::Result<String> {
+    let mut entries = crate::files::tree_entries(out, &|_| false)?;
+    let listed: std::collections::HashSet<&str> = report
+        .packages
+        .iter()
+        .map(|e| e.filename.as_str())
+        .collect();
+    if updated {
+        let kept = super::in_place::kept_by_generations(out, &listed, params);
+        super::in_place::remove_unlisted(out, &mut entries, &listed, &kept);
+    }
+    for e in entries.iter().filter(|e| listed.contains(e.rel.as_str())) {
+        params.records.refresh(e.id);
+    }
+    Ok(crate::files::digest_entries(&entries))
 }
 
 /// A digest of everything `write` would turn into the output: each
