@@ -197,6 +197,7 @@ impl Artifact {
         crate::repo::PoolInput {
             file: &self.file,
             control: &self.control,
+            size: self.size,
             sha256: &self.sha256,
         }
     }

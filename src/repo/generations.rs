@@ -639,6 +639,7 @@ pub fn materialize(
         .map(|((p, file), control)| super::PoolInput {
             file,
             control,
+            size: p.size,
             sha256: &p.sha256,
         })
         .collect();

@@ -60,7 +60,7 @@ pub(super) fn write(
     let missing: Vec<(String, &PoolInput)> = unique
         .iter()
         .zip(&present)
-        .filter(|(_, d)| d.is_none())
+        .filter(|(_, there)| !**there)
         .map(|((rel, p), _)| (rel.clone(), *p))
         .collect();
     let mut added = Added {
@@ -68,7 +68,7 @@ pub(super) fn write(
         rels: missing.iter().map(|(rel, _)| rel.clone()).collect(),
         kept: false,
     };
-    let mut placed = place_all(out, &missing, params.records, observer)?.into_iter();
+    place_all(out, &missing, params.records, observer)?;
     // Every package is in the pool now, most of them already were.
     let total = unique.len() as u64;
     observer.event(Event::Work {
@@ -77,14 +77,7 @@ pub(super) fn write(
         total,
         item: String::new(),
     });
-    let digests: Vec<Digests> = present
-        .into_iter()
-        .map(|d| {
-            d.or_else(|| placed.next())
-                .expect("every missing package placed")
-        })
-        .collect();
-    let (entries, pooled) = to_entries(unique, digests);
+    let (entries, pooled) = to_entries(&unique);
     let index = write_dists(staging, &entries, params, observer)?;
     write_beside_dists(staging, params, pins)?;
     check_installable(staging, out, params.base, &params.config.architectures)?;
@@ -210,14 +203,14 @@ fn release_files(path: &Path) -> Option<Vec<(String, Digests)>> {
         .then(|| files.into_iter().collect())
 }
 
-/// The digests of each package already in `out`'s pool with its bytes
-/// (`None` where it is not there yet); `None` overall when one is there
-/// with other bytes, or something else is in its place.
+/// Whether each package is already in `out`'s pool with its bytes;
+/// `None` when one is there with other bytes, or something else is in its
+/// place.
 fn present(
     out: &Path,
     unique: &[(String, &PoolInput)],
     params: &RepoParams,
-) -> Result<Option<Vec<Option<Digests>>>, RepoError> {
+) -> Result<Option<Vec<bool>>, RepoError> {
     let mut present = Vec::with_capacity(unique.len());
     let mut real_dirs: HashSet<PathBuf> = HashSet::new();
     for (rel, p) in unique {
@@ -228,7 +221,7 @@ fn present(
             return Ok(None);
         }
         match fs::symlink_metadata(&dest) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => present.push(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => present.push(false),
             Err(e) => return Err(FileError::at(&dest)(e).into()),
             Ok(m) if m.is_file() => {
                 // A link to the cache's file: its record says, nothing read.
@@ -236,10 +229,10 @@ fn present(
                     .records
                     .digests_with(&dest, &m)
                     .map_err(FileError::at(&dest))?;
-                if d.sha256 != p.sha256 {
+                if d.sha256 != p.sha256 || d.size != p.size {
                     return Ok(None);
                 }
-                present.push(Some(d));
+                present.push(true);
             }
             Ok(_) => return Ok(None),
         }

@@ -16,6 +16,7 @@ use super::write::{OutputReport, PoolInput, RepoParams, write};
 pub(crate) struct Tiny {
     pub file: PathBuf,
     pub control: ControlParagraph,
+    pub size: u64,
     pub sha256: String,
 }
 
@@ -50,6 +51,7 @@ pub(crate) fn tiny_deb(dir: &Path, name: &str, version: &str, depends: Option<&s
         .control;
     let sha256 = crate::digest::sha256_file(&file).unwrap();
     Tiny {
+        size: std::fs::metadata(&file).unwrap().len(),
         file,
         control,
         sha256,
@@ -86,6 +88,7 @@ pub(crate) fn write_repo(
         .map(|d| PoolInput {
             file: &d.file,
             control: &d.control,
+            size: d.size,
             sha256: &d.sha256,
         })
         .collect();

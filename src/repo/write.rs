@@ -46,10 +46,11 @@ pub struct RepoParams<'k> {
 }
 
 /// One package file for the pool, with the control paragraph read from it
-/// and the SHA256 it must still have.
+/// and the size and SHA256 it must still have.
 pub struct PoolInput<'a> {
     pub file: &'a Path,
     pub control: &'a ControlParagraph,
+    pub size: u64,
     pub sha256: &'a str,
 }
 
@@ -236,10 +237,26 @@ fn write_whole(
     observer: &dyn Reporter,
 ) -> Result<Written, RepoError> {
     let root = staging.path();
-    let (entries, pooled) = fill_pool(root, packages, params, observer)?;
-    let current = entries.iter().map(|e| e.filename.as_str()).collect();
-    retain_earlier(root, out, &current, params)?;
-    let index = write_dists(root, &entries, params, observer)?;
+    let unique = pool_names(packages, &params.config.component)?;
+    let (entries, pooled) = to_entries(&unique);
+    // The pool is filled (system calls: directories and links) while the
+    // indexes are written (compression), on the cores the other leaves;
+    // the indexes list what each package must be, and nothing is swapped
+    // in unless every placed file was checked to be it.
+    let (filled, index) = std::thread::scope(|scope| {
+        let filling = scope.spawn(|| {
+            fill_pool(root, &unique, params.records, observer)?;
+            let current = entries.iter().map(|e| e.filename.as_str()).collect();
+            retain_earlier(root, out, &current, params)
+        });
+        let index = write_dists(root, &entries, params, observer);
+        (
+            filling.join().expect("filling the pool does not panic"),
+            index,
+        )
+    });
+    filled?;
+    let index = index?;
     write_beside_dists(root, params, pins)?;
     check_installable(root, out, params.base, &params.config.architectures)?;
     let parent = crate::files::parent(out);
@@ -690,32 +707,32 @@ fn retain_earlier(
 /// own control paragraph gives, on all cores (linking is system calls, and a
 /// package without a record is read); returns the index entries in pool
 /// order.
-fn fill_pool<'p>(
+fn fill_pool(
     root: &Path,
-    packages: &'p [PoolInput<'p>],
-    params: &RepoParams,
+    unique: &[(String, &PoolInput)],
+    records: &super::pool::DigestStore,
     observer: &dyn Reporter,
-) -> Result<(Vec<Placed<'p>>, Vec<PoolEntry>), RepoError> {
-    let unique = pool_names(packages, &params.config.component)?;
+) -> Result<(), RepoError> {
     let total = unique.len() as u64;
-    let placed = place_all(root, &unique, params.records, observer)?;
+    place_all(root, unique, records, observer)?;
     observer.event(Event::Work {
         task: Task::Pool,
         done: total,
         total,
         item: String::new(),
     });
-    Ok(to_entries(unique, placed))
+    Ok(())
 }
 
-/// The index entries and pool entries of placed packages, in pool order.
+/// The index entries and pool entries of the packages, in pool order:
+/// each as its artifact says (what the pool holds is checked to be it,
+/// by `place_all` or the in-place check of a kept file).
 pub(super) fn to_entries<'p>(
-    unique: Vec<(String, &'p PoolInput<'p>)>,
-    placed: Vec<crate::digest::Digests>,
+    unique: &[(String, &'p PoolInput<'p>)],
 ) -> (Vec<Placed<'p>>, Vec<PoolEntry>) {
     let mut entries = Vec::with_capacity(unique.len());
     let mut out = Vec::with_capacity(unique.len());
-    for ((rel, p), digests) in unique.into_iter().zip(placed) {
+    for (rel, p) in unique {
         let control = p.control;
         let field = |k: &str| control.get(k).unwrap_or_default();
         out.push(PoolEntry {
@@ -723,16 +740,14 @@ pub(super) fn to_entries<'p>(
             version: field("Version").to_string(),
             architecture: field("Architecture").to_string(),
             filename: rel.clone(),
-            size: digests.size,
-            sha256: digests.sha256,
+            size: p.size,
+            sha256: p.sha256.to_string(),
         });
-        // `placed` is what the pool holds, checked against each package's
-        // SHA256 (`place_all`, or the in-place check of a kept file).
         entries.push(Placed {
             architecture: field("Architecture"),
             control,
-            filename: rel,
-            size: digests.size,
+            filename: rel.clone(),
+            size: p.size,
             sha256: p.sha256,
         });
     }
@@ -779,21 +794,20 @@ pub(super) fn pool_names<'a, 'p>(
     Ok(unique)
 }
 
-/// Places every package (see [`super::pool::place`]) on all cores; the
-/// digests of each, in the order given. A file whose SHA256 is not what
-/// its artifact says (changed through a link since it was verified) stops
-/// the build.
+/// Places every package (see [`super::pool::place`]) on all cores. A file
+/// whose size or SHA256 is not what its artifact says (changed through a
+/// link since it was verified) stops the build.
 pub(super) fn place_all(
     root: &Path,
     unique: &[(String, &PoolInput)],
     store: &super::pool::DigestStore,
     observer: &dyn Reporter,
-) -> Result<Vec<crate::digest::Digests>, RepoError> {
+) -> Result<(), RepoError> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let next = AtomicUsize::new(0);
     let failed = std::sync::atomic::AtomicBool::new(false);
     let total = unique.len() as u64;
-    let results: Vec<std::sync::Mutex<Option<Result<crate::digest::Digests, RepoError>>>> =
+    let results: Vec<std::sync::Mutex<Option<Result<(), RepoError>>>> =
         unique.iter().map(|_| std::sync::Mutex::new(None)).collect();
     make_dirs(root, unique)?;
     let workers = std::thread::available_parallelism()
@@ -822,18 +836,19 @@ pub(super) fn place_all(
     });
     // The first failure in package order (every package before it was
     // taken, so placed); all placed otherwise.
-    let mut placed = Vec::with_capacity(unique.len());
+    let mut placed = 0;
     for slot in results {
         if let Some(r) = slot.into_inner().expect("result slot") {
-            placed.push(r?);
+            r?;
+            placed += 1;
         }
     }
     assert_eq!(
-        placed.len(),
+        placed,
         unique.len(),
         "every package placed or a failure returned"
     );
-    Ok(placed)
+    Ok(())
 }
 
 /// The directories the packages go into, made on one thread before any is
@@ -860,20 +875,20 @@ fn place_one(
     rel: &str,
     p: &PoolInput,
     store: &super::pool::DigestStore,
-) -> Result<crate::digest::Digests, RepoError> {
+) -> Result<(), RepoError> {
     let dest = root.join(rel);
     // Linked from the cache where the filesystem allows, its digests
     // recorded under the file's identity: an unchanged package is
     // neither copied nor read again.
     let (digests, _) = place(p.file, &dest, store).map_err(FileError::at(&dest))?;
-    if digests.sha256 != p.sha256 {
+    if digests.sha256 != p.sha256 || digests.size != p.size {
         return Err(RepoError::Changed {
             path: p.file.to_path_buf(),
             expected: p.sha256.to_string(),
             found: digests.sha256,
         });
     }
-    Ok(digests)
+    Ok(())
 }
 
 /// Writes a public file of the repository atomically (0644, fsynced).

@@ -953,6 +953,7 @@ fn the_output_transaction_refuses_a_pin_with_no_candidate() {
     let input = [debforge::repo::PoolInput {
         file: &deb,
         control: &control,
+        size: fs::metadata(&deb).unwrap().len(),
         sha256: &sha256,
     }];
     let out = dir.path().join("repo-out");
