@@ -124,12 +124,14 @@ pub fn tree_digest_without_links(root: &Path, skip: &Skip<'_>) -> std::io::Resul
 
 /// One entry's line of a tree digest: its path and what a change to it
 /// changes (mode, inode, size, modification and change times).
-fn entry_line(e: &TreeEntry) -> String {
+fn write_entry_line(line: &mut String, e: &TreeEntry) {
+    use std::fmt::Write;
     let id = &e.id;
-    format!(
-        "{}\0{:o} {} {} {}.{} {}.{}\n",
+    let _ = writeln!(
+        line,
+        "{}\0{:o} {} {} {}.{} {}.{}",
         e.rel, e.mode, id.ino, id.size, id.mtime.0, id.mtime.1, id.ctime.0, id.ctime.1
-    )
+    );
 }
 
 /// Which subtrees (and files) a tree digest leaves out.
@@ -142,7 +144,7 @@ pub type Skip<'a> = dyn Fn(&Path) -> bool + Sync + 'a;
 /// before they are hashed: the digest does not depend on the order the
 /// file system lists entries in.
 fn tree_digest_with(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Result<String> {
-    Ok(digest_entries(&walk_tree(root, skip, links)?))
+    Ok(digest_entries(&mut walk_tree(root, skip, links)?))
 }
 
 /// One entry under a walked root: its path relative to the root (`/`
@@ -175,13 +177,18 @@ pub fn tree_entries(root: &Path, skip: &Skip<'_>) -> std::io::Result<Vec<TreeEnt
     walk_tree(root, skip, true)
 }
 
-/// The [`tree_digest`] of a walk's entries.
-pub fn digest_entries(entries: &[TreeEntry]) -> String {
-    let mut lines: Vec<String> = entries.iter().map(entry_line).collect();
-    lines.sort_unstable();
+/// The [`tree_digest`] of a walk's entries (sorted here): each entry's
+/// line hashed in the order of the paths, which is the order of the lines
+/// (a path is unique in a tree, and a line is its path, then a NUL no path
+/// holds), so no line is held.
+pub fn digest_entries(entries: &mut [TreeEntry]) -> String {
+    entries.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
     let mut h = crate::digest::KeyHasher::new();
-    for l in &lines {
-        h.update(l);
+    let mut line = String::new();
+    for e in entries.iter() {
+        line.clear();
+        write_entry_line(&mut line, e);
+        h.update(&line);
     }
     h.finish_hex()
 }
@@ -397,7 +404,9 @@ mod tests {
             }
             let m = e.path().symlink_metadata().unwrap();
             let rel = e.path().strip_prefix(root).unwrap().to_string_lossy();
-            lines.push(entry_line(&TreeEntry::of(rel.into_owned(), &m)));
+            let mut line = String::new();
+            write_entry_line(&mut line, &TreeEntry::of(rel.into_owned(), &m));
+            lines.push(line);
         }
         lines.sort_unstable();
         let mut h = crate::digest::KeyHasher::new();

@@ -464,7 +464,7 @@ mod tests {
         let mut entries = tree_entries(out, &|_| false).unwrap();
         remove_unlisted(out, &mut entries, &listed, &kept);
         assert_eq!(
-            digest_entries(&entries),
+            digest_entries(&mut entries),
             tree_digest(out, &|_| false).unwrap()
         );
         for gone in ["pool/main/a", "pool/main/b/b/b_1_all.deb", "pool/main/c"] {
@@ -482,7 +482,7 @@ mod tests {
         let mut again = tree_entries(out, &|_| false).unwrap();
         remove_unlisted(out, &mut again, &listed, &kept);
         assert_eq!(
-            digest_entries(&again),
+            digest_entries(&mut again),
             tree_digest(out, &|_| false).unwrap()
         );
     }

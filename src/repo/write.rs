@@ -633,7 +633,7 @@ fn settle(
     for e in entries.iter().filter(|e| listed.contains(e.rel.as_str())) {
         params.records.refresh(e.id);
     }
-    Ok(crate::files::digest_entries(&entries))
+    Ok(crate::files::digest_entries(&mut entries))
 }
 
 /// A digest of everything `write` would turn into the output: each
