@@ -140,9 +140,9 @@ pub type Skip<'a> = dyn Fn(&Path) -> bool + Sync + 'a;
 /// One directory after another, in one thread: a pool is thousands of
 /// directories of one file each (system calls, not bytes), and walks on
 /// several threads were no faster on two cores and slower with the
-/// allocator's one arena (they fought over its lock). The lines are sorted
-/// before they are hashed: the digest does not depend on the order the
-/// file system lists entries in.
+/// allocator's one arena (they fought over its lock). The entries are
+/// sorted before they are hashed: the digest does not depend on the order
+/// the file system lists them in.
 fn tree_digest_with(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Result<String> {
     Ok(digest_entries(&mut walk_tree(root, skip, links)?))
 }
@@ -182,7 +182,14 @@ pub fn tree_entries(root: &Path, skip: &Skip<'_>) -> std::io::Result<Vec<TreeEnt
 /// (a path is unique in a tree, and a line is its path, then a NUL no path
 /// holds), so no line is held.
 pub fn digest_entries(entries: &mut [TreeEntry]) -> String {
-    entries.sort_unstable_by(|a, b| a.rel.cmp(&b.rel));
+    // Two names that are not UTF-8 may show as the same path: the lines
+    // decide between them.
+    let line = |e: &TreeEntry| {
+        let mut l = String::new();
+        write_entry_line(&mut l, e);
+        l
+    };
+    entries.sort_unstable_by(|a, b| a.rel.cmp(&b.rel).then_with(|| line(a).cmp(&line(b))));
     let mut h = crate::digest::KeyHasher::new();
     let mut line = String::new();
     for e in entries.iter() {
@@ -317,7 +324,6 @@ impl FileIdentity {
         (self.dev, self.ino, self.size, self.mtime) == (now.dev, now.ino, now.size, now.mtime)
     }
 
-    /// `dev-ino`: where a record of the file is kept.
     /// Every field, as bytes to hash (a stamp's key; not a format kept
     /// apart from the stamp that holds it).
     pub fn to_bytes(&self) -> [u8; 64] {
@@ -346,6 +352,7 @@ impl FileIdentity {
         self.ino
     }
 
+    /// `dev-ino`: where a record of the file is kept.
     pub fn key(&self) -> String {
         format!("{}-{}", self.dev, self.ino)
     }

@@ -4,7 +4,8 @@
 //! repository see nothing); the new `dists/` and the files beside it are
 //! written in the staging directory and `dists/` is swapped in whole, in one
 //! step where the filesystem can (`renameat2(RENAME_EXCHANGE)`); then the
-//! pool files no index or kept generation lists go. At every instant the
+//! pool files no index or kept generation lists go, as the output is walked
+//! for its stamp (`write::settle`). At every instant the
 //! output is a complete repository, the old one or the new one; a build
 //! that fails before the swap removes what it linked. Work is proportional
 //! to what changed: no directory of the pool is made again.
@@ -412,9 +413,9 @@ impl Drop for Added<'_> {
         let pool = self.out.join("pool");
         for rel in &self.rels {
             let path = self.out.join(rel);
-            if fs::remove_file(&path).is_err() {
-                continue;
-            }
+            // Its directory was made before any package was placed: it
+            // goes where it is empty, placed or not.
+            let _ = fs::remove_file(&path);
             let mut dir = path.parent();
             while let Some(d) = dir.filter(|d| *d != pool && d.starts_with(&pool)) {
                 if fs::remove_dir(d).is_err() {

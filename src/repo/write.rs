@@ -213,15 +213,24 @@ pub fn write(
         tree: String::new(),
     };
     // Best effort: without a stamp the next build simply does the work.
-    if let Ok(tree) = settle(out, &report, updated, params) {
-        report.tree = tree.clone();
-        // Borrowed and streamed: a report lists every package.
-        let stamp = Stamp {
-            key: key.as_str().into(),
-            tree: tree.as_str().into(),
-            report: std::borrow::Cow::Borrowed(&report),
-        };
-        let _ = crate::files::write_json(&stamp_path, crate::files::Existing::Replace, &stamp);
+    match settle(out, &report, updated, params) {
+        Ok(tree) => {
+            report.tree = tree.clone();
+            // Borrowed and streamed: a report lists every package.
+            let stamp = Stamp {
+                key: key.as_str().into(),
+                tree: tree.as_str().into(),
+                report: std::borrow::Cow::Borrowed(&report),
+            };
+            let _ = crate::files::write_json(&stamp_path, crate::files::Existing::Replace, &stamp);
+        }
+        Err(e) => crate::report::warning(
+            observer,
+            format!(
+                "{}: the output could not be walked once written ({e}): pool files no index lists stay, and the next build does all its work again",
+                out.display()
+            ),
+        ),
     }
     drop(lock);
     Ok(report)
@@ -705,8 +714,7 @@ fn retain_earlier(
 
 /// Links (or copies) every package into `root/pool/…` under the name its
 /// own control paragraph gives, on all cores (linking is system calls, and a
-/// package without a record is read); returns the index entries in pool
-/// order.
+/// package without a record is read).
 fn fill_pool(
     root: &Path,
     unique: &[(String, &PoolInput)],
@@ -868,8 +876,8 @@ fn make_dirs(root: &Path, unique: &[(String, &PoolInput)]) -> Result<(), RepoErr
     Ok(())
 }
 
-/// One package into the pool (its directory made), its SHA256 checked
-/// against its artifact's.
+/// One package into the pool (its directory made by [`make_dirs`]), its
+/// size and SHA256 checked against its artifact's.
 fn place_one(
     root: &Path,
     rel: &str,
@@ -1105,6 +1113,42 @@ mod boundary_tests {
             !out.join("pool/main/t").exists(),
             "no directory left behind"
         );
+    }
+
+    /// A package that is not what its artifact says stops the placing:
+    /// neither what was linked nor the directories made for the packages
+    /// never placed stay.
+    #[test]
+    fn a_failed_placing_in_place_leaves_no_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = [key()];
+        let out = dir.path().join("repo-out");
+        write_repo(
+            &out,
+            &[tiny_deb(dir.path(), "liba", "1.0-1", None)],
+            &keys,
+            1_600_000_000,
+            "",
+        )
+        .unwrap();
+        let before = inodes(&out);
+        let mut debs = vec![tiny_deb(dir.path(), "liba", "1.0-1", None)];
+        // First in pool order: the placing stops at it.
+        let mut bad = tiny_deb(dir.path(), "aaa-bad", "1.0-1", None);
+        bad.sha256 = "0".repeat(64);
+        debs.push(bad);
+        for i in 0..40 {
+            debs.push(tiny_deb(dir.path(), &format!("pkg{i:02}"), "1.0-1", None));
+        }
+        let err = write_repo(&out, &debs, &keys, 1_600_000_001, "").unwrap_err();
+        assert!(
+            matches!(err, crate::repo::RepoError::Changed { .. }),
+            "{err}"
+        );
+        assert_eq!(inodes(&out), before, "the output as it was, file for file");
+        for gone in ["pool/main/a/aaa-bad", "pool/main/p"] {
+            assert!(!out.join(gone).exists(), "{gone} left behind");
+        }
     }
 
     #[test]
