@@ -128,11 +128,19 @@ struct FileRecord {
 }
 
 impl Records {
-    fn read(path: &Path) -> Option<Records> {
-        let f: RecordsFile = parse_file(path)?;
-        if f.version != RECORDS_VERSION {
-            return None;
-        }
+    /// The records in `path` and the controls beside it, each file on its
+    /// own: a torn records file costs its digests, not the controls (a
+    /// package's control is a function of its bytes, named by their SHA256).
+    fn read(path: &Path) -> Records {
+        let controls = Self::read_controls(&controls_path(path)).unwrap_or_default();
+        let f: Option<RecordsFile> =
+            parse_file(path).filter(|f: &RecordsFile| f.version == RECORDS_VERSION);
+        let Some(f) = f else {
+            return Records {
+                controls,
+                ..Records::default()
+            };
+        };
         let digests = f
             .digests
             .into_values()
@@ -149,18 +157,17 @@ impl Records {
                 ))
             })
             .collect();
-        let controls = Self::read_controls(&controls_path(path)).unwrap_or_default();
         let data_checked = f
             .data_checked
             .iter()
             .filter_map(|k| sha256_bytes(k))
             .collect();
-        Some(Records {
+        Records {
             digests,
             controls,
             controls_forgotten: false,
             data_checked,
-        })
+        }
     }
 
     fn read_controls(path: &Path) -> Option<std::collections::HashMap<Sha256, Box<str>>> {
@@ -248,7 +255,7 @@ impl DigestStore {
     /// The records in `path` (a file); `None` keeps none (everything is
     /// hashed, every control member read).
     pub fn new(path: Option<PathBuf>) -> DigestStore {
-        let records = path.as_deref().and_then(Records::read).unwrap_or_default();
+        let records = path.as_deref().map(Records::read).unwrap_or_default();
         DigestStore {
             path,
             records: std::sync::Mutex::new(records),
@@ -509,5 +516,11 @@ mod tests {
         assert_eq!(again.recorded(&fs::metadata(&files[2]).unwrap()), None);
         let d = again.digests_of(&files[2]).unwrap();
         assert_eq!(d.sha256, crate::digest::sha256_hex(b"other bytes!"));
+        // A torn records file: its digests are gone, the controls beside it
+        // stay.
+        fs::write(&path, &first[..first.len() / 2]).unwrap();
+        let torn = DigestStore::new(Some(path.clone()));
+        assert_eq!(torn.recorded(&fs::metadata(&files[0]).unwrap()), None);
+        assert_eq!(torn.control(&sha).as_deref(), Some("Package: a\n"));
     }
 }
