@@ -233,7 +233,7 @@ impl Http {
             .timeout(self.opts.timeout)
             .user_agent(concat!("debforge/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| err("(client)", FetchErrorKind::Transfer(source_chain(&e))))?;
+            .map_err(|e| err("(client)", FetchErrorKind::Client(source_chain(&e))))?;
         // Two threads may both make one; one is kept.
         Ok(self.client.get_or_init(|| client))
     }

@@ -57,6 +57,9 @@ pub enum FetchErrorKind {
     TooLarge(u64),
     #[error("bad URL: {0}")]
     BadUrl(String),
+    /// Not the server's doing, and no retry mends it.
+    #[error("the HTTP client could not be set up (TLS, the system's settings): {0}")]
+    Client(String),
 }
 
 impl FetchErrorKind {
@@ -103,6 +106,7 @@ impl FetchErrorKind {
             K::Sha256 { .. } | K::Sha512 { .. } | K::TooLong { .. } | K::EndsShort { .. } => {
                 "nothing unverified was kept: the upstream's file is not the one its signed index (or the lock) vouches for; do not use it, try another mirror (--source NAME=URL)".into()
             }
+            K::Client(_) => "check the system's TLS settings (SSL_CERT_FILE, SSL_CERT_DIR) and proxy variables; nothing was fetched".into(),
             _ => "nothing unverified was kept; run the command again to retry".into(),
         }
     }
@@ -111,5 +115,47 @@ impl FetchErrorKind {
 impl crate::error::Hint for FetchError {
     fn hint(&self) -> Option<String> {
         Some(self.kind.hint_for(None))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FetchErrorKind as K;
+
+    /// Retried: what the network or a busy server may mend. Not retried:
+    /// what a retry gives again (a name that does not resolve, a client
+    /// that cannot be set up, a wrong file, a refusal).
+    #[test]
+    fn only_what_a_retry_may_mend_is_retried() {
+        let retried = [
+            K::Connect("refused".into()),
+            K::Timeout(std::time::Duration::from_secs(1)),
+            K::TooSlow("slow".into()),
+            K::Transfer("reset".into()),
+            K::Status(503),
+            K::Status(429),
+            K::TooShort {
+                expected: 2,
+                found: 1,
+            },
+        ];
+        let given_up = [
+            K::Client("no TLS roots".into()),
+            K::Dns("no such host".into()),
+            K::BadUrl("x".into()),
+            K::Status(404),
+            K::Sha256 {
+                expected: "a".into(),
+                found: "b".into(),
+            },
+            K::TooLarge(1),
+        ];
+        for k in &retried {
+            assert!(k.is_transient(), "{k}");
+        }
+        for k in &given_up {
+            assert!(!k.is_transient(), "{k}");
+        }
+        assert!(K::Client("x".into()).hint_for(None).contains("TLS"));
     }
 }
