@@ -1085,20 +1085,29 @@ mod boundary_tests {
         );
     }
 
-    #[test]
-    fn a_failed_build_in_place_removes_what_it_linked() {
-        let dir = tempfile::tempdir().unwrap();
-        let keys = [key()];
-        let out = dir.path().join("repo-out");
+    /// An output of one package (liba), and its files' inodes.
+    fn output_of_liba(
+        dir: &std::path::Path,
+        keys: &[crate::openpgp::sign::SigningKey],
+    ) -> (std::path::PathBuf, Vec<(String, u64)>) {
+        let out = dir.join("repo-out");
         write_repo(
             &out,
-            &[tiny_deb(dir.path(), "liba", "1.0-1", None)],
-            &keys,
+            &[tiny_deb(dir, "liba", "1.0-1", None)],
+            keys,
             1_600_000_000,
             "",
         )
         .unwrap();
         let before = inodes(&out);
+        (out, before)
+    }
+
+    #[test]
+    fn a_failed_build_in_place_removes_what_it_linked() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = [key()];
+        let (out, before) = output_of_liba(dir.path(), &keys);
         let broken = [
             tiny_deb(dir.path(), "liba", "1.0-1", None),
             tiny_deb(dir.path(), "tool", "2.0-1", Some("liba (= 9.9-1)")),
@@ -1122,16 +1131,7 @@ mod boundary_tests {
     fn a_failed_placing_in_place_leaves_no_directory() {
         let dir = tempfile::tempdir().unwrap();
         let keys = [key()];
-        let out = dir.path().join("repo-out");
-        write_repo(
-            &out,
-            &[tiny_deb(dir.path(), "liba", "1.0-1", None)],
-            &keys,
-            1_600_000_000,
-            "",
-        )
-        .unwrap();
-        let before = inodes(&out);
+        let (out, before) = output_of_liba(dir.path(), &keys);
         let mut debs = vec![tiny_deb(dir.path(), "liba", "1.0-1", None)];
         // First in pool order: the placing stops at it.
         let mut bad = tiny_deb(dir.path(), "aaa-bad", "1.0-1", None);
