@@ -87,8 +87,8 @@ impl Session<'_> {
                 }
             }
             out.push(Artifact {
-                recipe: p.clone(),
-                locked: None,
+                for_base: p.for_base,
+                version_changed: false,
                 control: self.control_of(&deb, &d.sha256)?,
                 file: deb,
                 size: d.size,

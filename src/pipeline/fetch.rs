@@ -29,28 +29,31 @@ impl Session<'_> {
         let mut seen = std::collections::HashSet::new();
         resolved
             .iter()
-            .filter(|r| seen.insert(self.cache_path(r)))
             .filter(|r| !self.in_cache(r))
+            .filter(|r| seen.insert(self.cache_path(r)))
             .map(|r| r.locked.size)
             .sum()
     }
 
     /// Fetches every resolved file into the cache, verified, a few at a time.
-    /// Files already in the cache are not downloaded again.
-    pub fn fetch(&self, resolved: &[Resolved]) -> Result<Vec<Fetched>, PipelineError> {
+    /// Files already in the cache are not downloaded again. Each resolved
+    /// package moves into its `Fetched` (memory: none is held twice).
+    pub fn fetch(&self, resolved: Vec<Resolved>) -> Result<Vec<Fetched>, PipelineError> {
         // Two recipes may name the same file (same digest and name): it is
         // fetched once, then found in the cache, never by two workers at once.
+        // A project file is used where it is: no cache path to share.
         let mut seen = std::collections::HashSet::new();
-        let (first, again): (Vec<_>, Vec<_>) = resolved
-            .iter()
-            .enumerate()
-            .partition(|(_, r)| seen.insert(self.cache_path(r)));
+        let (first, again): (Vec<_>, Vec<_>) = resolved.iter().enumerate().partition(|(_, r)| {
+            matches!(r.from, FetchFrom::Project(_)) || seen.insert(self.cache_path(r))
+        });
+        drop(seen);
         // The biggest first (workers pop from the end): the last file to
         // start is a small one, so no core idles while one hashes a big file.
         let mut first = first;
         first.sort_by_key(|(i, r)| (r.locked.size, std::cmp::Reverse(*i)));
         let queue = Mutex::new(first);
-        let results: Mutex<Vec<(usize, Result<Fetched, PipelineError>)>> = Mutex::new(Vec::new());
+        let results: Mutex<Vec<(usize, Result<PathBuf, PipelineError>)>> =
+            Mutex::new(Vec::with_capacity(resolved.len()));
         let workers = self
             .settings
             .parallel
@@ -63,9 +66,7 @@ impl Session<'_> {
                         let Some((i, r)) = queue.lock().expect("queue").pop() else {
                             break;
                         };
-                        let result = self
-                            .fetch_one(r)
-                            .and_then(|f| self.check_fetched(&f).map(|()| f));
+                        let result = self.fetch_checked(r);
                         let failed = result.is_err();
                         results.lock().expect("results").push((i, result));
                         if failed {
@@ -79,30 +80,36 @@ impl Session<'_> {
         let mut results = results.into_inner().expect("results");
         if results.iter().all(|(_, r)| r.is_ok()) {
             for (i, r) in again {
-                let result = self
-                    .fetch_one(r)
-                    .and_then(|f| self.check_fetched(&f).map(|()| f));
-                results.push((i, result));
+                results.push((i, self.fetch_checked(r)));
             }
         }
-        results.sort_by_key(|(i, _)| *i);
-        let fetched: Vec<Fetched> = results
+        results.sort_unstable_by_key(|(i, _)| *i);
+        // The first failure in recipe order; without one, every package
+        // was fetched, in order.
+        let files = results
             .into_iter()
             .map(|(_, r)| r)
-            .collect::<Result<_, _>>()?;
-        Ok(fetched)
+            .collect::<Result<Vec<_>, _>>()?;
+        assert_eq!(files.len(), resolved.len(), "a file per package");
+        Ok(resolved
+            .into_iter()
+            .zip(files)
+            .map(|(resolved, file)| Fetched { resolved, file })
+            .collect())
+    }
+
+    /// The verified file of `r`, fetched, and checked to be what vouched
+    /// for it.
+    fn fetch_checked(&self, r: &Resolved) -> Result<PathBuf, PipelineError> {
+        let file = self.fetch_one(r)?;
+        self.check_fetched(r, &file)?;
+        Ok(file)
     }
 
     /// Its hash is what vouched for it; its identity is what it says.
-    fn check_fetched(&self, f: &Fetched) -> Result<(), PipelineError> {
-        let control = self.control_of(&f.file, &f.resolved.locked.sha256)?;
-        super::check_identity(
-            &f.resolved.locked,
-            &f.resolved.recipe,
-            &f.file,
-            &control,
-            &self.records,
-        )
+    fn check_fetched(&self, r: &Resolved, file: &Path) -> Result<(), PipelineError> {
+        let control = self.control_of(file, &r.locked.sha256)?;
+        super::check_identity(&r.locked, &r.recipe, file, &control, &self.records)
     }
 
     /// Where the verified file of `r` lives in the cache.
@@ -153,20 +160,16 @@ impl Session<'_> {
         fs::metadata(self.cache_path(r)).is_ok_and(|m| m.len() == r.locked.size)
     }
 
-    fn fetch_one(&self, r: &Resolved) -> Result<Fetched, PipelineError> {
+    fn fetch_one(&self, r: &Resolved) -> Result<PathBuf, PipelineError> {
         if let FetchFrom::Project(path) = &r.from {
             // The project's own file is used where it is (the pool links it):
             // a copy in the cache would only cost a directory and a link.
-            let file = self
+            return self
                 .check_project_file(path, &r.expected())
                 .map_err(|source| PipelineError::Fetch {
                     package: r.locked.name.clone(),
                     source,
-                })?;
-            return Ok(Fetched {
-                resolved: r.clone(),
-                file,
-            });
+                });
         }
         let dest = self.cache_path(r);
         if self.in_cache(r) {
@@ -177,10 +180,7 @@ impl Session<'_> {
             // these digests from the record instead of reading the file again.
             self.records.record(&dest, &d);
         }
-        Ok(Fetched {
-            resolved: r.clone(),
-            file: dest,
-        })
+        Ok(dest)
     }
 
     /// Downloads or copies the file of `r` into the cache at `dest`,

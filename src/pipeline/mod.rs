@@ -168,9 +168,14 @@ pub struct IdentityMismatch {
 /// Stage 3's output: a package file ready for the pool.
 #[derive(Debug, Clone)]
 pub struct Artifact {
-    pub recipe: std::sync::Arc<PackageRecipe>,
-    /// What vouched for the upstream file; `None` for packages built here.
-    pub locked: Option<std::sync::Arc<LockedPackage>>,
+    /// Picked for the base's closure (`[base] closure`), not named by a
+    /// recipe file of the project. (The recipe itself is not kept: the
+    /// repository is written without them.)
+    pub for_base: bool,
+    /// Published under another version than the one that vouched for its
+    /// upstream file (a version suffix): such a package is pinned. Its lock
+    /// entry is not kept (memory: an entry per package).
+    pub version_changed: bool,
     /// The file that goes into the pool (the fetched file, its repack, or a
     /// package built from a recipe).
     pub file: PathBuf,
@@ -225,14 +230,30 @@ impl Session<'_> {
     /// paragraph is a function of its bytes), so an unchanged package is not
     /// opened again.
     fn control_of(&self, file: &Path, sha256: &str) -> Result<ControlParagraph, PipelineError> {
+        self.control_from(file, sha256, |sha256| self.records.control(sha256))
+    }
+
+    /// [`Session::control_of`], the record handed over (see
+    /// [`crate::repo::pool::DigestStore::take_control`]): for the last
+    /// reading of a package's control in a build.
+    fn take_control_of(
+        &self,
+        file: &Path,
+        sha256: &str,
+    ) -> Result<ControlParagraph, PipelineError> {
+        self.control_from(file, sha256, |sha256| self.records.take_control(sha256))
+    }
+
+    fn control_from(
+        &self,
+        file: &Path,
+        sha256: &str,
+        recorded: impl FnOnce(&str) -> Option<String>,
+    ) -> Result<ControlParagraph, PipelineError> {
         if !crate::format::path::is_hex_digest(sha256, 64) {
             return read_control(file);
         }
-        if let Some(p) = self
-            .records
-            .control(sha256)
-            .and_then(|t| ControlParagraph::parse_single(&t).ok())
-        {
+        if let Some(p) = recorded(sha256).and_then(|t| ControlParagraph::parse_single(&t).ok()) {
             return Ok(p);
         }
         let p = read_control(file)?;
@@ -369,8 +390,7 @@ pub fn pinned_packages(prepared: &[Artifact], recipes: &RecipeSet) -> Vec<String
         }
     }
     for a in prepared {
-        let carried = a.locked.as_ref().is_some_and(|l| l.version != a.version());
-        if carried {
+        if a.version_changed {
             pinned.insert(a.package().to_string());
         }
     }

@@ -5,6 +5,7 @@ use crate::error::FileError;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::deb::DebFile;
 use crate::fetch::{Event, Task};
@@ -20,14 +21,18 @@ impl Session<'_> {
     /// cached under a key of its inputs) and published instead of the
     /// upstream file. `mtime` dates the new control member
     /// (SOURCE_DATE_EPOCH, else the upstream's own ar date).
+    ///
+    /// Memory: each control is taken from the records (their file is
+    /// written first), and each fetched file's lock entry goes as its
+    /// artifact is made, so the build never holds a package twice.
     pub fn prepare(
         &self,
-        fetched: &[Fetched],
+        fetched: Vec<Fetched>,
         source_date_epoch: Option<u64>,
     ) -> Result<Vec<Artifact>, PipelineError> {
         let upstream = fetched
             .iter()
-            .map(|f| self.control_of(&f.file, &f.resolved.locked.sha256))
+            .map(|f| self.take_control_of(&f.file, &f.resolved.locked.sha256))
             .collect::<Result<Vec<_>, _>>()?;
         let members: Vec<Member> = fetched
             .iter()
@@ -67,21 +72,28 @@ impl Session<'_> {
                 }
             })
             .collect();
-        let mut repacked = self.repack_all(fetched, &repacks, &retargets, source_date_epoch)?;
+        let mut repacked = self.repack_all(&fetched, &repacks, &retargets, source_date_epoch)?;
+        drop((plan, members, repacks, retargets));
         let mut out = Vec::with_capacity(fetched.len());
-        for (i, (f, control)) in fetched.iter().zip(upstream).enumerate() {
+        for (i, (f, control)) in fetched.into_iter().zip(upstream).enumerate() {
             if let Some(a) = repacked.remove(&i) {
                 out.push(a);
                 continue;
             }
-            let locked = &f.resolved.locked;
+            let Fetched { resolved, file } = f;
+            let version_changed = control.get("Version") != Some(resolved.locked.version.as_str());
+            // The entry's last holder, unless the caller keeps the lock.
+            let (size, sha256) = match Arc::try_unwrap(resolved.locked) {
+                Ok(l) => (l.size, l.sha256),
+                Err(l) => (l.size, l.sha256.clone()),
+            };
             out.push(Artifact {
-                recipe: f.resolved.recipe.clone(),
-                locked: Some(std::sync::Arc::clone(locked)),
+                for_base: resolved.recipe.for_base,
+                version_changed,
                 control,
-                file: f.file.clone(),
-                size: locked.size,
-                sha256: locked.sha256.clone(),
+                file,
+                size,
+                sha256,
             });
         }
         Ok(out)
@@ -212,10 +224,11 @@ impl Session<'_> {
             }
         };
         let size = fs::metadata(&dest).map_err(FileError::at(&dest))?.len();
+        let control = self.control_of(&dest, &sha256)?;
         Ok(Artifact {
-            recipe: f.resolved.recipe.clone(),
-            locked: Some(std::sync::Arc::clone(locked)),
-            control: self.control_of(&dest, &sha256)?,
+            for_base: f.resolved.recipe.for_base,
+            version_changed: control.get("Version") != Some(locked.version.as_str()),
+            control,
             file: dest,
             size,
             sha256,

@@ -438,17 +438,18 @@ impl Session<'_> {
     /// With `--locked`, before anything is fetched: any difference from
     /// the lock file is an error.
     pub fn check_locked(&self, resolved: &[Resolved]) -> Result<(), PipelineError> {
-        self.compare_lock(resolved, true).map(drop)
+        let entries = resolved.iter().map(|r| Arc::clone(&r.locked));
+        self.compare_lock(entries, true).map(drop)
     }
 
     /// Compares with the lock file: with `locked`, any difference is an error;
     /// otherwise the lock is (re)written when it changed. Returns the lock in force.
     pub fn check_lock(
         &self,
-        resolved: &[Resolved],
+        entries: impl Iterator<Item = Arc<LockedPackage>>,
         locked: bool,
     ) -> Result<(Lock, bool), PipelineError> {
-        let (old, new, changed) = self.compare_lock(resolved, locked)?;
+        let (old, new, changed) = self.compare_lock(entries, locked)?;
         // The last reading: the cache's share goes, so that the lock in
         // force is not a copy (an entry per package).
         self.forget_lock();
@@ -464,10 +465,10 @@ impl Session<'_> {
     /// The lock file, the lock `resolved` makes, and whether they differ.
     fn compare_lock(
         &self,
-        resolved: &[Resolved],
+        entries: impl Iterator<Item = Arc<LockedPackage>>,
         locked: bool,
     ) -> Result<(Option<Arc<Lock>>, Lock, bool), PipelineError> {
-        let new = Lock::new(resolved.iter().map(|r| Arc::clone(&r.locked)));
+        let new = Lock::new(entries);
         let old = self.read_lock()?;
         match (&old, locked) {
             (None, true) => Err(PipelineError::NoLock {

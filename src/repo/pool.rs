@@ -330,6 +330,32 @@ impl DigestStore {
         }
     }
 
+    /// The control recorded for this SHA256, handed over rather than
+    /// copied: the first take writes the controls' file (if they changed)
+    /// and from then on the file is final, as after
+    /// [`DigestStore::forget_controls`] (nothing is added). Preparing takes
+    /// each package's control once, so a build never holds the text and the
+    /// parsed paragraph of every package at once.
+    pub fn take_control(&self, sha256: &str) -> Option<String> {
+        let key = sha256_bytes(sha256)?;
+        let mut records = self.records.lock().ok()?;
+        if !records.controls_forgotten {
+            self.write_controls(&records);
+            records.controls_forgotten = true;
+        }
+        records.controls.remove(&key).map(String::from)
+    }
+
+    fn write_controls(&self, records: &Records) {
+        if self
+            .controls_changed
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+            && let Some(path) = &self.path
+        {
+            save_json(&controls_path(path), &Controls(records));
+        }
+    }
+
     pub fn put_control(&self, sha256: &str, text: &str) {
         let Some(key) = sha256_bytes(sha256) else {
             return;
@@ -367,12 +393,8 @@ impl DigestStore {
         let Ok(mut records) = self.records.lock() else {
             return;
         };
-        if self
-            .controls_changed
-            .swap(false, std::sync::atomic::Ordering::SeqCst)
-            && let Some(path) = &self.path
-        {
-            save_json(&controls_path(path), &Controls(&records));
+        if !records.controls_forgotten {
+            self.write_controls(&records);
         }
         records.controls = Default::default();
         records.controls_forgotten = true;

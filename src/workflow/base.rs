@@ -199,7 +199,7 @@ pub(super) fn closure_change(
         .collect();
     let ours: Vec<against::Package> = artifacts
         .iter()
-        .filter(|a| !a.recipe.for_base)
+        .filter(|a| !a.for_base)
         .filter_map(|a| against::Package::of(&a.control))
         .collect();
     let mut wanted: BTreeSet<Key> = BTreeSet::new();

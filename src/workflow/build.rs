@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::{Dates, KeySettings, TestHooks, WorkflowError, unchanged};
 use crate::openpgp::sign::SigningKey;
 use crate::pipeline::{self, Session};
-use crate::recipe::RecipeSet;
+use crate::recipe::{PackageRecipe, RecipeSet};
 use crate::repo::generations::{self, Generation};
 use crate::repo::{OutputReport, RepoConfig};
 use crate::report::{self, Reporter};
@@ -175,7 +175,11 @@ fn build_all(
     // open.
     let base_config = crate::recipe::load_base(&s.recipes)?;
     let mut base = super::base::read_files(&base_config)?;
-    let mut pass = match fetch_and_prepare(s, &config, signing, recorder, None) {
+    // A stamp only where nothing but the project's files and the package
+    // files can change the output: no signed source asked, none read for
+    // the base.
+    let stamp = stamp && base_config.sources.is_empty() && base_config.closure.is_none();
+    let mut pass = match fetch_and_prepare(s, &config, signing, recorder, None, stamp) {
         // A package the last build picked for the base that its source no
         // longer offers (a mirror refreshed): picked again from what it
         // offers now. `--locked` keeps the error: the lock says that file.
@@ -191,7 +195,7 @@ fn build_all(
                 reporter,
                 format!("{e}: the packages picked for the base are picked again"),
             );
-            fetch_and_prepare(s, &config, signing, recorder, Some(Vec::new()))?
+            fetch_and_prepare(s, &config, signing, recorder, Some(Vec::new()), stamp)?
         }
         other => other?,
     };
@@ -215,49 +219,22 @@ fn build_all(
             // picked, all together (only when the closure changed): what
             // the project builds is dated by, suffixed with and versioned
             // after every package, picks included, as the next build will.
-            pass = fetch_and_prepare(s, &config, signing, recorder, Some(picked))?;
+            pass = fetch_and_prepare(s, &config, signing, recorder, Some(picked), stamp)?;
         }
     }
-    // A stamp only where nothing but the project's files and the package
-    // files can change the output: no signed source asked, none read for
-    // the base.
-    let stamp = stamp && base_config.sources.is_empty() && base_config.closure.is_none();
     let Pass {
-        session,
-        fetched,
-        mut artifacts,
+        mut session,
+        artifacts,
         pins,
+        inputs,
+        lock,
     } = pass;
-    let inputs = if stamp && fetched.sources.is_empty() {
-        stamp_inputs(&fetched.packages)
-    } else {
-        None
-    };
-    // The lock's SHA256, not its text (held to the end of the build).
-    let lock = if inputs.is_some() {
-        let mut hashing = crate::digest::HashingWriter::new(
-            std::io::sink(),
-            crate::digest::Hasher::new(crate::digest::DigestSet::SHA256),
-        );
-        fetched
-            .lock
-            .write_text(&mut hashing)
-            .expect("a sink takes any text");
-        hashing.finish().1.sha256
-    } else {
-        String::new()
-    };
-    // Everything downstream comes from the artifacts (memory: the lock's
-    // copy of each entry and the resolved files go before the repository
-    // is written; the recipes and entries the artifacts share stay).
-    drop(fetched);
-    // The pins are made: nothing reads the lock entries the artifacts
-    // share from here on, and with `fetched` gone these are the last.
-    for a in &mut artifacts {
-        a.locked = None;
-    }
-    // Every control is read: the records' copies go to their file.
+    // Every control is read: any the records still hold go. The recipes
+    // too, but for what the report needs of them (memory: the repository
+    // is written from the artifacts).
     session.records.forget_controls();
+    let repo_config_recipe = repo_config_recipe(&session.recipes);
+    session.recipes.packages = Vec::new();
     let date = s.dates.source_date_epoch.unwrap_or(s.dates.now);
     // Each manifest read once (one of thousands of packages is megabytes).
     let recent = generations::last(&s.out, (s.keep.saturating_sub(1) as usize).max(1))?;
@@ -287,7 +264,7 @@ fn build_all(
     drop(artifacts);
     let config = params.config;
     session.save_records();
-    let repo_config = repo_config(&output, &session.recipes, &config);
+    let repo_config = repo_config_recipe.and_then(|r| repo_config(&output, &r, &config));
     let lock_path = session.lock_path().to_path_buf();
     drop(session);
     let generation = if output.unchanged {
@@ -319,9 +296,12 @@ fn not_offered<'e>(e: &'e WorkflowError, source: &str) -> Option<(&'e str, &'e s
 /// One resolve, fetch and prepare of the project.
 struct Pass<'r> {
     session: Session<'r>,
-    fetched: super::Fetched,
     artifacts: Vec<pipeline::Artifact>,
     pins: String,
+    /// The package files read, for the build stamp (`None`: no stamp).
+    inputs: Option<Inputs>,
+    /// The lock's SHA256, for the stamp (empty without one).
+    lock: String,
 }
 
 /// Resolves, fetches and prepares every package (with `picked` as the
@@ -332,17 +312,48 @@ fn fetch_and_prepare<'r>(
     signing: &[SigningKey],
     recorder: &'r unchanged::Recorder,
     picked: Option<Vec<crate::recipe::PackageRecipe>>,
+    stamp: bool,
 ) -> Result<Pass<'r>, WorkflowError> {
     let reporter = recorder.inner();
     let session = super::open_session_with(&s.recipes, s.pipeline.clone(), reporter, picked)?;
-    let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
-    let (artifacts, pins) = prepare_all(&session, &fetched, config, signing, s.dates, recorder)?;
+    let super::Fetched {
+        packages,
+        sources,
+        lock,
+    } = super::resolve_and_fetch(&session, s.locked, reporter)?;
+    // What the stamp needs of the fetched files and the lock, taken before
+    // preparing: the lock's entries then go as their artifacts are made
+    // (memory: an entry per package).
+    let inputs = if stamp && sources.is_empty() {
+        stamp_inputs(&packages)
+    } else {
+        None
+    };
+    let lock_hash = if inputs.is_some() {
+        lock_sha256(&lock)
+    } else {
+        String::new()
+    };
+    drop((lock, sources));
+    let (artifacts, pins) = prepare_all(&session, packages, config, signing, s.dates, recorder)?;
     Ok(Pass {
         session,
-        fetched,
         artifacts,
         pins,
+        inputs,
+        lock: lock_hash,
     })
+}
+
+/// The lock's SHA256, not its text (held to the end of the build).
+fn lock_sha256(lock: &crate::recipe::lock::Lock) -> String {
+    let mut hashing = crate::digest::HashingWriter::new(
+        std::io::sink(),
+        crate::digest::Hasher::new(crate::digest::DigestSet::SHA256),
+    );
+    lock.write_text(&mut hashing)
+        .expect("a sink takes any text");
+    hashing.finish().1.sha256
 }
 
 /// The control paragraph of every package the build would put in the
@@ -363,7 +374,14 @@ pub(super) fn prepared_controls(
             .collect();
     let session = super::open_session(&s.recipes, s.pipeline.clone(), reporter)?;
     let fetched = super::resolve_and_fetch(&session, s.locked, reporter)?;
-    let (artifacts, _) = prepare_all(&session, &fetched, &config, &signing, s.dates, reporter)?;
+    let (artifacts, _) = prepare_all(
+        &session,
+        fetched.packages,
+        &config,
+        &signing,
+        s.dates,
+        reporter,
+    )?;
     session.save_records();
     Ok(artifacts.into_iter().map(|a| a.control).collect())
 }
@@ -403,14 +421,14 @@ fn warn_example_mirror(config: &RepoConfig, recipes: &Path, reporter: &dyn Repor
 /// the versions and pins read from the prepared packages.
 fn prepare_all(
     session: &Session,
-    fetched: &super::Fetched,
+    fetched: Vec<pipeline::Fetched>,
     config: &RepoConfig,
     signing: &[SigningKey],
     dates: Dates,
     reporter: &dyn Reporter,
 ) -> Result<(Vec<pipeline::Artifact>, String), WorkflowError> {
     let sde = dates.source_date_epoch.map(|t| t as u64);
-    let mut artifacts = session.prepare(&fetched.packages, sde)?;
+    let mut artifacts = session.prepare(fetched, sde)?;
     let (keyring, _) = crate::openpgp::sign::export_public(signing);
     // Versions and pins once, from the prepared packages' own control
     // paragraphs: the metapackage, the repo-config package and the output's
@@ -556,13 +574,9 @@ fn retained(recent: &[generations::Generation], keep: u32) -> Vec<(String, Strin
 /// The repo-config package's pool file and the apt source line it installs.
 fn repo_config(
     report: &OutputReport,
-    recipes: &RecipeSet,
+    p: &PackageRecipe,
     config: &RepoConfig,
 ) -> Option<(String, Option<String>)> {
-    let p = recipes
-        .packages
-        .iter()
-        .find(|p| p.build.as_ref().is_some_and(|b| b.repo_config.is_some()))?;
     let e = report.packages.iter().find(|e| e.package == p.name)?;
     let name = p
         .build
@@ -576,6 +590,15 @@ fn repo_config(
         )
     });
     Some((e.filename.clone(), source))
+}
+
+/// The recipe of the project's repo-config package, if it has one.
+fn repo_config_recipe(recipes: &RecipeSet) -> Option<std::sync::Arc<PackageRecipe>> {
+    recipes
+        .packages
+        .iter()
+        .find(|p| p.build.as_ref().is_some_and(|b| b.repo_config.is_some()))
+        .cloned()
 }
 
 /// Refuses a Release apt would refuse on arrival: dated in the future

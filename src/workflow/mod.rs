@@ -225,12 +225,13 @@ pub fn resolve_and_fetch(
             bytes: session.bytes_to_fetch(&resolved),
         });
     }
-    let fetched = session.fetch(&resolved);
+    let fetched = session.fetch(resolved);
     session.save_records();
     let packages = fetched?;
-    let resolved: Vec<_> = packages.iter().map(|f| f.resolved.clone()).collect();
-    let (lock, changed) = session.check_lock(&resolved, locked)?;
-    drop(resolved);
+    let entries = packages
+        .iter()
+        .map(|f| std::sync::Arc::clone(&f.resolved.locked));
+    let (lock, changed) = session.check_lock(entries, locked)?;
     if changed {
         session.write_lock(&lock)?;
         crate::report::note(reporter, format!("wrote {}", session.lock_path().display()));
