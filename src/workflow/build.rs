@@ -317,7 +317,7 @@ fn fetch_and_prepare<'r>(
     let reporter = recorder.inner();
     let session = super::open_session_with(&s.recipes, s.pipeline.clone(), reporter, picked)?;
     let super::Fetched {
-        packages,
+        mut packages,
         sources,
         lock,
     } = super::resolve_and_fetch(&session, s.locked, reporter)?;
@@ -335,6 +335,9 @@ fn fetch_and_prepare<'r>(
         String::new()
     };
     drop((lock, sources));
+    for f in &mut packages {
+        f.resolved.keep_identity();
+    }
     let (artifacts, pins) = prepare_all(&session, packages, config, signing, s.dates, recorder)?;
     Ok(Pass {
         session,
