@@ -26,7 +26,7 @@ use crate::report::{Event, Reporter, Task};
 
 use super::write::{
     PoolInput, RepoParams, Written, base_name, check_installable, exchange, fresh_staging,
-    place_all, pool_files, pool_names, to_entries, write_beside_dists, write_dists,
+    place_all, pool_entries, pool_files, pool_names, to_entries, write_beside_dists, write_dists,
 };
 use super::{KEYRING_NAME, OUTPUT_MARKER, PREFERENCES_NAME, RepoError};
 
@@ -78,8 +78,11 @@ pub(super) fn write(
         total,
         item: String::new(),
     });
-    let (entries, pooled) = to_entries(&unique);
+    let entries = to_entries(&unique);
     let index = write_dists(staging, &entries, params, observer)?;
+    let pool = pool_files(entries);
+    let pooled = pool_entries(&unique);
+    drop((unique, missing));
     write_beside_dists(staging, params, pins)?;
     check_installable(staging, out, params.base, &params.config.architectures)?;
     swap_dists(staging, out)?;
@@ -104,7 +107,7 @@ pub(super) fn write(
     remove_not_ours(out);
     // The pool files no longer listed go as the output is walked for its
     // stamp (`write::settle`).
-    Ok(Some((pool_files(entries), pooled, index)))
+    Ok(Some((pool, pooled, index)))
 }
 
 /// Dates and signs `out`'s Release anew, nothing else changed: what a build

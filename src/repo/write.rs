@@ -247,7 +247,7 @@ fn write_whole(
 ) -> Result<Written, RepoError> {
     let root = staging.path();
     let unique = pool_names(packages, &params.config.component)?;
-    let (entries, pooled) = to_entries(&unique);
+    let entries = to_entries(&unique);
     // The pool is filled (system calls: directories and links) while the
     // indexes are written (compression), on the cores the other leaves;
     // the indexes list what each package must be, and nothing is swapped
@@ -266,13 +266,16 @@ fn write_whole(
     });
     filled?;
     let index = index?;
+    let pool = pool_files(entries);
+    let pooled = pool_entries(&unique);
+    drop(unique);
     write_beside_dists(root, params, pins)?;
     check_installable(root, out, params.base, &params.config.architectures)?;
     let parent = crate::files::parent(out);
     let base = base_name(out);
     let pause = params.pause_in_swap.as_deref();
     swap_in(staging.keep(), out, parent, &base, pause)?;
-    Ok((pool_files(entries), pooled, index))
+    Ok((pool, pooled, index))
 }
 
 /// What an output step wrote: the pool's files (relative to the output),
@@ -735,34 +738,42 @@ fn fill_pool(
 /// The index entries and pool entries of the packages, in pool order:
 /// each as its artifact says (what the pool holds is checked to be it,
 /// by `place_all` or the in-place check of a kept file).
-pub(super) fn to_entries<'p>(
-    unique: &[(String, &'p PoolInput<'p>)],
-) -> (Vec<Placed<'p>>, Vec<PoolEntry>) {
-    let mut entries = Vec::with_capacity(unique.len());
-    let mut out = Vec::with_capacity(unique.len());
-    for (rel, p) in unique {
-        let control = p.control;
-        let field = |k: &str| control.get(k).unwrap_or_default();
-        out.push(PoolEntry {
-            package: field("Package").to_string(),
-            version: field("Version").to_string(),
-            architecture: field("Architecture").to_string(),
-            filename: rel.clone(),
-            size: p.size,
-            sha256: p.sha256.to_string(),
-        });
-        entries.push(Placed {
-            architecture: field("Architecture"),
-            control,
+pub(super) fn to_entries<'p>(unique: &[(String, &'p PoolInput<'p>)]) -> Vec<Placed<'p>> {
+    let mut entries: Vec<Placed> = unique
+        .iter()
+        .map(|(rel, p)| Placed {
+            architecture: p.control.get("Architecture").unwrap_or_default(),
+            control: p.control,
             filename: rel.clone(),
             size: p.size,
             sha256: p.sha256,
-        });
-    }
+        })
+        .collect();
     // Pool order, as a walk of the pool would give.
     entries.sort_by(|a, b| Path::new(&a.filename).cmp(Path::new(&b.filename)));
+    entries
+}
+
+/// What the report lists of each package, sorted by pool file: made once
+/// the indexes are written (memory: not beside the compressors and every
+/// package's `Placed`).
+pub(super) fn pool_entries(unique: &[(String, &PoolInput)]) -> Vec<PoolEntry> {
+    let mut out: Vec<PoolEntry> = unique
+        .iter()
+        .map(|(rel, p)| {
+            let field = |k: &str| p.control.get(k).unwrap_or_default().to_string();
+            PoolEntry {
+                package: field("Package"),
+                version: field("Version"),
+                architecture: field("Architecture"),
+                filename: rel.clone(),
+                size: p.size,
+                sha256: p.sha256.to_string(),
+            }
+        })
+        .collect();
     out.sort_by(|a, b| a.filename.cmp(&b.filename));
-    (entries, out)
+    out
 }
 
 /// Each package's pool path, from its own control paragraph, once: two
