@@ -3,6 +3,8 @@
 //! Map of the crate, low layers first (docs/ARCHITECTURE.md has the rules,
 //! tests/integration/architecture.rs checks them):
 //! - [`digest`]: MD5/SHA1/SHA256/SHA512 in one pass; the SHA-256 helpers.
+//! - [`cores`]: work on every core whose results the build keeps (moved
+//!   into the caller's malloc arena as they arrive).
 //! - [`error`]: `Hint` beside every error type, `FileError` for I/O on a path.
 //! - [`report`]: the events long work reports; the printer is the binary's.
 //! - [`input`]: input files read by type and with a bound.
@@ -29,6 +31,7 @@
 //! (`src/main.rs`, `src/cli/`) resolves the settings and shows the events.
 
 pub mod bundle;
+pub mod cores;
 pub mod deb;
 pub mod digest;
 pub mod error;

@@ -94,7 +94,12 @@ impl Session<'_> {
         Ok(resolved
             .into_iter()
             .zip(files)
-            .map(|(resolved, file)| Fetched { resolved, file })
+            // Each path copied into this thread's memory: a worker's is freed
+            // now (see the `cores` module).
+            .map(|(resolved, file)| Fetched {
+                resolved,
+                file: file.as_path().to_path_buf(),
+            })
             .collect())
     }
 

@@ -49,6 +49,16 @@ impl Resolved {
             .next()
             .unwrap_or(&self.locked.path)
     }
+    /// A deep copy, in the calling thread's memory (see `crate::cores`).
+    fn kept(self) -> Resolved {
+        Resolved {
+            recipe: self.recipe,
+            locked: Arc::new(LockedPackage::clone(&self.locked)),
+            from: self.from.clone(),
+            seen: self.seen,
+        }
+    }
+
     /// The lock is written and this is the entry's last holder: it keeps
     /// what preparing reads (name, version, architecture, origin, path,
     /// size, SHA256). Where the file came from and the other digests that
@@ -302,58 +312,62 @@ impl Session<'_> {
                 _ => None,
             })
             .collect();
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let chunk = recipes.len().div_ceil(cores).max(64);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = recipes
-                .chunks(chunk)
-                .map(|part| {
-                    scope.spawn(move || {
-                        part.iter()
-                            .map(|(p, path)| self.resolve_path(p, path))
-                            .collect::<Vec<_>>()
-                    })
+        // Held to the end of the build: each resolved package, and the
+        // control of a file seen for the first time, are kept in this
+        // thread's memory (see `crate::cores`).
+        self.records.reserve(recipes.len());
+        crate::cores::map_kept(
+            &recipes,
+            |(p, path)| self.resolve_path(p, path),
+            |r| {
+                r.map(|(resolved, control)| {
+                    if let Some(text) = control {
+                        self.records.put_control(&resolved.locked.sha256, &text);
+                    }
+                    (resolved.kept(), None)
                 })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().expect("resolving a path does not panic"))
-                .collect()
-        })
+            },
+        )
+        .into_iter()
+        .map(|r| r.map(|(resolved, _)| resolved))
+        .collect()
     }
 
     /// A local package file not seen before: opened once for its digests,
     /// its control paragraph and (where no repack reads it anyway) the check
-    /// of its data member, each recorded, so that nothing opens it again
-    /// this run. A file that is no package is only hashed: the steps that
-    /// read it later say what is wrong with it.
+    /// of its data member, each recorded (the control by the caller), so
+    /// that nothing opens it again this run. A file that is no package is
+    /// only hashed: the steps that read it later say what is wrong with it.
     fn first_sight(
         &self,
         path: &Path,
         meta: &fs::Metadata,
         check_data: bool,
-    ) -> std::io::Result<crate::digest::Digests> {
+    ) -> std::io::Result<(crate::digest::Digests, Option<String>)> {
         use crate::digest::{DigestSet, Hasher, digest_with};
         let Ok(deb) = crate::deb::DebFile::open(path) else {
-            return self.records.digests_with(path, meta);
+            return Ok((self.records.digests_with(path, meta)?, None));
         };
         let d = digest_with(deb.raw_whole(), Hasher::new(DigestSet::SHA256))?;
         if d.size != meta.len() {
             // Changed since it was stat'ed: nothing recorded.
-            return Ok(d);
+            return Ok((d, None));
         }
         self.records.put_digests(meta, &d);
-        if let Ok(files) = deb.control_files() {
-            self.records
-                .put_control(&d.sha256, &files.control.to_string());
-        }
+        let control = deb.control_files().ok().map(|f| f.control.to_string());
         if check_data && deb.check_data().is_ok() {
             self.records.put_data_checked(&d.sha256);
         }
-        Ok(d)
+        Ok((d, control))
     }
 
-    fn resolve_path(&self, p: &Arc<PackageRecipe>, path: &Path) -> Result<Resolved, PipelineError> {
+    /// A path recipe's file, and its control where it was read for the
+    /// first time (for the records).
+    fn resolve_path(
+        &self,
+        p: &Arc<PackageRecipe>,
+        path: &Path,
+    ) -> Result<(Resolved, Option<String>), PipelineError> {
         let full = self.recipes.dir.join(path);
         // A package file may live outside recipes/ (a build's output
         // directory), but it must be a regular file: `/dev/zero` would be
@@ -370,14 +384,14 @@ impl Session<'_> {
         };
         // A local file vouches for itself; unchanged since the last run, it
         // is not read again.
-        let d = match self.records.recorded(&meta) {
-            Some(d) => d,
+        let (d, control) = match self.records.recorded(&meta) {
+            Some(d) => (d, None),
             None => self
                 .first_sight(&full, &meta, p.repack.is_none())
                 .map_err(FileError::at(&full))?,
         };
         let url = format!("file://{}", full.display());
-        Ok(Resolved {
+        let resolved = Resolved {
             recipe: Arc::clone(p),
             locked: Arc::new(direct_entry(
                 p,
@@ -390,7 +404,8 @@ impl Session<'_> {
             )),
             from: FetchFrom::Project(full),
             seen: Some(crate::files::FileIdentity::of(&meta)),
-        })
+        };
+        Ok((resolved, control))
     }
 
     /// Offline, no snapshot of the source: the lock's entry vouches for a

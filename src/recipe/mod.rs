@@ -1133,18 +1133,9 @@ fn parse_all(
     files: &[PathBuf],
     parse: &(dyn Fn(&Path) -> Result<PackageRecipe, RecipeError> + Sync),
 ) -> Vec<Result<PackageRecipe, RecipeError>> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = files.len().div_ceil(cores).max(64);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = files
-            .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().map(|f| parse(f)).collect::<Vec<_>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("a recipe parser does not panic"))
-            .collect()
-    })
+    // Each recipe is held to the end of the build: copied into the calling
+    // thread's memory (see `cores`).
+    crate::cores::map_kept(files, |f| parse(f), |r| r.map(|p| p.clone()))
 }
 
 /// Reads `dir/sources.toml` and every `dir/packages/*.toml` (sorted by name).

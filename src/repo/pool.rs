@@ -356,6 +356,16 @@ impl DigestStore {
         }
     }
 
+    /// Room for `n` more files' records, made by the calling thread (the
+    /// tables are held to the end of the build: see the `cores` module).
+    pub fn reserve(&self, n: usize) {
+        if let Ok(mut records) = self.records.lock() {
+            records.digests.reserve(n);
+            records.controls.reserve(n);
+            records.data_checked.reserve(n);
+        }
+    }
+
     pub fn put_control(&self, sha256: &str, text: &str) {
         let Some(key) = sha256_bytes(sha256) else {
             return;

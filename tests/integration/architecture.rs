@@ -13,6 +13,7 @@ const RULES: &[(&str, &[&str])] = &[
     // Pure, or nothing of the crate.
     ("digest", &[]),
     ("error", &[]),
+    ("cores", &[]),
     ("report", &[]),
     ("format", &["digest"]),
     ("input", &[]),
@@ -20,7 +21,7 @@ const RULES: &[(&str, &[&str])] = &[
     ("serve", &[]),
     // Containers, recipes, keys.
     ("deb", &["digest", "error", "format", "input"]),
-    ("recipe", &["error", "format", "input"]),
+    ("recipe", &["cores", "error", "format", "input"]),
     ("openpgp", &["error", "format"]),
     ("keys", &["error", "input", "openpgp"]),
     // The trust chain.
@@ -53,8 +54,8 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "pipeline",
         &[
-            "deb", "digest", "error", "fetch", "files", "format", "input", "native", "openpgp",
-            "recipe", "repo", "report", "upstream",
+            "cores", "deb", "digest", "error", "fetch", "files", "format", "input", "native",
+            "openpgp", "recipe", "repo", "report", "upstream",
         ],
     ),
     (

@@ -1,0 +1,87 @@
+//! Work on every core whose results the build keeps.
+//!
+//! glibc's malloc gives each thread an arena (up to `M_ARENA_MAX`, see
+//! `main.rs`), and memory freed into one arena is reused only by the
+//! threads on it. What a worker allocates and the build then holds (a
+//! recipe, a lock entry, a path) stays in the worker's arena, and what the
+//! main thread allocates later cannot use that arena's holes once the
+//! worker's results are freed: the process keeps both arenas' peaks. At
+//! 20,000 packages that was 32 MB in the workers' arena beside 38 MB in the
+//! main one, against a live peak of 46 MB.
+//!
+//! So results cross a bounded channel and the calling thread moves each
+//! into its own memory as it arrives (`keep`, a deep copy): a worker's
+//! arena holds a few results at a time, never the build's.
+
+use std::sync::mpsc;
+
+/// Results in flight per worker before it waits for the caller.
+const IN_FLIGHT: usize = 64;
+
+/// `work` of every item, on all cores (contiguous chunks, so a worker reads
+/// neighbouring files), each result passed through `keep` on the calling
+/// thread as it arrives; in the order of `items`.
+pub fn map_kept<T, R>(
+    items: &[T],
+    work: impl Fn(&T) -> R + Sync,
+    mut keep: impl FnMut(R) -> R,
+) -> Vec<R>
+where
+    T: Sync,
+    R: Send,
+{
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = items.len().div_ceil(cores).max(64);
+    let mut slots: Vec<Option<R>> = std::iter::repeat_with(|| None).take(items.len()).collect();
+    std::thread::scope(|scope| {
+        let (send, receive) = mpsc::sync_channel(IN_FLIGHT * cores);
+        for (n, part) in items.chunks(chunk).enumerate() {
+            let send = send.clone();
+            let work = &work;
+            scope.spawn(move || {
+                for (i, item) in part.iter().enumerate() {
+                    // The caller stops receiving only once every sender is
+                    // gone, so a send fails only if it panicked.
+                    if send.send((n * chunk + i, work(item))).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(send);
+        for (i, result) in receive {
+            slots[i] = Some(keep(result));
+        }
+    });
+    slots
+        .into_iter()
+        .map(|r| r.expect("a worker does not panic: every item has its result"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_come_in_the_order_of_the_items_each_kept_once() {
+        let items: Vec<u32> = (0..1000).collect();
+        let mut kept = 0;
+        let out = map_kept(
+            &items,
+            |n| format!("{}", n * 2),
+            |s| {
+                kept += 1;
+                s.as_str().to_owned()
+            },
+        );
+        assert_eq!(kept, 1000);
+        assert_eq!(out.len(), 1000);
+        assert!(
+            out.iter()
+                .enumerate()
+                .all(|(i, s)| *s == (2 * i).to_string())
+        );
+        assert!(map_kept(&[] as &[u32], |n| *n, |n| n).is_empty());
+    }
+}
