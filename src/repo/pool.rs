@@ -555,4 +555,34 @@ mod tests {
         assert_eq!(torn.recorded(&fs::metadata(&files[0]).unwrap()), None);
         assert_eq!(torn.control(&sha).as_deref(), Some("Package: a\n"));
     }
+
+    /// Preparing takes each control once: the first take writes the
+    /// controls' file whole (with controls put since it was read), later
+    /// puts are not recorded (the file is final), and what was taken is not
+    /// answered again; the next build reads every control back.
+    #[test]
+    fn controls_taken_are_written_first_and_answered_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("records.json");
+        let sha = |n: u8| hex::encode([n; 32]);
+        let store = DigestStore::new(Some(path.clone()));
+        store.put_control(&sha(1), "Package: one\n");
+        store.put_control(&sha(2), "Package: two\n");
+        assert!(!controls_path(&path).exists(), "written when first taken");
+        assert_eq!(
+            store.take_control(&sha(1)).as_deref(),
+            Some("Package: one\n")
+        );
+        assert!(controls_path(&path).exists());
+        assert_eq!(store.take_control(&sha(1)), None);
+        assert_eq!(store.control(&sha(2)).as_deref(), Some("Package: two\n"));
+        store.put_control(&sha(3), "Package: three\n");
+        assert_eq!(store.control(&sha(3)), None);
+        store.forget_controls();
+        store.save();
+        let next = DigestStore::new(Some(path.clone()));
+        assert_eq!(next.control(&sha(1)).as_deref(), Some("Package: one\n"));
+        assert_eq!(next.control(&sha(2)).as_deref(), Some("Package: two\n"));
+        assert_eq!(next.control(&sha(3)), None);
+    }
 }
