@@ -667,9 +667,96 @@ impl<R: BufRead> Iterator for ParagraphReader<R> {
     }
 }
 
+/// The values of `names` in the text of one paragraph, as
+/// [`ControlParagraph::parse_single`] and [`ControlParagraph::get`] give
+/// them, read without building the paragraph (a build checks every
+/// package's identity against its recorded control). `None` unless the
+/// text is plainly one paragraph of fields: a comment or blank line, a
+/// field named twice, a line that is no field, or a continuation of one of
+/// `names` sends the caller to the parser.
+pub fn simple_fields<'t, const N: usize>(
+    text: &'t str,
+    names: [&str; N],
+) -> Option<[Option<&'t str>; N]> {
+    let mut found = [None; N];
+    let mut seen: Vec<&str> = Vec::with_capacity(16);
+    // Whether the last field was one of `names` (its continuation is not
+    // read here).
+    let mut wanted = false;
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    for line in body.split('\n') {
+        if line.starts_with(is_blank) {
+            if wanted || seen.is_empty() || line.chars().all(is_blank) {
+                return None;
+            }
+            continue;
+        }
+        let (name, raw) = line.split_once(':')?;
+        let good = !name.is_empty()
+            && !name.starts_with(['-', '#'])
+            && name.bytes().all(|b| b.is_ascii_graphic());
+        if !good || seen.iter().any(|s| s.eq_ignore_ascii_case(name)) {
+            return None;
+        }
+        seen.push(name);
+        let at = names.iter().position(|n| n.eq_ignore_ascii_case(name));
+        wanted = at.is_some();
+        if let Some(i) = at {
+            found[i] = Some(raw.trim_matches(is_blank_or_newline));
+        }
+    }
+    (!seen.is_empty()).then_some(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Wherever the peek answers, it answers what the parser says; it
+    /// answers for a plain control.
+    #[test]
+    fn simple_fields_agree_with_the_parser() {
+        let names = ["Package", "Version", "Architecture"];
+        let plain =
+            "Package: a\nVersion:  1:2.0-1 \nArchitecture: amd64\nDescription: x\n more\n .\n";
+        assert_eq!(
+            simple_fields(plain, names),
+            Some([Some("a"), Some("1:2.0-1"), Some("amd64")])
+        );
+        for text in [
+            plain,
+            "package: a\nVERSION: 1\n",
+            "Package: a\nVersion: 1\n continued\n",
+            "Package: a\nPackage: b\n",
+            "Package: a\npackage: b\n",
+            "Package: a\n\nVersion: 1\n",
+            "Package: a\n\n",
+            "Package: a\n \n",
+            "Package: a\n\t\nVersion: 2\n",
+            " Package: a\n",
+            "# c\nPackage: a\n",
+            "Package: a\n# c\nVersion: 1\n",
+            "Package: a\nno colon here\n",
+            ":x\n",
+            "-A: x\nPackage: a\n",
+            "Pack age: a\n",
+            "Package:\n",
+            "Package:a\r\n",
+            "Package: a",
+            "Package: a\nVersion: 1\nArchitecture: all\nDepends: b,\n c\n",
+            "",
+            "\n",
+        ] {
+            let peek = simple_fields(text, names);
+            let parsed = ControlParagraph::parse_single(text)
+                .ok()
+                .map(|p| names.map(|n| p.get(n).map(str::to_string)));
+            if let Some(peek) = peek {
+                let peek = peek.map(|v| v.map(str::to_string));
+                assert_eq!(Some(peek), parsed, "{text:?}");
+            }
+        }
+    }
 
     #[test]
     fn round_trips_odd_layouts() {

@@ -111,10 +111,19 @@ impl Session<'_> {
         Ok(file)
     }
 
-    /// Its hash is what vouched for it; its identity is what it says.
+    /// Its hash is what vouched for it; its identity is what it says: read
+    /// from its recorded control without parsing it where it can be (a
+    /// build checks every package), else from the parsed control.
     fn check_fetched(&self, r: &Resolved, file: &Path) -> Result<(), PipelineError> {
-        let control = self.control_of(file, &r.locked.sha256)?;
-        super::check_identity(&r.locked, &r.recipe, file, &control, &self.records)
+        let recorded = self
+            .records
+            .with_control(&r.locked.sha256, super::Says::peek)
+            .flatten();
+        let says = match recorded {
+            Some(says) => says,
+            None => super::Says::of(&self.control_of(file, &r.locked.sha256)?),
+        };
+        super::check_identity(&r.locked, &r.recipe, file, &says, &self.records)
     }
 
     /// Where the verified file of `r` lives in the cache.

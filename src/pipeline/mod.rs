@@ -262,6 +262,46 @@ impl Session<'_> {
     }
 }
 
+/// What a package file's control says it is.
+#[derive(Debug, Default)]
+struct Says {
+    package: String,
+    version: String,
+    architecture: String,
+}
+
+impl Says {
+    fn of(control: &ControlParagraph) -> Says {
+        let get = |f: &str| control.get(f).unwrap_or_default().to_string();
+        Says {
+            package: get("Package"),
+            version: get("Version"),
+            architecture: get("Architecture"),
+        }
+    }
+
+    /// From a control's text without parsing it, where it is plain (see
+    /// [`crate::format::deb822::simple_fields`]).
+    fn peek(text: &str) -> Option<Says> {
+        let [package, version, architecture] =
+            crate::format::deb822::simple_fields(text, ["Package", "Version", "Architecture"])?;
+        let own = |v: Option<&str>| v.unwrap_or_default().to_string();
+        Some(Says {
+            package: own(package),
+            version: own(version),
+            architecture: own(architecture),
+        })
+    }
+
+    fn get(&self, field: &str) -> &str {
+        match field {
+            "Package" => &self.package,
+            "Version" => &self.version,
+            _ => &self.architecture,
+        }
+    }
+}
+
 /// A package's identity comes from the file itself, checked against what
 /// vouched for it: the signed index stanza (the lock entry made from it) for
 /// an upstream file, the recipe for a direct one. Package, Version and
@@ -270,7 +310,7 @@ fn check_identity(
     locked: &LockedPackage,
     recipe: &PackageRecipe,
     file: &Path,
-    control: &ControlParagraph,
+    says: &Says,
     records: &crate::repo::pool::DigestStore,
 ) -> Result<(), PipelineError> {
     let vouched = match locked.origin.as_str() {
@@ -298,7 +338,7 @@ fn check_identity(
         ("Package", &recipe.name),
         ("Version", &recipe.version),
     ] {
-        let found = control.get(field).unwrap_or_default();
+        let found = says.get(field);
         // Versions are equal as dpkg compares them (`0:1.0` is `1.0`).
         let same = match field {
             "Version" => match (

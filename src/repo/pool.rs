@@ -304,6 +304,13 @@ impl DigestStore {
     }
 
     /// The control paragraph's text recorded for the file with this SHA256.
+    /// `read` of the control recorded for this SHA256, under the records'
+    /// lock (nothing copied).
+    pub fn with_control<R>(&self, sha256: &str, read: impl FnOnce(&str) -> R) -> Option<R> {
+        let key = sha256_bytes(sha256)?;
+        Some(read(self.records.lock().ok()?.controls.get(&key)?))
+    }
+
     pub fn control(&self, sha256: &str) -> Option<String> {
         let key = sha256_bytes(sha256)?;
         Some(self.records.lock().ok()?.controls.get(&key)?.to_string())
