@@ -15,8 +15,12 @@
 
 use std::sync::mpsc;
 
-/// Results in flight per worker before it waits for the caller.
-const IN_FLIGHT: usize = 64;
+/// Results sent at once: a message per result woke the caller (a futex
+/// call) for each of thousands of small packages.
+const BATCH: usize = 32;
+
+/// Batches in flight per worker before it waits for the caller.
+const IN_FLIGHT: usize = 2;
 
 /// `work` of every item, on all cores (contiguous chunks, so a worker reads
 /// neighbouring files), each result passed through `keep` on the calling
@@ -39,18 +43,21 @@ where
             let send = send.clone();
             let work = &work;
             scope.spawn(move || {
-                for (i, item) in part.iter().enumerate() {
+                for (b, batch) in part.chunks(BATCH).enumerate() {
+                    let results: Vec<R> = batch.iter().map(work).collect();
                     // The caller stops receiving only once every sender is
                     // gone, so a send fails only if it panicked.
-                    if send.send((n * chunk + i, work(item))).is_err() {
+                    if send.send((n * chunk + b * BATCH, results)).is_err() {
                         return;
                     }
                 }
             });
         }
         drop(send);
-        for (i, result) in receive {
-            slots[i] = Some(keep(result));
+        for (first, results) in receive {
+            for (i, result) in results.into_iter().enumerate() {
+                slots[first + i] = Some(keep(result));
+            }
         }
     });
     slots

@@ -315,7 +315,7 @@ impl Session<'_> {
         // Held to the end of the build: each resolved package, and the
         // control of a file seen for the first time, are kept in this
         // thread's memory (see `crate::cores`).
-        self.records.reserve(recipes.len());
+        self.records.reserve(self.recipes.packages.len());
         crate::cores::map_kept(
             &recipes,
             |(p, path)| self.resolve_path(p, path),

@@ -363,13 +363,15 @@ impl DigestStore {
         }
     }
 
-    /// Room for `n` more files' records, made by the calling thread (the
+    /// Room for `n` files' records in all, made by the calling thread (the
     /// tables are held to the end of the build: see the `cores` module).
     pub fn reserve(&self, n: usize) {
         if let Ok(mut records) = self.records.lock() {
-            records.digests.reserve(n);
-            records.controls.reserve(n);
-            records.data_checked.reserve(n);
+            let r = &mut *records;
+            r.digests.reserve(n.saturating_sub(r.digests.len()));
+            r.controls.reserve(n.saturating_sub(r.controls.len()));
+            r.data_checked
+                .reserve(n.saturating_sub(r.data_checked.len()));
         }
     }
 
