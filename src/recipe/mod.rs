@@ -330,6 +330,14 @@ pub struct PackageRecipe {
     pub for_base: bool,
 }
 
+impl PackageRecipe {
+    /// A deep copy, in the calling thread's memory (see the `cores`
+    /// module): what a parsing worker made is held to the end of the build.
+    fn kept(&self) -> PackageRecipe {
+        self.clone()
+    }
+}
+
 /// All recipes of a project.
 #[derive(Debug, Clone)]
 pub struct RecipeSet {
@@ -1135,7 +1143,7 @@ fn parse_all(
 ) -> Vec<Result<PackageRecipe, RecipeError>> {
     // Each recipe is held to the end of the build: copied into the calling
     // thread's memory (see `cores`).
-    crate::cores::map_kept(files, |f| parse(f), |r| r.map(|p| p.clone()))
+    crate::cores::map_kept(files, |f| parse(f), |r| r.map(|p| p.kept()))
 }
 
 /// Reads `dir/sources.toml` and every `dir/packages/*.toml` (sorted by name).
