@@ -25,18 +25,18 @@ const IN_FLIGHT: usize = 2;
 /// `work` of every item, on all cores (contiguous chunks, so a worker reads
 /// neighbouring files), each result passed through `keep` on the calling
 /// thread as it arrives; in the order of `items`.
-pub fn map_kept<T, R>(
+pub fn map_kept<T, R, K>(
     items: &[T],
     work: impl Fn(&T) -> R + Sync,
-    mut keep: impl FnMut(R) -> R,
-) -> Vec<R>
+    mut keep: impl FnMut(R) -> K,
+) -> Vec<K>
 where
     T: Sync,
     R: Send,
 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let chunk = items.len().div_ceil(cores).max(64);
-    let mut slots: Vec<Option<R>> = std::iter::repeat_with(|| None).take(items.len()).collect();
+    let mut slots: Vec<Option<K>> = std::iter::repeat_with(|| None).take(items.len()).collect();
     std::thread::scope(|scope| {
         let (send, receive) = mpsc::sync_channel(IN_FLIGHT * cores);
         for (n, part) in items.chunks(chunk).enumerate() {

@@ -324,13 +324,10 @@ impl Session<'_> {
                     if let Some(text) = control {
                         self.records.put_control(&resolved.locked.sha256, &text);
                     }
-                    (resolved.kept(), None)
+                    resolved.kept()
                 })
             },
         )
-        .into_iter()
-        .map(|r| r.map(|(resolved, _)| resolved))
-        .collect()
     }
 
     /// A local package file not seen before: opened once for its digests,
