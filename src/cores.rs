@@ -1,4 +1,4 @@
-//! Work on every core whose results the build keeps.
+//! Work on every core whose results the build keeps, and the memory it frees.
 //!
 //! glibc's malloc gives each thread an arena (up to `M_ARENA_MAX`, see
 //! `main.rs`), and memory freed into one arena is reused only by the
@@ -64,6 +64,19 @@ where
         .into_iter()
         .map(|r| r.expect("a worker does not panic: every item has its result"))
         .collect()
+}
+
+/// Gives the free pages inside the allocator's heaps back to the system.
+/// For a point where one phase's holdings have just been freed and the
+/// next allocates anew on other threads (whose arenas cannot reuse the
+/// holes): what the process holds at its peak is then the next phase's,
+/// not both phases' (0.5 MB of a cold 5,000-package build).
+pub fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns pages no allocation is using.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 #[cfg(test)]

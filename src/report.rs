@@ -136,3 +136,27 @@ pub fn warning(r: &dyn Reporter, message: impl Into<String>) {
         message: message.into(),
     });
 }
+
+/// The first `shown` of `names` and how many more: a message names a few
+/// of thousands, not all on one line.
+pub fn some_of<S: AsRef<str>>(names: &[S], shown: usize) -> String {
+    let listed: Vec<&str> = names.iter().take(shown).map(AsRef::as_ref).collect();
+    let mut text = listed.join(", ");
+    if names.len() > shown {
+        text.push_str(&format!(" and {} more", names.len() - shown));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::some_of;
+
+    #[test]
+    fn a_long_list_is_named_by_its_first_few_and_a_count() {
+        assert_eq!(some_of(&["a", "b"], 3), "a, b");
+        assert_eq!(some_of(&["a", "b", "c"], 3), "a, b, c");
+        assert_eq!(some_of(&["a", "b", "c", "d", "e"], 3), "a, b, c and 2 more");
+        assert_eq!(some_of::<&str>(&[], 3), "");
+    }
+}

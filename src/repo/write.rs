@@ -120,15 +120,9 @@ pub fn check_output(out: &Path, force: bool) -> Result<(), RepoError> {
         return Ok(());
     }
     names.sort();
-    let shown = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
-    let more = if names.len() > 5 {
-        format!(" and {} more", names.len() - 5)
-    } else {
-        String::new()
-    };
     Err(RepoError::OutputNotOurs {
         out: out.to_path_buf(),
-        files: format!("{shown}{more}"),
+        files: crate::report::some_of(&names, 5),
     })
 }
 
@@ -255,7 +249,7 @@ fn write_whole(
     let (filled, index) = std::thread::scope(|scope| {
         let filling = scope.spawn(|| {
             fill_pool(root, &unique, params.records, observer)?;
-            let current = entries.iter().map(|e| e.filename.as_str()).collect();
+            let current = entries.iter().map(|e| e.filename).collect();
             retain_earlier(root, out, &current, params)
         });
         let index = write_dists(root, &entries, params, observer);
@@ -286,7 +280,7 @@ pub(super) type Written = (Vec<String>, Vec<PoolEntry>, IndexReport);
 /// rendered as the index is written, not held: a build of thousands of
 /// packages would hold every stanza beside every control paragraph.
 pub(super) struct Placed<'p> {
-    pub filename: String,
+    pub filename: &'p str,
     pub architecture: &'p str,
     pub control: &'p ControlParagraph,
     pub size: u64,
@@ -296,7 +290,10 @@ pub(super) struct Placed<'p> {
 
 /// The pool's files of `entries`.
 pub(super) fn pool_files(entries: Vec<Placed>) -> Vec<String> {
-    entries.into_iter().map(|e| e.filename).collect()
+    entries
+        .into_iter()
+        .map(|e| e.filename.to_string())
+        .collect()
 }
 
 /// `verify` would reject a repository apt cannot install from: such a
@@ -446,7 +443,7 @@ pub(super) fn write_dists(
                 task: Task::Index,
                 done: i as u64,
                 total,
-                item: e.filename.clone(),
+                item: e.filename.to_string(),
             });
         }
         stanza.clear();
@@ -455,9 +452,9 @@ pub(super) fn write_dists(
             sha256: e.sha256.to_string(),
             ..Default::default()
         };
-        let paragraph = crate::format::packages::stanza(e.control, &e.filename, &digests);
+        let paragraph = crate::format::packages::stanza(e.control, e.filename, &digests);
         write!(stanza, "{paragraph}").expect("a String takes any text");
-        dists.add(e.architecture, &e.filename, &stanza)?;
+        dists.add(e.architecture, e.filename, &stanza)?;
     }
     observer.event(Event::Work {
         task: Task::Index,
@@ -738,19 +735,19 @@ fn fill_pool(
 /// The index entries and pool entries of the packages, in pool order:
 /// each as its artifact says (what the pool holds is checked to be it,
 /// by `place_all` or the in-place check of a kept file).
-pub(super) fn to_entries<'p>(unique: &[(String, &'p PoolInput<'p>)]) -> Vec<Placed<'p>> {
+pub(super) fn to_entries<'p>(unique: &'p [(String, &'p PoolInput<'p>)]) -> Vec<Placed<'p>> {
     let mut entries: Vec<Placed> = unique
         .iter()
         .map(|(rel, p)| Placed {
             architecture: p.control.get("Architecture").unwrap_or_default(),
             control: p.control,
-            filename: rel.clone(),
+            filename: rel,
             size: p.size,
             sha256: p.sha256,
         })
         .collect();
     // Pool order, as a walk of the pool would give.
-    entries.sort_by(|a, b| Path::new(&a.filename).cmp(Path::new(&b.filename)));
+    entries.sort_by(|a, b| Path::new(a.filename).cmp(Path::new(b.filename)));
     entries
 }
 
@@ -825,9 +822,11 @@ pub(super) fn place_all(
     use std::sync::atomic::{AtomicUsize, Ordering};
     let next = AtomicUsize::new(0);
     let failed = std::sync::atomic::AtomicBool::new(false);
+    let placed = AtomicUsize::new(0);
+    // The failure of the first package in order that failed (not a slot
+    // per package: thousands of them).
+    let first_failure: std::sync::Mutex<Option<(usize, RepoError)>> = std::sync::Mutex::new(None);
     let total = unique.len() as u64;
-    let results: Vec<std::sync::Mutex<Option<Result<(), RepoError>>>> =
-        unique.iter().map(|_| std::sync::Mutex::new(None)).collect();
     make_dirs(root, unique)?;
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -846,24 +845,30 @@ pub(super) fn place_all(
                             item: rel.clone(),
                         });
                     }
-                    let r = place_one(root, rel, p, store);
-                    failed.fetch_or(r.is_err(), Ordering::Relaxed);
-                    *results[i].lock().expect("result slot") = Some(r);
+                    match place_one(root, rel, p, store) {
+                        Ok(()) => {
+                            placed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            failed.store(true, Ordering::Relaxed);
+                            let mut first = first_failure.lock().expect("failure slot");
+                            if first.as_ref().is_none_or(|(at, _)| i < *at) {
+                                *first = Some((i, e));
+                            }
+                        }
+                    }
                 }
             });
         }
     });
-    // The first failure in package order (every package before it was
-    // taken, so placed); all placed otherwise.
-    let mut placed = 0;
-    for slot in results {
-        if let Some(r) = slot.into_inner().expect("result slot") {
-            r?;
-            placed += 1;
-        }
+    // The first failure in package order (packages are taken in order, so
+    // every one before it was placed, or failed later in time and is kept
+    // instead); all placed otherwise.
+    if let Some((_, e)) = first_failure.into_inner().expect("failure slot") {
+        return Err(e);
     }
     assert_eq!(
-        placed,
+        placed.into_inner(),
         unique.len(),
         "every package placed or a failure returned"
     );

@@ -255,6 +255,9 @@ fn build_all(
         base: &base,
     };
     drop(recent);
+    // The controls, the recipes and the resolve's tables are gone; the
+    // writing threads allocate afresh (their compressors).
+    crate::cores::release_freed_memory();
     let pool: Vec<_> = artifacts.iter().map(|a| a.pool_input()).collect();
     let output = crate::repo::write(&s.out, &pool, &params, &pins, reporter)?;
     // What is left to do needs none of the packages' state: it goes before
@@ -513,21 +516,26 @@ fn signing_keys(
 }
 
 fn report_unpinned(artifacts: &[pipeline::Artifact], pinned: &[String], reporter: &dyn Reporter) {
+    let pinned: std::collections::HashSet<&str> = pinned.iter().map(String::as_str).collect();
     let unpinned: Vec<&str> = artifacts
         .iter()
         .map(|a| a.package())
-        .filter(|n| !pinned.iter().any(|p| p == n))
+        .filter(|n| !pinned.contains(n))
         .collect();
     if !unpinned.is_empty() {
         report::note(
             reporter,
             format!(
                 "not pinned (their distribution's builds stay in charge; `pin = true` in a recipe to change it): {}",
-                unpinned.join(", ")
+                report::some_of(&unpinned, UNPINNED_SHOWN)
             ),
         );
     }
 }
+
+/// How many unpinned packages the note names (a project of thousands
+/// would be a line of thousands).
+const UNPINNED_SHOWN: usize = 10;
 
 /// Records what this build made as a generation (unless it is the same as
 /// the last one but for the Release's date), and says which.

@@ -61,8 +61,8 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "workflow",
         &[
-            "bundle", "digest", "error", "files", "format", "input", "keys", "openpgp", "pipeline",
-            "publish", "recipe", "repo", "report",
+            "bundle", "cores", "digest", "error", "files", "format", "input", "keys", "openpgp",
+            "pipeline", "publish", "recipe", "repo", "report",
         ],
     ),
 ];
