@@ -90,7 +90,7 @@ impl Session<'_> {
                 for_base: p.for_base,
                 version_changed: false,
                 control: self.control_of(&deb, &d.sha256)?,
-                file: deb,
+                file: deb.into(),
                 size: d.size,
                 sha256: d.sha256,
             });

@@ -19,8 +19,14 @@ use super::{PipelineError, Session};
 #[derive(Debug, Clone)]
 pub struct Fetched {
     pub resolved: Resolved,
-    pub file: PathBuf,
+    /// Shared with the artifact made of it and the build stamp's inputs
+    /// (memory: a path per package, not three).
+    pub file: std::sync::Arc<Path>,
 }
+
+/// One package's fetch, its failure boxed: the error is five times a
+/// path's size, and a result is held per package.
+type FetchResult = Result<PathBuf, Box<PipelineError>>;
 
 impl Session<'_> {
     /// The bytes `fetch` will really download or copy: files already in the
@@ -52,7 +58,7 @@ impl Session<'_> {
         let mut first = first;
         first.sort_by_key(|(i, r)| (r.locked.size, std::cmp::Reverse(*i)));
         let queue = Mutex::new(first);
-        let results: Mutex<Vec<(usize, Result<PathBuf, PipelineError>)>> =
+        let results: Mutex<Vec<(usize, FetchResult)>> =
             Mutex::new(Vec::with_capacity(resolved.len()));
         let workers = self
             .settings
@@ -66,7 +72,7 @@ impl Session<'_> {
                         let Some((i, r)) = queue.lock().expect("queue").pop() else {
                             break;
                         };
-                        let result = self.fetch_checked(r);
+                        let result = self.fetch_checked(r).map_err(Box::new);
                         let failed = result.is_err();
                         results.lock().expect("results").push((i, result));
                         if failed {
@@ -80,7 +86,7 @@ impl Session<'_> {
         let mut results = results.into_inner().expect("results");
         if results.iter().all(|(_, r)| r.is_ok()) {
             for (i, r) in again {
-                results.push((i, self.fetch_checked(r)));
+                results.push((i, self.fetch_checked(r).map_err(Box::new)));
             }
         }
         results.sort_unstable_by_key(|(i, _)| *i);
@@ -89,7 +95,8 @@ impl Session<'_> {
         let files = results
             .into_iter()
             .map(|(_, r)| r)
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| *e)?;
         assert_eq!(files.len(), resolved.len(), "a file per package");
         Ok(resolved
             .into_iter()
@@ -98,7 +105,7 @@ impl Session<'_> {
             // now (see the `cores` module).
             .map(|(resolved, file)| Fetched {
                 resolved,
-                file: file.as_path().to_path_buf(),
+                file: std::sync::Arc::from(file.as_path()),
             })
             .collect())
     }

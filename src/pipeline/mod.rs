@@ -178,7 +178,7 @@ pub struct Artifact {
     pub version_changed: bool,
     /// The file that goes into the pool (the fetched file, its repack, or a
     /// package built from a recipe).
-    pub file: PathBuf,
+    pub file: std::sync::Arc<Path>,
     /// The control paragraph of `file`, read from that file.
     pub control: ControlParagraph,
     /// Size and SHA256 of `file`, taken while it was written (or, for a
@@ -373,7 +373,7 @@ pub fn newest_date(artifacts: &[Artifact]) -> Result<Option<i64>, PipelineError>
     let mut newest = None;
     for a in artifacts {
         let deb = DebFile::open(&a.file).map_err(|source| PipelineError::Deb {
-            path: a.file.clone(),
+            path: a.file.to_path_buf(),
             source,
         })?;
         let t = deb.data_member().mtime as i64;

@@ -14,6 +14,15 @@ use crate::recipe::RepackRecipe;
 use super::suffix::{Member, SuffixPlan};
 use super::{Artifact, Fetched, PipelineError, Session, write_atomic};
 
+/// The version suffix `f`'s own recipe sets.
+fn own_suffix(f: &Fetched) -> Option<&str> {
+    f.resolved
+        .recipe
+        .repack
+        .as_ref()
+        .and_then(|r| r.version_suffix.as_deref())
+}
+
 impl Session<'_> {
     /// Turns each fetched file into an artifact: kept as it is, or, for
     /// `action = "repack"` recipes and the packages carried along by their
@@ -30,24 +39,29 @@ impl Session<'_> {
         fetched: Vec<Fetched>,
         source_date_epoch: Option<u64>,
     ) -> Result<Vec<Artifact>, PipelineError> {
-        let upstream = fetched
-            .iter()
-            .map(|f| self.take_control_of(&f.file, &f.resolved.locked.sha256))
-            .collect::<Result<Vec<_>, _>>()?;
+        // The suffix plan reads every package's control at once, so they
+        // are all taken first only where a recipe sets a suffix. Otherwise
+        // each is taken as its artifact is made, while the fetched file's
+        // lock entry goes (memory: never every control beside every entry).
+        let suffixed = fetched.iter().any(|f| own_suffix(f).is_some());
+        let upstream = if suffixed {
+            fetched
+                .iter()
+                .map(|f| self.take_control_of(&f.file, &f.resolved.locked.sha256))
+                .collect::<Result<Vec<_>, _>>()?
+        } else {
+            Vec::new()
+        };
         let members: Vec<Member> = fetched
             .iter()
             .zip(&upstream)
             .map(|(f, control)| Member {
                 control,
-                suffix: f
-                    .resolved
-                    .recipe
-                    .repack
-                    .as_ref()
-                    .and_then(|r| r.version_suffix.as_deref()),
+                suffix: own_suffix(f),
             })
             .collect();
         let plan = SuffixPlan::new(&members);
+        drop(members);
         for c in &plan.carried {
             self.observer.event(Event::Carried {
                 package: c.package.clone(),
@@ -73,13 +87,19 @@ impl Session<'_> {
             })
             .collect();
         let mut repacked = self.repack_all(&fetched, &repacks, &retargets, source_date_epoch)?;
-        drop((plan, members, repacks, retargets));
+        drop((plan, repacks, retargets));
+        let mut upstream = upstream.into_iter();
         let mut out = Vec::with_capacity(fetched.len());
-        for (i, (f, control)) in fetched.into_iter().zip(upstream).enumerate() {
+        for (i, f) in fetched.into_iter().enumerate() {
+            let taken = upstream.next();
             if let Some(a) = repacked.remove(&i) {
                 out.push(a);
                 continue;
             }
+            let control = match taken {
+                Some(control) => control,
+                None => self.take_control_of(&f.file, &f.resolved.locked.sha256)?,
+            };
             let Fetched { resolved, file } = f;
             let version_changed = control.get("Version") != Some(resolved.locked.version.as_str());
             // The entry's last holder, unless the caller keeps the lock.
@@ -188,7 +208,7 @@ impl Session<'_> {
             None => {
                 DebFile::open(&f.file)
                     .map_err(|source| PipelineError::Deb {
-                        path: f.file.clone(),
+                        path: f.file.to_path_buf(),
                         source,
                     })?
                     .data_member()
@@ -229,7 +249,7 @@ impl Session<'_> {
             for_base: f.resolved.recipe.for_base,
             version_changed: control.get("Version") != Some(locked.version.as_str()),
             control,
-            file: dest,
+            file: dest.into(),
             size,
             sha256,
         })

@@ -92,7 +92,8 @@ impl Session<'_> {
         &self,
         lock: Option<&Lock>,
     ) -> Result<(Vec<Resolved>, Vec<OpenSourceFiles>), PipelineError> {
-        let mut out = Vec::new();
+        // A package per recipe: sized once (held to the end of fetching).
+        let mut out = Vec::with_capacity(self.recipes.packages.len());
         let mut opened = Vec::new();
         let mut by_source: BTreeMap<&str, Vec<&Arc<PackageRecipe>>> = BTreeMap::new();
         let mut paths = self.resolve_paths().into_iter();

@@ -26,7 +26,7 @@ use crate::report::{Event, Reporter, Task};
 
 use super::write::{
     PoolInput, RepoParams, Written, base_name, check_installable, exchange, fresh_staging,
-    place_all, pool_entries, pool_files, pool_names, to_entries, write_beside_dists, write_dists,
+    place_all, pool_entries, pool_files, pool_names, write_beside_dists, write_dists,
 };
 use super::{KEYRING_NAME, OUTPUT_MARKER, PREFERENCES_NAME, RepoError};
 
@@ -78,9 +78,8 @@ pub(super) fn write(
         total,
         item: String::new(),
     });
-    let entries = to_entries(&unique);
-    let index = write_dists(staging, &entries, params, observer)?;
-    let pool = pool_files(entries);
+    let index = write_dists(staging, &unique, params, observer)?;
+    let pool = pool_files(&unique);
     let pooled = pool_entries(&unique);
     drop((unique, missing));
     write_beside_dists(staging, params, pins)?;

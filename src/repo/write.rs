@@ -241,7 +241,6 @@ fn write_whole(
 ) -> Result<Written, RepoError> {
     let root = staging.path();
     let unique = pool_names(packages, &params.config.component)?;
-    let entries = to_entries(&unique);
     // The pool is filled (system calls: directories and links) while the
     // indexes are written (compression), on the cores the other leaves;
     // the indexes list what each package must be, and nothing is swapped
@@ -249,10 +248,10 @@ fn write_whole(
     let (filled, index) = std::thread::scope(|scope| {
         let filling = scope.spawn(|| {
             fill_pool(root, &unique, params.records, observer)?;
-            let current = entries.iter().map(|e| e.filename).collect();
+            let current = unique.iter().map(|(rel, _)| rel.as_str()).collect();
             retain_earlier(root, out, &current, params)
         });
-        let index = write_dists(root, &entries, params, observer);
+        let index = write_dists(root, &unique, params, observer);
         (
             filling.join().expect("filling the pool does not panic"),
             index,
@@ -260,7 +259,7 @@ fn write_whole(
     });
     filled?;
     let index = index?;
-    let pool = pool_files(entries);
+    let pool = pool_files(&unique);
     let pooled = pool_entries(&unique);
     drop(unique);
     write_beside_dists(root, params, pins)?;
@@ -276,24 +275,9 @@ fn write_whole(
 /// the pool's packages, the indexes.
 pub(super) type Written = (Vec<String>, Vec<PoolEntry>, IndexReport);
 
-/// A package placed in the pool, in pool order. Its Packages stanza is
-/// rendered as the index is written, not held: a build of thousands of
-/// packages would hold every stanza beside every control paragraph.
-pub(super) struct Placed<'p> {
-    pub filename: &'p str,
-    pub architecture: &'p str,
-    pub control: &'p ControlParagraph,
-    pub size: u64,
-    /// The package's own (what is placed was checked to have it).
-    pub sha256: &'p str,
-}
-
-/// The pool's files of `entries`.
-pub(super) fn pool_files(entries: Vec<Placed>) -> Vec<String> {
-    entries
-        .into_iter()
-        .map(|e| e.filename.to_string())
-        .collect()
+/// The pool's files of `unique` (see [`pool_names`]).
+pub(super) fn pool_files(unique: &[(String, &PoolInput)]) -> Vec<String> {
+    unique.iter().map(|(rel, _)| rel.clone()).collect()
 }
 
 /// `verify` would reject a repository apt cannot install from: such a
@@ -424,18 +408,20 @@ pub(super) fn fresh_staging(
     Ok(staging)
 }
 
-/// `dists/`: the indexes of the pooled `entries`, the Release files, signed.
+/// `dists/`: the indexes of the pooled packages (`unique`, in pool order),
+/// the Release files, signed. Each Packages stanza is rendered as the index
+/// is written, not held beside every control paragraph.
 pub(super) fn write_dists(
     root: &Path,
-    entries: &[Placed],
+    unique: &[(String, &PoolInput)],
     params: &RepoParams,
     observer: &dyn Reporter,
 ) -> Result<IndexReport, RepoError> {
     use std::fmt::Write as _;
-    let total = entries.len() as u64;
+    let total = unique.len() as u64;
     let mut dists = DistsWriter::new(root, &params.config, &params.kept_pieces)?;
     let mut stanza = String::new();
-    for (i, e) in entries.iter().enumerate() {
+    for (i, (filename, p)) in unique.iter().enumerate() {
         // One event per hundred stanzas: a line per package would cost more
         // than the stanza.
         if i % 100 == 0 {
@@ -443,18 +429,21 @@ pub(super) fn write_dists(
                 task: Task::Index,
                 done: i as u64,
                 total,
-                item: e.filename.to_string(),
+                item: filename.clone(),
             });
         }
         stanza.clear();
+        // Each as its artifact says: what the pool holds is checked to be
+        // it (by `place_all`, or the in-place check of a kept file).
         let digests = crate::digest::Digests {
-            size: e.size,
-            sha256: e.sha256.to_string(),
+            size: p.size,
+            sha256: p.sha256.to_string(),
             ..Default::default()
         };
-        let paragraph = crate::format::packages::stanza(e.control, e.filename, &digests);
+        let paragraph = crate::format::packages::stanza(p.control, filename, &digests);
         write!(stanza, "{paragraph}").expect("a String takes any text");
-        dists.add(e.architecture, e.filename, &stanza)?;
+        let architecture = p.control.get("Architecture").unwrap_or_default();
+        dists.add(architecture, filename, &stanza)?;
     }
     observer.event(Event::Work {
         task: Task::Index,
@@ -463,7 +452,7 @@ pub(super) fn write_dists(
         item: String::new(),
     });
     let stats = IndexStats {
-        read: entries.len(),
+        read: unique.len(),
         cached: 0,
     };
     let signers = params.keys.len() as u64;
@@ -732,28 +721,8 @@ fn fill_pool(
     Ok(())
 }
 
-/// The index entries and pool entries of the packages, in pool order:
-/// each as its artifact says (what the pool holds is checked to be it,
-/// by `place_all` or the in-place check of a kept file).
-pub(super) fn to_entries<'p>(unique: &'p [(String, &'p PoolInput<'p>)]) -> Vec<Placed<'p>> {
-    let mut entries: Vec<Placed> = unique
-        .iter()
-        .map(|(rel, p)| Placed {
-            architecture: p.control.get("Architecture").unwrap_or_default(),
-            control: p.control,
-            filename: rel,
-            size: p.size,
-            sha256: p.sha256,
-        })
-        .collect();
-    // Pool order, as a walk of the pool would give.
-    entries.sort_by(|a, b| Path::new(a.filename).cmp(Path::new(b.filename)));
-    entries
-}
-
 /// What the report lists of each package, sorted by pool file: made once
-/// the indexes are written (memory: not beside the compressors and every
-/// package's `Placed`).
+/// the indexes are written (memory: not beside the compressors).
 pub(super) fn pool_entries(unique: &[(String, &PoolInput)]) -> Vec<PoolEntry> {
     let mut out: Vec<PoolEntry> = unique
         .iter()
@@ -773,10 +742,10 @@ pub(super) fn pool_entries(unique: &[(String, &PoolInput)]) -> Vec<PoolEntry> {
     out
 }
 
-/// Each package's pool path, from its own control paragraph, once: two
-/// recipes that name the same file are one pool entry; the same name,
-/// version and architecture with other bytes is refused, as an archive
-/// refuses it.
+/// Each package's pool path, from its own control paragraph, once, in pool
+/// order: two recipes that name the same file are one pool entry; the same
+/// name, version and architecture with other bytes is refused, as an
+/// archive refuses it.
 pub(super) fn pool_names<'a, 'p>(
     packages: &'p [PoolInput<'a>],
     component: &str,
@@ -807,6 +776,9 @@ pub(super) fn pool_names<'a, 'p>(
             }
         }
     }
+    // Pool order, as a walk of the pool would give (the indexes list the
+    // packages in it).
+    unique.sort_by(|(a, _), (b, _)| Path::new(a).cmp(Path::new(b)));
     Ok(unique)
 }
 

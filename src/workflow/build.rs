@@ -130,7 +130,7 @@ fn redate(
 }
 
 /// The package files' identities before a build read them, for its stamp.
-type Inputs = Vec<(PathBuf, crate::files::FileIdentity)>;
+type Inputs = Vec<(std::sync::Arc<Path>, crate::files::FileIdentity)>;
 
 /// Each package file by its identity: a path recipe's as it was before it
 /// was read, under the path as written too (a link pointed elsewhere
@@ -142,12 +142,12 @@ fn stamp_inputs(packages: &[pipeline::Fetched]) -> Option<Inputs> {
         let l = &f.resolved.locked;
         match f.resolved.seen {
             Some(id) => {
-                out.push((f.file.clone(), id));
+                out.push((std::sync::Arc::clone(&f.file), id));
                 // The path as written, where it is another path.
                 if let Some(written) = l.url.strip_prefix("file://")
-                    && Path::new(written) != f.file
+                    && Path::new(written) != &*f.file
                 {
-                    out.push((PathBuf::from(written), id));
+                    out.push((Path::new(written).into(), id));
                 }
             }
             None => out.extend(unchanged::identities(std::slice::from_ref(&f.file))?),

@@ -314,7 +314,7 @@ impl<'s> Probe<'s> {
     pub(super) fn record(
         &self,
         before: Option<Before>,
-        inputs: Vec<(PathBuf, FileIdentity)>,
+        inputs: Vec<(std::sync::Arc<Path>, FileIdentity)>,
         lock_sha256: &str,
         recorder: Recorder,
         report: &BuildReport,
@@ -348,7 +348,7 @@ impl<'s> Probe<'s> {
             settings: self.settings.clone(),
             date: self.date(),
             project: before.project.clone(),
-            inputs: inputs.into_iter().map(|(f, _)| f).collect(),
+            inputs: inputs.into_iter().map(|(f, _)| f.to_path_buf()).collect(),
             identity,
             tree: report.output.tree.clone(),
             generations,
@@ -393,14 +393,14 @@ pub(super) struct Before {
 
 impl Before {
     /// One digest of these and the package files' identities.
-    fn with(&self, inputs: &[(PathBuf, FileIdentity)]) -> Option<String> {
+    fn with<P: AsRef<Path>>(&self, inputs: &[(P, FileIdentity)]) -> Option<String> {
         let mut h = crate::digest::KeyHasher::new();
         h.update(&self.project);
         h.update(b"\0lock\0");
         h.update(self.lock?.to_bytes());
         for (f, id) in inputs {
             h.update(b"\0");
-            h.update(f.as_os_str().as_encoded_bytes());
+            h.update(f.as_ref().as_os_str().as_encoded_bytes());
             h.update(b"\0");
             h.update(id.to_bytes());
         }
@@ -431,7 +431,7 @@ impl Before {
 
 /// The identity of each package file (`None` if one is gone): of what it
 /// resolves to, so that a link pointed elsewhere shows.
-pub(super) fn identities(files: &[PathBuf]) -> Option<Vec<(PathBuf, FileIdentity)>> {
+pub(super) fn identities<P: Clone + AsRef<Path>>(files: &[P]) -> Option<Vec<(P, FileIdentity)>> {
     files
         .iter()
         .map(|f| Some((f.clone(), FileIdentity::of(&std::fs::metadata(f).ok()?))))
