@@ -26,7 +26,7 @@ use crate::report::{Event, Reporter, Task};
 
 use super::write::{
     PoolInput, RepoParams, Written, base_name, check_installable, exchange, fresh_staging,
-    place_all, pool_entries, pool_files, pool_names, write_beside_dists, write_dists,
+    place_all, pool_entries, pool_names, write_beside_dists, write_dists,
 };
 use super::{KEYRING_NAME, OUTPUT_MARKER, PREFERENCES_NAME, RepoError};
 
@@ -79,7 +79,6 @@ pub(super) fn write(
         item: String::new(),
     });
     let index = write_dists(staging, &unique, params, observer)?;
-    let pool = pool_files(&unique);
     let pooled = pool_entries(&unique);
     drop((unique, missing));
     write_beside_dists(staging, params, pins)?;
@@ -106,7 +105,7 @@ pub(super) fn write(
     remove_not_ours(out);
     // The pool files no longer listed go as the output is walked for its
     // stamp (`write::settle`).
-    Ok(Some((pool, pooled, index)))
+    Ok(Some((pooled, index)))
 }
 
 /// Dates and signs `out`'s Release anew, nothing else changed: what a build

@@ -68,8 +68,7 @@ pub struct PoolEntry {
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct OutputReport {
-    pub pool: Vec<String>,
-    /// What went into the pool, from each file itself.
+    /// What went into the pool, from each file itself (each pool file once).
     pub packages: Vec<PoolEntry>,
     pub index: IndexReport,
     pub keyring: String,
@@ -193,12 +192,11 @@ pub fn write(
         None
     };
     let updated = in_place.is_some();
-    let (pool, pooled, index) = match in_place {
+    let (pooled, index) = match in_place {
         Some(done) => done,
         None => write_whole(out, staging, packages, params, pins, observer)?,
     };
     let mut report = OutputReport {
-        pool,
         packages: pooled,
         index,
         keyring: format!("{KEYRING_NAME}.gpg"),
@@ -259,7 +257,6 @@ fn write_whole(
     });
     filled?;
     let index = index?;
-    let pool = pool_files(&unique);
     let pooled = pool_entries(&unique);
     drop(unique);
     write_beside_dists(root, params, pins)?;
@@ -268,17 +265,11 @@ fn write_whole(
     let base = base_name(out);
     let pause = params.pause_in_swap.as_deref();
     swap_in(staging.keep(), out, parent, &base, pause)?;
-    Ok((pool, pooled, index))
+    Ok((pooled, index))
 }
 
-/// What an output step wrote: the pool's files (relative to the output),
-/// the pool's packages, the indexes.
-pub(super) type Written = (Vec<String>, Vec<PoolEntry>, IndexReport);
-
-/// The pool's files of `unique` (see [`pool_names`]).
-pub(super) fn pool_files(unique: &[(String, &PoolInput)]) -> Vec<String> {
-    unique.iter().map(|(rel, _)| rel.clone()).collect()
-}
+/// What an output step wrote: the pool's packages, the indexes.
+pub(super) type Written = (Vec<PoolEntry>, IndexReport);
 
 /// `verify` would reject a repository apt cannot install from: such a
 /// build fails here, before its swap, the previous output untouched.
@@ -750,8 +741,7 @@ pub(super) fn pool_names<'a, 'p>(
     packages: &'p [PoolInput<'a>],
     component: &str,
 ) -> Result<Vec<(String, &'p PoolInput<'a>)>, RepoError> {
-    let mut seen: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
-    let mut unique = Vec::with_capacity(packages.len());
+    let mut named = Vec::with_capacity(packages.len());
     for p in packages {
         let rel = crate::format::packages::pool_path(component, p.control).map_err(|e| {
             RepoError::BadPackage {
@@ -759,27 +749,29 @@ pub(super) fn pool_names<'a, 'p>(
                 reason: e.to_string(),
             }
         })?;
-        match seen.get(&rel) {
-            Some(sha) if *sha == p.sha256 => continue,
-            Some(sha) => {
-                return Err(RepoError::BadPackage {
-                    path: p.file.to_path_buf(),
-                    reason: format!(
-                        "another package with the same name, version and architecture ({rel}) has other bytes (sha256 {} here, {sha} there)",
-                        p.sha256
-                    ),
-                });
-            }
-            None => {
-                seen.insert(rel.clone(), p.sha256);
-                unique.push((rel, p));
-            }
-        }
+        named.push((rel, p));
     }
     // Pool order, as a walk of the pool would give (the indexes list the
-    // packages in it).
-    unique.sort_by(|(a, _), (b, _)| Path::new(a).cmp(Path::new(b)));
-    Ok(unique)
+    // packages in it). The sort is stable: of two packages with one name,
+    // the first in `packages` is kept (no map of every name beside them).
+    named.sort_by(|(a, _), (b, _)| Path::new(a).cmp(Path::new(b)));
+    let same = |a: &str, b: &str| Path::new(a) == Path::new(b);
+    for pair in named.windows(2) {
+        let [(rel, first), (other, p)] = pair else {
+            unreachable!("windows of two")
+        };
+        if same(rel, other) && first.sha256 != p.sha256 {
+            return Err(RepoError::BadPackage {
+                path: p.file.to_path_buf(),
+                reason: format!(
+                    "another package with the same name, version and architecture ({rel}) has other bytes (sha256 {} here, {} there)",
+                    p.sha256, first.sha256
+                ),
+            });
+        }
+    }
+    named.dedup_by(|(later, _), (kept, _)| same(later, kept));
+    Ok(named)
 }
 
 /// Places every package (see [`super::pool::place`]) on all cores. A file
@@ -1137,6 +1129,61 @@ mod boundary_tests {
         for gone in ["pool/main/a/aaa-bad", "pool/main/p"] {
             assert!(!out.join(gone).exists(), "{gone} left behind");
         }
+    }
+
+    #[test]
+    fn pool_names_are_in_pool_order_each_once_and_a_name_with_two_contents_is_refused() {
+        use super::{PoolInput, pool_names};
+        use crate::format::deb822::ControlParagraph;
+        use std::path::Path;
+        let control = |name: &str| {
+            ControlParagraph::parse_single(&format!(
+                "Package: {name}\nVersion: 1.0-1\nArchitecture: amd64\nMaintainer: m <m@example.org>\nDescription: d\n"
+            ))
+            .unwrap()
+        };
+        let (b, ab, abc, lib) = (
+            control("bb"),
+            control("ab"),
+            control("ab-c"),
+            control("libz"),
+        );
+        let input = |file: &'static str, control, sha256| PoolInput {
+            file: Path::new(file),
+            control,
+            size: 1,
+            sha256,
+        };
+        let packages = [
+            input("/1", &b, "11"),
+            input("/2", &lib, "22"),
+            input("/3", &abc, "33"),
+            input("/4", &b, "11"),
+            input("/5", &ab, "55"),
+        ];
+        let unique = pool_names(&packages, "main").unwrap();
+        let named: Vec<(&str, &Path)> = unique.iter().map(|(r, p)| (r.as_str(), p.file)).collect();
+        // Pool order is a walk's (`ab/` before `ab-c/`), not the strings'.
+        assert_eq!(
+            named,
+            [
+                ("pool/main/a/ab/ab_1.0-1_amd64.deb", Path::new("/5")),
+                ("pool/main/a/ab-c/ab-c_1.0-1_amd64.deb", Path::new("/3")),
+                ("pool/main/b/bb/bb_1.0-1_amd64.deb", Path::new("/1")),
+                ("pool/main/libz/libz/libz_1.0-1_amd64.deb", Path::new("/2")),
+            ]
+        );
+        let clash = [
+            input("/1", &b, "11"),
+            input("/2", &lib, "22"),
+            input("/6", &b, "66"),
+        ];
+        let Err(e) = pool_names(&clash, "main") else {
+            panic!("a name with two contents is refused")
+        };
+        let e = e.to_string();
+        assert!(e.contains("/6"), "{e}");
+        assert!(e.contains("sha256 66 here, 11 there"), "{e}");
     }
 
     #[test]

@@ -42,25 +42,25 @@ pub(crate) fn run_build(
     let summary = if report.from_stamp == Some(FromStamp::Redated) {
         format!(
             "{} packages in {}, unchanged since the last build but for the date: only the Release was dated and signed again ({keys})",
-            r.pool.len(),
+            r.packages.len(),
             out.display()
         )
     } else if report.from_stamp == Some(FromStamp::Unchanged) {
         format!(
             "{} packages in {}, unchanged since the last build (no input or output file changed): nothing was read or written ({keys})",
-            r.pool.len(),
+            r.packages.len(),
             out.display()
         )
     } else if r.unchanged {
         format!(
             "{} packages in {}, unchanged since the last build: nothing was written ({keys})",
-            r.pool.len(),
+            r.packages.len(),
             out.display()
         )
     } else {
         format!(
             "wrote {} packages into {} ({keys})",
-            r.pool.len(),
+            r.packages.len(),
             out.display()
         )
     };
