@@ -101,11 +101,15 @@ impl Session<'_> {
         Ok(resolved
             .into_iter()
             .zip(files)
-            // Each path copied into this thread's memory: a worker's is freed
-            // now (see the `cores` module).
-            .map(|(resolved, file)| Fetched {
-                resolved,
-                file: std::sync::Arc::from(file.as_path()),
+            // A project file used where it is shares its resolved path;
+            // any other is copied into this thread's memory (a worker's is
+            // freed now, see the `cores` module).
+            .map(|(resolved, file)| {
+                let file = match &resolved.from {
+                    FetchFrom::Project(path) if **path == *file => std::sync::Arc::clone(path),
+                    _ => std::sync::Arc::from(file.as_path()),
+                };
+                Fetched { resolved, file }
             })
             .collect())
     }

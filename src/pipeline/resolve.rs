@@ -24,9 +24,19 @@ pub(super) enum FetchFrom {
     /// A file on disk outside the project (a snapshot, a plain directory of
     /// debs, often on removable media): copied into the cache.
     Local(PathBuf),
-    /// A `from.path` recipe's file: linked into the cache where possible
-    /// (one copy of a big package on disk).
-    Project(PathBuf),
+    /// A `from.path` recipe's file, used where it is (the pool links it).
+    /// Shared with the fetched file (memory: a path per package).
+    Project(Arc<Path>),
+}
+
+impl FetchFrom {
+    /// A deep copy, in the calling thread's memory (see `crate::cores`).
+    fn kept(&self) -> FetchFrom {
+        match self {
+            FetchFrom::Project(path) => FetchFrom::Project(Arc::from(&**path)),
+            other => other.clone(),
+        }
+    }
 }
 
 /// One recipe's file, resolved through its trust chain.
@@ -54,7 +64,7 @@ impl Resolved {
         Resolved {
             recipe: self.recipe,
             locked: Arc::new(LockedPackage::clone(&self.locked)),
-            from: self.from.clone(),
+            from: self.from.kept(),
             seen: self.seen,
         }
     }
@@ -400,7 +410,7 @@ impl Session<'_> {
                 d.sha256,
                 d.sha512,
             )),
-            from: FetchFrom::Project(full),
+            from: FetchFrom::Project(full.into()),
             seen: Some(crate::files::FileIdentity::of(&meta)),
         };
         Ok((resolved, control))
