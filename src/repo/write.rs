@@ -196,6 +196,9 @@ pub fn write(
         Some(done) => done,
         None => write_whole(out, staging, packages, params, pins, observer)?,
     };
+    // The compressing and placing threads' memory is free: given back
+    // before the output is walked and the stamp written.
+    crate::cores::release_freed_memory();
     let mut report = OutputReport {
         packages: pooled,
         index,

@@ -338,6 +338,10 @@ fn fetch_and_prepare<'r>(
         String::new()
     };
     drop((lock, sources));
+    // The resolving and fetching threads' memory (their reads, their
+    // results before they were copied) is free: given back before the
+    // packages are prepared on this thread.
+    crate::cores::release_freed_memory();
     for f in &mut packages {
         f.resolved.keep_identity();
     }

@@ -36,7 +36,7 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "repo",
         &[
-            "deb", "digest", "error", "files", "format", "input", "openpgp", "report",
+            "cores", "deb", "digest", "error", "files", "format", "input", "openpgp", "report",
         ],
     ),
     ("publish", &["error", "format", "report"]),
