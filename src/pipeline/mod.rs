@@ -197,13 +197,13 @@ impl Artifact {
     pub fn architecture(&self) -> &str {
         self.control.get("Architecture").unwrap_or_default()
     }
-    /// What `repo::write` needs of it.
-    pub fn pool_input(&self) -> crate::repo::PoolInput<'_> {
+    /// What `repo::write` needs of it, moved.
+    pub fn into_pool_input(self) -> crate::repo::PoolInput {
         crate::repo::PoolInput {
-            file: &self.file,
-            control: &self.control,
+            file: self.file,
+            control: self.control,
             size: self.size,
-            sha256: &self.sha256,
+            sha256: self.sha256,
         }
     }
 }

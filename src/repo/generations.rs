@@ -635,15 +635,15 @@ pub fn materialize(
         .packages
         .iter()
         .zip(&files)
-        .zip(&controls)
+        .zip(controls)
         .map(|((p, file), control)| super::PoolInput {
-            file,
+            file: file.as_path().into(),
             control,
             size: p.size,
-            sha256: &p.sha256,
+            sha256: p.sha256.clone(),
         })
         .collect();
-    super::write(&dest, &inputs, &params, pins, observer)?;
+    super::write(&dest, inputs, &params, pins, observer)?;
     Ok(dest)
 }
 

@@ -86,11 +86,11 @@ pub(crate) fn write_repo(
     let inputs: Vec<_> = debs
         .iter()
         .map(|d| PoolInput {
-            file: &d.file,
-            control: &d.control,
+            file: d.file.as_path().into(),
+            control: d.control.clone(),
             size: d.size,
-            sha256: &d.sha256,
+            sha256: d.sha256.clone(),
         })
         .collect();
-    write(out, &inputs, &params, pins, &crate::report::Quiet)
+    write(out, inputs, &params, pins, &crate::report::Quiet)
 }

@@ -46,12 +46,15 @@ pub struct RepoParams<'k> {
 }
 
 /// One package file for the pool, with the control paragraph read from it
-/// and the size and SHA256 it must still have.
-pub struct PoolInput<'a> {
-    pub file: &'a Path,
-    pub control: &'a ControlParagraph,
+/// and the size and SHA256 it must still have. Owned: [`write`] drops them
+/// once the pool and the indexes are written, before the output is walked
+/// (memory: a control paragraph per package).
+#[derive(Debug, Clone)]
+pub struct PoolInput {
+    pub file: std::sync::Arc<Path>,
+    pub control: ControlParagraph,
     pub size: u64,
-    pub sha256: &'a str,
+    pub sha256: String,
 }
 
 /// A package in the pool: its identity from its control paragraph, its
@@ -154,7 +157,7 @@ pub fn lock_output(out: &Path) -> Result<OutputLock, RepoError> {
 /// module's comment for the transaction.
 pub fn write(
     out: &Path,
-    packages: &[PoolInput],
+    packages: Vec<PoolInput>,
     params: &RepoParams,
     pins: &str,
     observer: &dyn Reporter,
@@ -165,7 +168,7 @@ pub fn write(
     let lock = lock_output(out)?;
     // The same inputs over an output nobody touched since: nothing to do.
     let stamp_path = crate::files::beside(out, "stamp");
-    let key = inputs_key(packages, params, pins);
+    let key = inputs_key(&packages, params, pins);
     if let Some(mut report) = Stamp::read(&stamp_path)
         .filter(|s| s.key == key)
         .filter(|s| tree_identity(out).is_ok_and(|tree| tree == s.tree))
@@ -187,15 +190,16 @@ pub fn write(
     // else, or a pool file that would change bytes under its name, is
     // written whole.
     let in_place = if super::in_place::applies(out, params) {
-        super::in_place::write(out, staging.path(), packages, params, pins, observer)?
+        super::in_place::write(out, staging.path(), &packages, params, pins, observer)?
     } else {
         None
     };
     let updated = in_place.is_some();
     let (pooled, index) = match in_place {
         Some(done) => done,
-        None => write_whole(out, staging, packages, params, pins, observer)?,
+        None => write_whole(out, staging, &packages, params, pins, observer)?,
     };
+    drop(packages);
     // The compressing and placing threads' memory is free: given back
     // before the output is walked and the stamp written.
     crate::cores::release_freed_memory();
@@ -434,7 +438,7 @@ pub(super) fn write_dists(
             sha256: p.sha256.to_string(),
             ..Default::default()
         };
-        let paragraph = crate::format::packages::stanza(p.control, filename, &digests);
+        let paragraph = crate::format::packages::stanza(&p.control, filename, &digests);
         write!(stanza, "{paragraph}").expect("a String takes any text");
         let architecture = p.control.get("Architecture").unwrap_or_default();
         dists.add(architecture, filename, &stanza)?;
@@ -652,7 +656,7 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
         h.update(format!("\0base {}", b.sha256).as_bytes());
     }
     // Only what is kept beyond this build's own files changes the output.
-    let own: std::collections::HashSet<&str> = packages.iter().map(|p| p.sha256).collect();
+    let own: std::collections::HashSet<&str> = packages.iter().map(|p| p.sha256.as_str()).collect();
     for (rel, sha) in params
         .retain
         .iter()
@@ -740,13 +744,13 @@ pub(super) fn pool_entries(unique: &[(String, &PoolInput)]) -> Vec<PoolEntry> {
 /// order: two recipes that name the same file are one pool entry; the same
 /// name, version and architecture with other bytes is refused, as an
 /// archive refuses it.
-pub(super) fn pool_names<'a, 'p>(
-    packages: &'p [PoolInput<'a>],
+pub(super) fn pool_names<'p>(
+    packages: &'p [PoolInput],
     component: &str,
-) -> Result<Vec<(String, &'p PoolInput<'a>)>, RepoError> {
+) -> Result<Vec<(String, &'p PoolInput)>, RepoError> {
     let mut named = Vec::with_capacity(packages.len());
     for p in packages {
-        let rel = crate::format::packages::pool_path(component, p.control).map_err(|e| {
+        let rel = crate::format::packages::pool_path(component, &p.control).map_err(|e| {
             RepoError::BadPackage {
                 path: p.file.to_path_buf(),
                 reason: e.to_string(),
@@ -871,7 +875,7 @@ fn place_one(
     // Linked from the cache where the filesystem allows, its digests
     // recorded under the file's identity: an unchanged package is
     // neither copied nor read again.
-    let (digests, _) = place(p.file, &dest, store).map_err(FileError::at(&dest))?;
+    let (digests, _) = place(&p.file, &dest, store).map_err(FileError::at(&dest))?;
     if digests.sha256 != p.sha256 || digests.size != p.size {
         return Err(RepoError::Changed {
             path: p.file.to_path_buf(),
@@ -1151,11 +1155,11 @@ mod boundary_tests {
             control("ab-c"),
             control("libz"),
         );
-        let input = |file: &'static str, control, sha256| PoolInput {
-            file: Path::new(file),
-            control,
+        let input = |file: &str, control: &ControlParagraph, sha256: &str| PoolInput {
+            file: Path::new(file).into(),
+            control: control.clone(),
             size: 1,
-            sha256,
+            sha256: sha256.to_string(),
         };
         let packages = [
             input("/1", &b, "11"),
@@ -1165,7 +1169,8 @@ mod boundary_tests {
             input("/5", &ab, "55"),
         ];
         let unique = pool_names(&packages, "main").unwrap();
-        let named: Vec<(&str, &Path)> = unique.iter().map(|(r, p)| (r.as_str(), p.file)).collect();
+        let named: Vec<(&str, &Path)> =
+            unique.iter().map(|(r, p)| (r.as_str(), &*p.file)).collect();
         // Pool order is a walk's (`ab/` before `ab-c/`), not the strings'.
         assert_eq!(
             named,

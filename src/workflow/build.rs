@@ -258,13 +258,16 @@ fn build_all(
     // The controls, the recipes and the resolve's tables are gone; the
     // writing threads allocate afresh (their compressors).
     crate::cores::release_freed_memory();
-    let pool: Vec<_> = artifacts.iter().map(|a| a.pool_input()).collect();
-    let output = crate::repo::write(&s.out, &pool, &params, &pins, reporter)?;
-    // What is left to do needs none of the packages' state: it goes before
-    // the generation is recorded (which holds two manifests of every
-    // package).
-    drop(pool);
-    drop(artifacts);
+    // Moved: `repo::write` drops them once the pool and the indexes are
+    // written.
+    let pool: Vec<_> = artifacts
+        .into_iter()
+        .map(pipeline::Artifact::into_pool_input)
+        .collect();
+    // What is left to do after the write needs none of the packages'
+    // state: it is gone before the generation is recorded (which holds two
+    // manifests of every package).
+    let output = crate::repo::write(&s.out, pool, &params, &pins, reporter)?;
     let config = params.config;
     session.save_records();
     let repo_config = repo_config_recipe.and_then(|r| repo_config(&output, &r, &config));

@@ -950,17 +950,17 @@ fn the_output_transaction_refuses_a_pin_with_no_candidate() {
         retain_from: None,
         kept_pieces: Default::default(),
     };
-    let input = [debforge::repo::PoolInput {
-        file: &deb,
-        control: &control,
+    let input = vec![debforge::repo::PoolInput {
+        file: deb.as_path().into(),
+        control,
         size: fs::metadata(&deb).unwrap().len(),
-        sha256: &sha256,
+        sha256,
     }];
     let out = dir.path().join("repo-out");
     let pins = debforge::format::preferences::release_pins("debforge", "debforge", ["tool"]);
     debforge::repo::write(
         &out,
-        &input,
+        input.clone(),
         &params,
         &pins,
         &|_: debforge::report::Event| {},
@@ -971,7 +971,7 @@ fn the_output_transaction_refuses_a_pin_with_no_candidate() {
         debforge::format::preferences::release_pins("debforge", "debforge", ["gone", "tool"]);
     let err = debforge::repo::write(
         &out,
-        &input,
+        input,
         &params,
         &pins,
         &|_: debforge::report::Event| {},
