@@ -24,9 +24,18 @@ pub struct Fetched {
     pub file: std::sync::Arc<Path>,
 }
 
-/// One package's fetch, its failure boxed: the error is five times a
-/// path's size, and a result is held per package.
-type FetchResult = Result<PathBuf, Box<PipelineError>>;
+/// One package's fetch: its file, `None` for a project file used where its
+/// recipe names it (its resolved path is shared, not copied); the failure
+/// boxed (the error is five times a path's size). Held per package.
+type FetchResult = Result<Option<PathBuf>, Box<PipelineError>>;
+
+/// What is kept of `r`'s fetched `file` (see [`FetchResult`]).
+fn elsewhere(r: &Resolved, file: PathBuf) -> Option<PathBuf> {
+    match &r.from {
+        FetchFrom::Project(path) if **path == *file => None,
+        _ => Some(file),
+    }
+}
 
 impl Session<'_> {
     /// The bytes `fetch` will really download or copy: files already in the
@@ -72,7 +81,10 @@ impl Session<'_> {
                         let Some((i, r)) = queue.lock().expect("queue").pop() else {
                             break;
                         };
-                        let result = self.fetch_checked(r).map_err(Box::new);
+                        let result = self
+                            .fetch_checked(r)
+                            .map(|f| elsewhere(r, f))
+                            .map_err(Box::new);
                         let failed = result.is_err();
                         results.lock().expect("results").push((i, result));
                         if failed {
@@ -86,7 +98,8 @@ impl Session<'_> {
         let mut results = results.into_inner().expect("results");
         if results.iter().all(|(_, r)| r.is_ok()) {
             for (i, r) in again {
-                results.push((i, self.fetch_checked(r).map_err(Box::new)));
+                let result = self.fetch_checked(r).map(|f| elsewhere(r, f));
+                results.push((i, result.map_err(Box::new)));
             }
         }
         results.sort_unstable_by_key(|(i, _)| *i);
@@ -105,9 +118,10 @@ impl Session<'_> {
             // any other is copied into this thread's memory (a worker's is
             // freed now, see the `cores` module).
             .map(|(resolved, file)| {
-                let file = match &resolved.from {
-                    FetchFrom::Project(path) if **path == *file => std::sync::Arc::clone(path),
-                    _ => std::sync::Arc::from(file.as_path()),
+                let file = match (file, &resolved.from) {
+                    (Some(file), _) => std::sync::Arc::from(file.as_path()),
+                    (None, FetchFrom::Project(path)) => std::sync::Arc::clone(path),
+                    (None, _) => unreachable!("only a project file is used in place"),
                 };
                 Fetched { resolved, file }
             })
