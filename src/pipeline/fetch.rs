@@ -15,13 +15,24 @@ use crate::upstream;
 use super::resolve::{FetchFrom, Resolved};
 use super::{PipelineError, Session};
 
-/// A verified file in the cache.
+/// A resolved package whose file is fetched and verified: in the cache, or
+/// the project's own file where it is. The file is its resolved origin
+/// ([`FetchFrom::InPlace`]), so the resolved packages become fetched ones
+/// in their own memory (a list of every package is not made twice).
 #[derive(Debug, Clone)]
 pub struct Fetched {
     pub resolved: Resolved,
-    /// Shared with the artifact made of it and the build stamp's inputs
-    /// (memory: a path per package, not three).
-    pub file: std::sync::Arc<Path>,
+}
+
+impl Fetched {
+    /// The verified file, shared with the artifact made of it and the
+    /// build stamp's inputs (memory: a path per package, not three).
+    pub fn file(&self) -> &std::sync::Arc<Path> {
+        match &self.resolved.from {
+            FetchFrom::InPlace(file) => file,
+            _ => unreachable!("fetching leaves every file in place"),
+        }
+    }
 }
 
 /// One package's fetch: its file, `None` for a project file used where its
@@ -32,7 +43,7 @@ type FetchResult = Result<Option<PathBuf>, Box<PipelineError>>;
 /// What is kept of `r`'s fetched `file` (see [`FetchResult`]).
 fn elsewhere(r: &Resolved, file: PathBuf) -> Option<PathBuf> {
     match &r.from {
-        FetchFrom::Project(path) if **path == *file => None,
+        FetchFrom::InPlace(path) if **path == *file => None,
         _ => Some(file),
     }
 }
@@ -59,7 +70,7 @@ impl Session<'_> {
         // A project file is used where it is: no cache path to share.
         let mut seen = std::collections::HashSet::new();
         let (first, again): (Vec<_>, Vec<_>) = resolved.iter().enumerate().partition(|(_, r)| {
-            matches!(r.from, FetchFrom::Project(_)) || seen.insert(self.cache_path(r))
+            matches!(r.from, FetchFrom::InPlace(_)) || seen.insert(self.cache_path(r))
         });
         drop(seen);
         // The biggest first (workers pop from the end): the last file to
@@ -111,20 +122,19 @@ impl Session<'_> {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| *e)?;
         assert_eq!(files.len(), resolved.len(), "a file per package");
+        let mut resolved = resolved;
+        // A file used where it was resolved keeps its path; any other is
+        // copied into this thread's memory (a worker's is freed now, see
+        // the `cores` module).
+        for (r, file) in resolved.iter_mut().zip(files) {
+            if let Some(file) = file {
+                r.from = FetchFrom::InPlace(std::sync::Arc::from(file.as_path()));
+            }
+        }
+        // Each in its own place (same size: the list is not copied).
         Ok(resolved
             .into_iter()
-            .zip(files)
-            // A project file used where it is shares its resolved path;
-            // any other is copied into this thread's memory (a worker's is
-            // freed now, see the `cores` module).
-            .map(|(resolved, file)| {
-                let file = match (file, &resolved.from) {
-                    (Some(file), _) => std::sync::Arc::from(file.as_path()),
-                    (None, FetchFrom::Project(path)) => std::sync::Arc::clone(path),
-                    (None, _) => unreachable!("only a project file is used in place"),
-                };
-                Fetched { resolved, file }
-            })
+            .map(|resolved| Fetched { resolved })
             .collect())
     }
 
@@ -193,14 +203,14 @@ impl Session<'_> {
     }
 
     fn in_cache(&self, r: &Resolved) -> bool {
-        if matches!(r.from, FetchFrom::Project(_)) {
+        if matches!(r.from, FetchFrom::InPlace(_)) {
             return true;
         }
         fs::metadata(self.cache_path(r)).is_ok_and(|m| m.len() == r.locked.size)
     }
 
     fn fetch_one(&self, r: &Resolved) -> Result<PathBuf, PipelineError> {
-        if let FetchFrom::Project(path) = &r.from {
+        if let FetchFrom::InPlace(path) = &r.from {
             // The project's own file is used where it is (the pool links it):
             // a copy in the cache would only cost a directory and a link.
             return self
@@ -279,7 +289,7 @@ impl Session<'_> {
                 self.observer.event(Event::Copied { name, from });
                 Ok(Some(d))
             }
-            FetchFrom::Project(_) => unreachable!("used in place by fetch_one"),
+            FetchFrom::InPlace(_) => unreachable!("used in place by fetch_one"),
         }
     }
 }

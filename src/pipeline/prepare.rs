@@ -47,7 +47,7 @@ impl Session<'_> {
         let upstream = if suffixed {
             fetched
                 .iter()
-                .map(|f| self.take_control_of(&f.file, &f.resolved.locked.sha256))
+                .map(|f| self.take_control_of(f.file(), &f.resolved.locked.sha256))
                 .collect::<Result<Vec<_>, _>>()?
         } else {
             Vec::new()
@@ -98,9 +98,10 @@ impl Session<'_> {
             }
             let control = match taken {
                 Some(control) => control,
-                None => self.take_control_of(&f.file, &f.resolved.locked.sha256)?,
+                None => self.take_control_of(f.file(), &f.resolved.locked.sha256)?,
             };
-            let Fetched { resolved, file } = f;
+            let file = std::sync::Arc::clone(f.file());
+            let Fetched { resolved } = f;
             let version_changed = control.get("Version") != Some(resolved.locked.version.as_str());
             // The entry's last holder, unless the caller keeps the lock.
             let (size, sha256) = match Arc::try_unwrap(resolved.locked) {
@@ -206,9 +207,9 @@ impl Session<'_> {
         let mtime = match source_date_epoch {
             Some(t) => t,
             None => {
-                DebFile::open(&f.file)
+                DebFile::open(f.file())
                     .map_err(|source| PipelineError::Deb {
-                        path: f.file.to_path_buf(),
+                        path: f.file().to_path_buf(),
                         source,
                     })?
                     .data_member()
@@ -233,7 +234,7 @@ impl Session<'_> {
                     mtime,
                 };
                 let report =
-                    crate::deb::repack::repack(&f.file, &dest, &opts).map_err(|source| {
+                    crate::deb::repack::repack(f.file(), &dest, &opts).map_err(|source| {
                         PipelineError::Repack {
                             package: locked.name.clone(),
                             source,

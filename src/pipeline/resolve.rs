@@ -24,16 +24,17 @@ pub(super) enum FetchFrom {
     /// A file on disk outside the project (a snapshot, a plain directory of
     /// debs, often on removable media): copied into the cache.
     Local(PathBuf),
-    /// A `from.path` recipe's file, used where it is (the pool links it).
-    /// Shared with the fetched file (memory: a path per package).
-    Project(Arc<Path>),
+    /// A file used where it is (the pool links it): a `from.path` recipe's
+    /// file, and once fetched, every package's verified file (see
+    /// [`super::Fetched::file`]; memory: a path per package, held once).
+    InPlace(Arc<Path>),
 }
 
 impl FetchFrom {
     /// A deep copy, in the calling thread's memory (see `crate::cores`).
     fn kept(&self) -> FetchFrom {
         match self {
-            FetchFrom::Project(path) => FetchFrom::Project(Arc::from(&**path)),
+            FetchFrom::InPlace(path) => FetchFrom::InPlace(Arc::from(&**path)),
             other => other.clone(),
         }
     }
@@ -410,7 +411,7 @@ impl Session<'_> {
                 d.sha256,
                 d.sha512,
             )),
-            from: FetchFrom::Project(full.into()),
+            from: FetchFrom::InPlace(full.into()),
             seen: Some(crate::files::FileIdentity::of(&meta)),
         };
         Ok((resolved, control))

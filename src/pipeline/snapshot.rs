@@ -62,7 +62,7 @@ pub fn write_snapshot(
             "url" | "path" => dir.join("direct").join(f.resolved.file_name()),
             source => dir.join(source).join(&f.resolved.locked.path),
         };
-        copy_checked(&f.file, &f.resolved.locked, &dest)?;
+        copy_checked(f.file(), &f.resolved.locked, &dest)?;
     }
     write_atomic(&dir.join("debforge.lock"), lock.to_text().as_bytes())
 }

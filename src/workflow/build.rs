@@ -142,15 +142,15 @@ fn stamp_inputs(packages: &[pipeline::Fetched]) -> Option<Inputs> {
         let l = &f.resolved.locked;
         match f.resolved.seen {
             Some(id) => {
-                out.push((std::sync::Arc::clone(&f.file), id));
+                out.push((std::sync::Arc::clone(f.file()), id));
                 // The path as written, where it is another path.
                 if let Some(written) = l.url.strip_prefix("file://")
-                    && Path::new(written) != &*f.file
+                    && Path::new(written) != &**f.file()
                 {
                     out.push((Path::new(written).into(), id));
                 }
             }
-            None => out.extend(unchanged::identities(std::slice::from_ref(&f.file))?),
+            None => out.extend(unchanged::identities(std::slice::from_ref(f.file()))?),
         }
     }
     out.shrink_to_fit();
