@@ -31,12 +31,10 @@ pub(super) enum FetchFrom {
 }
 
 impl FetchFrom {
-    /// A deep copy, in the calling thread's memory (see `crate::cores`).
+    /// A copy in the calling thread's memory (see `crate::cores`): a path
+    /// recipe's file is made there already (`resolve_paths`).
     fn kept(&self) -> FetchFrom {
-        match self {
-            FetchFrom::InPlace(path) => FetchFrom::InPlace(Arc::from(&**path)),
-            other => other.clone(),
-        }
+        self.clone()
     }
 }
 
@@ -103,24 +101,36 @@ impl Session<'_> {
         &self,
         lock: Option<&Lock>,
     ) -> Result<(Vec<Resolved>, Vec<OpenSourceFiles>), PipelineError> {
-        // A package per recipe: sized once (held to the end of fetching).
-        let mut out = Vec::with_capacity(self.recipes.packages.len());
         let mut opened = Vec::new();
         let mut by_source: BTreeMap<&str, Vec<&Arc<PackageRecipe>>> = BTreeMap::new();
-        let mut paths = self.resolve_paths().into_iter();
+        // The path recipes' results become the list of every package (the
+        // rest is added): one list of them is held, not two.
+        let mut paths = self.resolve_paths();
+        let mut next_path = 0;
+        let mut urls = Vec::new();
+        // The first problem in recipe order.
         for p in &self.recipes.packages {
             match &p.origin {
                 Origin::Upstream { source } => {
                     by_source.entry(source.as_str()).or_default().push(p)
                 }
                 Origin::Url { url, sha256, size } => {
-                    out.push(self.resolve_url(p, url, sha256, *size, lock)?)
+                    urls.push(self.resolve_url(p, url, sha256, *size, lock)?)
                 }
-                Origin::Path { .. } => out.push(paths.next().expect("one per path recipe")?),
+                Origin::Path { .. } => {
+                    if paths[next_path].is_err() {
+                        return Err(paths.swap_remove(next_path).expect_err("an error"));
+                    }
+                    next_path += 1;
+                }
                 // Made by the build, after fetching: nothing to resolve.
                 Origin::Built => {}
             }
         }
+        // In place: every path result is a package now.
+        let mut out: Vec<Resolved> = paths.into_iter().map(|r| r.expect("no error")).collect();
+        out.reserve_exact(self.recipes.packages.len() - out.len());
+        out.append(&mut urls);
         let root = self.recipes.root();
         // Every source's key file first: a missing one is said before any
         // upstream is contacted.
@@ -145,7 +155,9 @@ impl Session<'_> {
                 }
             }
         }
-        out.sort_by(|a, b| {
+        // Unstable, so no second list: a recipe set holds each name and
+        // architecture once.
+        out.sort_unstable_by(|a, b| {
             (&a.locked.name, &a.locked.architecture).cmp(&(&b.locked.name, &b.locked.architecture))
         });
         Ok((out, opened))
@@ -315,12 +327,18 @@ impl Session<'_> {
     /// Every path recipe, in order, resolved on all cores: thousands of
     /// local files are read at once, not one after another.
     fn resolve_paths(&self) -> Vec<Result<Resolved, PipelineError>> {
-        let recipes: Vec<(&Arc<PackageRecipe>, &Path)> = self
+        // Each package's path, made here, one after another: it is held
+        // to the end of the build, and made between the lock entries (which
+        // go once the packages are prepared) it would keep every page they
+        // leave from being given back.
+        let recipes: Vec<(&Arc<PackageRecipe>, &Path, Arc<Path>)> = self
             .recipes
             .packages
             .iter()
             .filter_map(|p| match &p.origin {
-                Origin::Path { path } => Some((p, path.as_path())),
+                Origin::Path { path } => {
+                    Some((p, path.as_path(), self.recipes.dir.join(path).into()))
+                }
                 _ => None,
             })
             .collect();
@@ -330,7 +348,7 @@ impl Session<'_> {
         self.records.reserve(self.recipes.packages.len());
         crate::cores::map_kept(
             &recipes,
-            |(p, path)| self.resolve_path(p, path),
+            |(p, path, file)| self.resolve_path(p, path, file),
             |r| {
                 r.map(|(resolved, control)| {
                     if let Some(text) = control {
@@ -376,8 +394,9 @@ impl Session<'_> {
         &self,
         p: &Arc<PackageRecipe>,
         path: &Path,
+        file: &Arc<Path>,
     ) -> Result<(Resolved, Option<String>), PipelineError> {
-        let full = self.recipes.dir.join(path);
+        let full = file.to_path_buf();
         // A package file may live outside recipes/ (a build's output
         // directory), but it must be a regular file: `/dev/zero` would be
         // read for ever.
@@ -411,7 +430,7 @@ impl Session<'_> {
                 d.sha256,
                 d.sha512,
             )),
-            from: FetchFrom::InPlace(full.into()),
+            from: FetchFrom::InPlace(Arc::clone(file)),
             seen: Some(crate::files::FileIdentity::of(&meta)),
         };
         Ok((resolved, control))

@@ -13,6 +13,7 @@ pub const KEYRING_NAME: &str = "debforge-archive-keyring";
 pub const PREFERENCES_NAME: &str = "debforge.pref";
 
 pub mod against;
+mod control_texts;
 pub mod generations;
 mod in_place;
 pub mod index;

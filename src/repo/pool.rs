@@ -45,7 +45,7 @@ pub struct DigestStore {
 
 /// A SHA256, as bytes: held by the thousand (hex strings were four
 /// allocations' worth more per package).
-type Sha256 = [u8; 32];
+use super::control_texts::{ControlTexts, Sha256};
 
 fn sha256_bytes(hex_text: &str) -> Option<Sha256> {
     let mut out = [0; 32];
@@ -59,7 +59,9 @@ fn sha256_bytes(hex_text: &str) -> Option<Sha256> {
 struct Records {
     /// By device and inode.
     digests: std::collections::HashMap<(u64, u64), Record>,
-    controls: std::collections::HashMap<Sha256, Box<str>>,
+    /// Their texts on disk, where each is in memory (see
+    /// [`super::control_texts`]).
+    controls: ControlTexts,
     /// The controls were written and dropped: none is added or answered.
     controls_forgotten: bool,
     data_checked: std::collections::HashSet<Sha256>,
@@ -132,7 +134,8 @@ impl Records {
     /// own: a torn records file costs its digests, not the controls (a
     /// package's control is a function of its bytes, named by their SHA256).
     fn read(path: &Path) -> Records {
-        let controls = Self::read_controls(&controls_path(path)).unwrap_or_default();
+        let mut controls = ControlTexts::in_dir(path.parent().map(Path::to_path_buf));
+        Self::read_controls(&controls_path(path), &mut controls);
         let f: Option<RecordsFile> =
             parse_file(path).filter(|f: &RecordsFile| f.version == RECORDS_VERSION);
         let Some(f) = f else {
@@ -170,17 +173,19 @@ impl Records {
         }
     }
 
-    fn read_controls(path: &Path) -> Option<std::collections::HashMap<Sha256, Box<str>>> {
-        let f: ControlsFile = parse_file(path)?;
+    fn read_controls(path: &Path, into: &mut ControlTexts) {
+        let Some(f) = parse_file::<ControlsFile>(path) else {
+            return;
+        };
         if f.version != RECORDS_VERSION {
-            return None;
+            return;
         }
-        Some(
-            f.controls
-                .into_iter()
-                .filter_map(|(k, v)| Some((sha256_bytes(&k)?, v.into_boxed_str())))
-                .collect(),
-        )
+        into.reserve(f.controls.len());
+        for (k, v) in f.controls {
+            if let Some(k) = sha256_bytes(&k) {
+                into.insert(k, &v);
+            }
+        }
     }
 }
 
@@ -221,20 +226,23 @@ impl serde::Serialize for Records {
     }
 }
 
-/// The controls, sorted, in [`ControlsFile`]'s shape.
-struct Controls<'a>(&'a Records);
+/// The controls, sorted, in [`ControlsFile`]'s shape (each text read
+/// back as it is written; one that cannot be is left out).
+struct Controls<'a>(&'a ControlTexts);
 
 impl serde::Serialize for Controls<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::{SerializeMap, SerializeStruct};
-        struct Map<'a>(&'a Records);
+        struct Map<'a>(&'a ControlTexts);
         impl serde::Serialize for Map<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut all: Vec<_> = self.0.controls.iter().collect();
-                all.sort_unstable_by_key(|(k, _)| **k);
-                let mut m = s.serialize_map(Some(all.len()))?;
-                for (k, v) in all {
-                    m.serialize_entry(&hex::encode(k), v)?;
+                let texts = self.0;
+                let keys = texts.keys_sorted();
+                let mut m = s.serialize_map(None)?;
+                for k in keys {
+                    if let Some(v) = texts.get(&k) {
+                        m.serialize_entry(&hex::encode(k), &v)?;
+                    }
                 }
                 m.end()
             }
@@ -308,12 +316,13 @@ impl DigestStore {
     /// lock (nothing copied).
     pub fn with_control<R>(&self, sha256: &str, read: impl FnOnce(&str) -> R) -> Option<R> {
         let key = sha256_bytes(sha256)?;
-        Some(read(self.records.lock().ok()?.controls.get(&key)?))
+        let text = self.records.lock().ok()?.controls.get(&key)?;
+        Some(read(&text))
     }
 
     pub fn control(&self, sha256: &str) -> Option<String> {
         let key = sha256_bytes(sha256)?;
-        Some(self.records.lock().ok()?.controls.get(&key)?.to_string())
+        self.records.lock().ok()?.controls.get(&key)
     }
 
     /// Whether the file with this SHA256 had its data member read to its
@@ -350,7 +359,7 @@ impl DigestStore {
             self.write_controls(&records);
             records.controls_forgotten = true;
         }
-        records.controls.remove(&key).map(String::from)
+        records.controls.remove(&key)
     }
 
     fn write_controls(&self, records: &Records) {
@@ -359,7 +368,7 @@ impl DigestStore {
             .swap(false, std::sync::atomic::Ordering::SeqCst)
             && let Some(path) = &self.path
         {
-            save_json(&controls_path(path), &Controls(records));
+            save_json(&controls_path(path), &Controls(&records.controls));
         }
     }
 
@@ -382,7 +391,7 @@ impl DigestStore {
         if let Ok(mut records) = self.records.lock()
             && !records.controls_forgotten
         {
-            records.controls.insert(key, text.into());
+            records.controls.insert(key, text);
             self.controls_changed
                 .store(true, std::sync::atomic::Ordering::SeqCst);
         }
@@ -397,7 +406,7 @@ impl DigestStore {
         };
         use std::sync::atomic::Ordering::SeqCst;
         if self.controls_changed.swap(false, SeqCst) {
-            save_json(&controls_path(path), &Controls(&records));
+            save_json(&controls_path(path), &Controls(&records.controls));
         }
         if self.changed.swap(false, SeqCst) {
             save_json(path, &*records);
