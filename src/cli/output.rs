@@ -39,13 +39,7 @@ pub fn fetched(fetched: &[debforge::pipeline::Fetched], summary: &str) {
     package_lines(
         fetched.iter().map(|f| {
             let l = &f.resolved.locked;
-            (
-                l.name.as_str(),
-                l.version.as_str(),
-                l.architecture.as_str(),
-                l.size,
-                l.sha256.as_str(),
-            )
+            (l.name(), l.version(), l.architecture(), l.size, l.sha256())
         }),
         summary,
     );

@@ -152,11 +152,11 @@ impl Session<'_> {
     fn check_fetched(&self, r: &Resolved, file: &Path) -> Result<(), PipelineError> {
         let recorded = self
             .records
-            .with_control(&r.locked.sha256, super::Says::peek)
+            .with_control(r.locked.sha256(), super::Says::peek)
             .flatten();
         let says = match recorded {
             Some(says) => says,
-            None => super::Says::of(&self.control_of(file, &r.locked.sha256)?),
+            None => super::Says::of(&self.control_of(file, r.locked.sha256())?),
         };
         super::check_identity(&r.locked, &r.recipe, file, &says, &self.records)
     }
@@ -166,7 +166,7 @@ impl Session<'_> {
         self.settings
             .cache
             .join("debs")
-            .join(&r.locked.sha256)
+            .join(r.locked.sha256())
             .join(r.file_name())
     }
 
@@ -216,7 +216,7 @@ impl Session<'_> {
             return self
                 .check_project_file(path, &r.expected())
                 .map_err(|source| PipelineError::Fetch {
-                    package: r.locked.name.clone(),
+                    package: r.locked.name().to_string(),
                     source,
                 });
         }
@@ -243,7 +243,7 @@ impl Session<'_> {
     ) -> Result<Option<Digests>, PipelineError> {
         let name = r.file_name().to_string();
         let fail = |source| PipelineError::Fetch {
-            package: r.locked.name.clone(),
+            package: r.locked.name().to_string(),
             source,
         };
         let expected = r.expected();
@@ -253,7 +253,7 @@ impl Session<'_> {
                 let t = self
                     .transport(s)
                     .ok_or_else(|| PipelineError::NotInSnapshot {
-                        package: r.locked.name.clone(),
+                        package: r.locked.name().to_string(),
                         source_name: s.clone(),
                         dirs: self.dirs_text(),
                     })?;
@@ -261,10 +261,10 @@ impl Session<'_> {
                 // own (a snapshot, a `file://` mirror): its files' later
                 // rewrites and modes stay out of the served pool.
                 let d = t
-                    .fetch(&r.locked.path, &expected, dest, &name)
+                    .fetch(r.locked.path(), &expected, dest, &name)
                     .map_err(fail)?;
                 if t.is_local() {
-                    let from = t.describe(&r.locked.path);
+                    let from = t.describe(r.locked.path());
                     self.observer.event(Event::Copied { name, from });
                 }
                 Ok(Some(d))
@@ -274,7 +274,7 @@ impl Session<'_> {
                     .http
                     .as_ref()
                     .ok_or_else(|| PipelineError::FileNotFound {
-                        package: r.locked.name.clone(),
+                        package: r.locked.name().to_string(),
                         file: name.clone(),
                         dirs: self.dirs_text(),
                     })?;

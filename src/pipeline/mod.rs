@@ -28,7 +28,7 @@ use std::sync::Arc;
 use crate::deb::DebFile;
 use crate::fetch::{FetchError, Http, HttpOptions, Reporter};
 use crate::format::deb822::ControlParagraph;
-use crate::recipe::lock::{Lock, LockError, LockedPackage};
+use crate::recipe::lock::{Lock, LockEntry, LockError, LockedPackage};
 use crate::recipe::{PackageRecipe, RecipeError, RecipeSet};
 use crate::upstream::{DirTransport, HttpTransport, Transport, UpstreamError};
 
@@ -313,7 +313,7 @@ fn check_identity(
     says: &Says,
     records: &crate::repo::pool::DigestStore,
 ) -> Result<(), PipelineError> {
-    let vouched = match locked.origin.as_str() {
+    let vouched = match locked.origin() {
         "url" | "path" => "the recipe".to_string(),
         source => format!("source {source}'s signed index"),
     };
@@ -321,22 +321,22 @@ fn check_identity(
     // dpkg-deb would (a repack does that itself, so not twice; a signed
     // index's files are checked when repacked). Once per SHA256: the
     // answer is a function of the bytes.
-    let direct = matches!(locked.origin.as_str(), "url" | "path") && recipe.repack.is_none();
-    if direct && !records.data_checked(&locked.sha256) {
+    let direct = matches!(locked.origin(), "url" | "path") && recipe.repack.is_none();
+    if direct && !records.data_checked(locked.sha256()) {
         DebFile::open(file)
             .and_then(|d| d.check_data())
             .map_err(|source| PipelineError::Deb {
                 path: file.to_path_buf(),
                 source,
             })?;
-        records.put_data_checked(&locked.sha256);
+        records.put_data_checked(locked.sha256());
     }
     for (field, expected) in [
-        ("Package", &locked.name),
-        ("Version", &locked.version),
-        ("Architecture", &locked.architecture),
-        ("Package", &recipe.name),
-        ("Version", &recipe.version),
+        ("Package", locked.name()),
+        ("Version", locked.version()),
+        ("Architecture", locked.architecture()),
+        ("Package", recipe.name.as_str()),
+        ("Version", recipe.version.as_str()),
     ] {
         let found = says.get(field);
         // Versions are equal as dpkg compares them (`0:1.0` is `1.0`).
@@ -346,9 +346,9 @@ fn check_identity(
                 crate::format::version::Version::parse_lenient(expected),
             ) {
                 (Ok((a, _)), Ok((b, _))) => a == b,
-                _ => found == expected.as_str(),
+                _ => found == expected,
             },
-            _ => found == expected.as_str(),
+            _ => found == expected,
         };
         if !same {
             return Err(PipelineError::NotWhatWasVouchedFor(Box::new(
@@ -357,7 +357,7 @@ fn check_identity(
                     file: file.to_path_buf(),
                     vouched: vouched.clone(),
                     field,
-                    expected: expected.clone(),
+                    expected: expected.to_string(),
                     found: found.to_string(),
                 },
             )));
@@ -664,7 +664,7 @@ fn direct_entry(
     sha256: String,
     sha512: Option<String>,
 ) -> LockedPackage {
-    LockedPackage {
+    LockEntry {
         name: p.name.clone(),
         version: p.version.clone(),
         architecture: p.architecture.clone(),
@@ -680,6 +680,7 @@ fn direct_entry(
         release_sha256: String::new(),
         for_base: false,
     }
+    .into()
 }
 
 /// Writes a public file atomically ([`crate::files::write_atomic`]).

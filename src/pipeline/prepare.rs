@@ -5,7 +5,6 @@ use crate::error::FileError;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
-use std::sync::Arc;
 
 use crate::deb::DebFile;
 use crate::fetch::{Event, Task};
@@ -47,7 +46,7 @@ impl Session<'_> {
         let upstream = if suffixed {
             fetched
                 .iter()
-                .map(|f| self.take_control_of(f.file(), &f.resolved.locked.sha256))
+                .map(|f| self.take_control_of(f.file(), f.resolved.locked.sha256()))
                 .collect::<Result<Vec<_>, _>>()?
         } else {
             Vec::new()
@@ -75,7 +74,7 @@ impl Session<'_> {
             .map(|f| {
                 match (
                     &f.resolved.recipe.repack,
-                    plan.carried_suffix(&f.resolved.locked.name),
+                    plan.carried_suffix(f.resolved.locked.name()),
                 ) {
                     (Some(r), _) => Some(RepackRecipe::clone(r)),
                     (None, Some(c)) => Some(RepackRecipe {
@@ -98,16 +97,14 @@ impl Session<'_> {
             }
             let control = match taken {
                 Some(control) => control,
-                None => self.take_control_of(f.file(), &f.resolved.locked.sha256)?,
+                None => self.take_control_of(f.file(), f.resolved.locked.sha256())?,
             };
             let file = std::sync::Arc::clone(f.file());
             let Fetched { resolved } = f;
-            let version_changed = control.get("Version") != Some(resolved.locked.version.as_str());
+            let version_changed = control.get("Version") != Some(resolved.locked.version());
+            let (size, sha256) = (resolved.locked.size, resolved.locked.sha256().to_string());
             // The entry's last holder, unless the caller keeps the lock.
-            let (size, sha256) = match Arc::try_unwrap(resolved.locked) {
-                Ok(l) => (l.size, l.sha256),
-                Err(l) => (l.size, l.sha256.clone()),
-            };
+            drop(resolved.locked);
             out.push(Artifact {
                 for_base: resolved.recipe.for_base,
                 version_changed,
@@ -148,7 +145,7 @@ impl Session<'_> {
                 scope.spawn(|| {
                     while let Some(&i) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
                         let (f, r) = (&fetched[i], repacks[i].as_ref().expect("a job"));
-                        let item = f.resolved.locked.name.clone();
+                        let item = f.resolved.locked.name().to_string();
                         let work = |done| Event::Work {
                             task: Task::Repack,
                             done,
@@ -183,10 +180,10 @@ impl Session<'_> {
         let mut scripts = Vec::new();
         let mut key = crate::digest::KeyHasher::new();
         key.update(b"debforge-repack-2\0");
-        key.update(locked.sha256.as_bytes());
+        key.update(locked.sha256().as_bytes());
         for (name, rel) in &r.scripts {
             let path = self.recipes.file(rel).map_err(PipelineError::Recipe)?;
-            let script = load_script(&path, &r.vars, &locked.name, &locked.version)?;
+            let script = load_script(&path, &r.vars, locked.name(), locked.version())?;
             key.update(name.as_bytes());
             key.update(b"\0");
             key.update(&script);
@@ -236,7 +233,7 @@ impl Session<'_> {
                 let report =
                     crate::deb::repack::repack(f.file(), &dest, &opts).map_err(|source| {
                         PipelineError::Repack {
-                            package: locked.name.clone(),
+                            package: locked.name().to_string(),
                             source,
                         }
                     })?;
@@ -248,7 +245,7 @@ impl Session<'_> {
         let control = self.control_of(&dest, &sha256)?;
         Ok(Artifact {
             for_base: f.resolved.recipe.for_base,
-            version_changed: control.get("Version") != Some(locked.version.as_str()),
+            version_changed: control.get("Version") != Some(locked.version()),
             control,
             file: dest.into(),
             size,

@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::fetch::Expected;
-use crate::recipe::lock::{Lock, LockedPackage};
+use crate::recipe::lock::{Lock, LockEntry, LockedPackage};
 use crate::recipe::{Origin, PackageRecipe};
 use crate::upstream::{self, OpenSource};
 use std::sync::Arc;
@@ -53,10 +53,10 @@ pub struct Resolved {
 impl Resolved {
     pub fn file_name(&self) -> &str {
         self.locked
-            .path
+            .path()
             .rsplit('/')
             .next()
-            .unwrap_or(&self.locked.path)
+            .unwrap_or(self.locked.path())
     }
     /// A deep copy, in the calling thread's memory (see `crate::cores`).
     fn kept(self) -> Resolved {
@@ -75,20 +75,15 @@ impl Resolved {
     /// for every package until the repository is written.
     pub fn keep_identity(&mut self) {
         if let Some(l) = Arc::get_mut(&mut self.locked) {
-            l.url = String::new();
-            l.sha512 = None;
-            l.index_digests = Vec::new();
-            l.index = String::new();
-            l.index_sha256 = String::new();
-            l.release_sha256 = String::new();
+            *l = l.identity_only();
         }
     }
 
     pub(super) fn expected(&self) -> Expected {
         Expected {
             size: self.locked.size,
-            sha256: Some(self.locked.sha256.clone()),
-            sha512: self.locked.sha512.clone(),
+            sha256: Some(self.locked.sha256().to_string()),
+            sha512: self.locked.sha512().map(str::to_string),
         }
     }
 }
@@ -158,7 +153,8 @@ impl Session<'_> {
         // Unstable, so no second list: a recipe set holds each name and
         // architecture once.
         out.sort_unstable_by(|a, b| {
-            (&a.locked.name, &a.locked.architecture).cmp(&(&b.locked.name, &b.locked.architecture))
+            (&a.locked.name(), &a.locked.architecture())
+                .cmp(&(&b.locked.name(), &b.locked.architecture()))
         });
         Ok((out, opened))
     }
@@ -210,7 +206,7 @@ impl Session<'_> {
             let f = open.find(&p.name, &p.version, &p.architecture)?;
             out.push(Resolved {
                 recipe: Arc::clone(p),
-                locked: Arc::new(LockedPackage {
+                locked: Arc::new(LockedPackage::from(LockEntry {
                     name: p.name.clone(),
                     version: p.version.clone(),
                     architecture: p.architecture.clone(),
@@ -225,7 +221,7 @@ impl Session<'_> {
                     index_sha256: f.index_sha256,
                     release_sha256: f.release_sha256,
                     for_base: p.for_base,
-                }),
+                })),
                 from: FetchFrom::Source(name.to_string()),
                 seen: None,
             });
@@ -249,8 +245,8 @@ impl Session<'_> {
         let file = url.rsplit('/').next().unwrap_or("package.deb").to_string();
         let sha512 = lock
             .and_then(|l| l.get(&p.name, &p.architecture))
-            .filter(|l| l.sha256 == sha256 && l.size == size)
-            .and_then(|l| l.sha512.clone());
+            .filter(|l| l.sha256() == sha256 && l.size == size)
+            .and_then(|l| l.sha512().map(str::to_string));
         let from = if self.settings.source_dirs.is_empty() {
             FetchFrom::Url(url.to_string())
         } else {
@@ -352,7 +348,7 @@ impl Session<'_> {
             |r| {
                 r.map(|(resolved, control)| {
                     if let Some(text) = control {
-                        self.records.put_control(&resolved.locked.sha256, &text);
+                        self.records.put_control(resolved.locked.sha256(), &text);
                     }
                     resolved.kept()
                 })
@@ -447,7 +443,7 @@ impl Session<'_> {
         let dirs = self.dirs_text();
         let Some(locked) = lock
             .and_then(|l| l.get(&p.name, &p.architecture))
-            .filter(|l| l.version == p.version)
+            .filter(|l| l.version() == p.version)
         else {
             return Err(PipelineError::NotInSnapshot {
                 package: p.name.clone(),
@@ -456,10 +452,10 @@ impl Session<'_> {
             });
         };
         let file = locked
-            .path
+            .path()
             .rsplit('/')
             .next()
-            .unwrap_or(&locked.path)
+            .unwrap_or(locked.path())
             .to_string();
         let local = self.find_in_dirs(&p.name, &file)?;
         Ok(Resolved {
@@ -610,23 +606,23 @@ impl Session<'_> {
                 };
                 let offered = open.offered(&p.name, &p.architecture);
                 let parse = |v: &str| Version::parse_lenient(v).ok().map(|(v, _)| v);
-                let locked_v = parse(&locked.version);
+                let locked_v = parse(locked.version());
                 let same = |v: &str| match (parse(v), &locked_v) {
                     (Some(a), Some(b)) => a == *b,
-                    _ => v == locked.version,
+                    _ => v == locked.version(),
                 };
                 match offered.iter().find(|(v, _)| same(v)) {
                     None => out.push(UpstreamChange::Removed {
                         package: p.name.clone(),
                         architecture: p.architecture.clone(),
-                        version: locked.version.clone(),
+                        version: locked.version().to_string(),
                     }),
-                    Some((_, sha)) if *sha != locked.sha256 => {
+                    Some((_, sha)) if *sha != locked.sha256() => {
                         out.push(UpstreamChange::ChangedBytes {
                             package: p.name.clone(),
                             architecture: p.architecture.clone(),
-                            version: locked.version.clone(),
-                            locked: locked.sha256.clone(),
+                            version: locked.version().to_string(),
+                            locked: locked.sha256().to_string(),
                             offered: sha.clone(),
                         })
                     }
@@ -643,7 +639,7 @@ impl Session<'_> {
                     out.push(UpstreamChange::Newer {
                         package: p.name.clone(),
                         architecture: p.architecture.clone(),
-                        locked: locked.version.clone(),
+                        locked: locked.version().to_string(),
                         offered: newer.into_iter().map(|(_, s)| s).collect(),
                     });
                 }

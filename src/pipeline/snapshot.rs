@@ -24,13 +24,13 @@ pub struct OpenSourceFiles {
 fn copy_checked(src: &Path, locked: &LockedPackage, dest: &Path) -> Result<(), PipelineError> {
     let expected = Expected {
         size: locked.size,
-        sha256: Some(locked.sha256.clone()),
+        sha256: Some(locked.sha256().to_string()),
         sha512: None,
     };
     upstream::copy_verified(src, &expected, dest)
         .map(|_| ())
         .map_err(|source| PipelineError::Fetch {
-            package: locked.name.clone(),
+            package: locked.name().to_string(),
             source,
         })
 }
@@ -58,9 +58,9 @@ pub fn write_snapshot(
         }
     }
     for f in fetched {
-        let dest = match f.resolved.locked.origin.as_str() {
+        let dest = match f.resolved.locked.origin() {
             "url" | "path" => dir.join("direct").join(f.resolved.file_name()),
-            source => dir.join(source).join(&f.resolved.locked.path),
+            source => dir.join(source).join(f.resolved.locked.path()),
         };
         copy_checked(f.file(), &f.resolved.locked, &dest)?;
     }

@@ -9,10 +9,12 @@ pub const LOCK_VERSION: u32 = 1;
 
 const HEADER: &str = "# Written by `debforge lock` (and `debforge build`). Commit it:\n# `debforge build --locked` refuses to use anything that differs from it.\n";
 
-/// One resolved, verified package file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One resolved, verified package file, field by field: what the lock file
+/// says of it (read and written through this), and what makes a
+/// [`LockedPackage`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct LockedPackage {
+pub struct LockEntry {
     pub name: String,
     pub version: String,
     pub architecture: String,
@@ -54,6 +56,168 @@ pub struct LockedPackage {
     pub for_base: bool,
 }
 
+/// One resolved, verified package file ([`LockEntry`]'s fields), compact:
+/// a build holds every package's entry from resolving to preparing, so
+/// its texts live in one string (back to back, each one's end beside it)
+/// in two allocations, not eleven (about 400 bytes a package, not 720).
+#[derive(Clone, PartialEq, Eq)]
+pub struct LockedPackage {
+    text: Box<str>,
+    ends: [u32; TEXTS],
+    pub size: u64,
+    index_digests: Box<[String]>,
+    pub for_base: bool,
+}
+
+/// The texts of an entry, in `LockedPackage::text`'s order.
+const TEXTS: usize = 11;
+const NAME: usize = 0;
+const VERSION: usize = 1;
+const ARCHITECTURE: usize = 2;
+const ORIGIN: usize = 3;
+const PATH: usize = 4;
+const URL: usize = 5;
+const SHA256: usize = 6;
+/// Empty for none.
+const SHA512: usize = 7;
+const INDEX: usize = 8;
+const INDEX_SHA256: usize = 9;
+const RELEASE_SHA256: usize = 10;
+
+impl From<LockEntry> for LockedPackage {
+    fn from(e: LockEntry) -> LockedPackage {
+        let sha512 = e.sha512.unwrap_or_default();
+        let texts: [&str; TEXTS] = [
+            &e.name,
+            &e.version,
+            &e.architecture,
+            &e.origin,
+            &e.path,
+            &e.url,
+            &e.sha256,
+            &sha512,
+            &e.index,
+            &e.index_sha256,
+            &e.release_sha256,
+        ];
+        let mut text = String::with_capacity(texts.iter().map(|t| t.len()).sum());
+        let mut ends = [0; TEXTS];
+        for (end, t) in ends.iter_mut().zip(texts) {
+            text.push_str(t);
+            // A lock is read with a bound far below 4 GiB.
+            *end = u32::try_from(text.len()).expect("a lock entry is smaller than 4 GiB");
+        }
+        LockedPackage {
+            text: text.into_boxed_str(),
+            ends,
+            size: e.size,
+            index_digests: e.index_digests.into_boxed_slice(),
+            for_base: e.for_base,
+        }
+    }
+}
+
+impl LockedPackage {
+    fn text(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.text[start..self.ends[i] as usize]
+    }
+
+    pub fn name(&self) -> &str {
+        self.text(NAME)
+    }
+    pub fn version(&self) -> &str {
+        self.text(VERSION)
+    }
+    pub fn architecture(&self) -> &str {
+        self.text(ARCHITECTURE)
+    }
+    /// The source name, or `url` / `path` for direct files.
+    pub fn origin(&self) -> &str {
+        self.text(ORIGIN)
+    }
+    /// The file's path relative to the source's base URL (or the recipe dir).
+    pub fn path(&self) -> &str {
+        self.text(PATH)
+    }
+    /// Where it was fetched from when locked.
+    pub fn url(&self) -> &str {
+        self.text(URL)
+    }
+    pub fn sha256(&self) -> &str {
+        self.text(SHA256)
+    }
+    pub fn sha512(&self) -> Option<&str> {
+        Some(self.text(SHA512)).filter(|s| !s.is_empty())
+    }
+    pub fn index_digests(&self) -> &[String] {
+        &self.index_digests
+    }
+    pub fn index(&self) -> &str {
+        self.text(INDEX)
+    }
+    pub fn index_sha256(&self) -> &str {
+        self.text(INDEX_SHA256)
+    }
+    pub fn release_sha256(&self) -> &str {
+        self.text(RELEASE_SHA256)
+    }
+
+    /// Its fields, each on its own.
+    pub fn entry(&self) -> LockEntry {
+        LockEntry {
+            name: self.name().to_string(),
+            version: self.version().to_string(),
+            architecture: self.architecture().to_string(),
+            origin: self.origin().to_string(),
+            path: self.path().to_string(),
+            url: self.url().to_string(),
+            size: self.size,
+            sha256: self.sha256().to_string(),
+            sha512: self.sha512().map(str::to_string),
+            index_digests: self.index_digests.to_vec(),
+            index: self.index().to_string(),
+            index_sha256: self.index_sha256().to_string(),
+            release_sha256: self.release_sha256().to_string(),
+            for_base: self.for_base,
+        }
+    }
+
+    /// The same package file without what vouched for it (where it came
+    /// from, the index and Release that listed it, its SHA512): what
+    /// preparing it needs, once the lock is written.
+    pub fn identity_only(&self) -> LockedPackage {
+        LockEntry {
+            url: String::new(),
+            sha512: None,
+            index_digests: Vec::new(),
+            index: String::new(),
+            index_sha256: String::new(),
+            release_sha256: String::new(),
+            ..self.entry()
+        }
+        .into()
+    }
+}
+
+impl std::fmt::Debug for LockedPackage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.entry().fmt(f)
+    }
+}
+
+impl Serialize for LockedPackage {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.entry().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for LockedPackage {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LockedPackage, D::Error> {
+        LockEntry::deserialize(d).map(LockedPackage::from)
+    }
+}
+
 /// Old lock files wrote `sha512 = ""` for "unknown".
 mod empty_is_none {
     use serde::{Deserialize, Deserializer, Serializer};
@@ -76,25 +240,25 @@ impl LockedPackage {
     /// Debian's, must not make every comparison fail).
     fn same_file(&self, other: &LockedPackage) -> bool {
         (
-            &self.name,
-            &self.version,
-            &self.architecture,
-            &self.path,
+            &self.name(),
+            &self.version(),
+            &self.architecture(),
+            &self.path(),
             self.size,
-            &self.sha256,
+            &self.sha256(),
         ) == (
-            &other.name,
-            &other.version,
-            &other.architecture,
-            &other.path,
+            &other.name(),
+            &other.version(),
+            &other.architecture(),
+            &other.path(),
             other.size,
-            &other.sha256,
+            &other.sha256(),
         ) && !sha512_differs(self, other)
     }
 }
 
 fn sha512_differs(a: &LockedPackage, b: &LockedPackage) -> bool {
-    matches!((&a.sha512, &b.sha512), (Some(x), Some(y)) if x != y)
+    matches!((&a.sha512(), &b.sha512()), (Some(x), Some(y)) if x != y)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,7 +292,8 @@ impl Lock {
     ) -> Lock {
         let mut packages: Vec<std::sync::Arc<LockedPackage>> =
             packages.into_iter().map(Into::into).collect();
-        packages.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
+        packages
+            .sort_by(|a, b| (&a.name(), &a.architecture()).cmp(&(&b.name(), &b.architecture())));
         Lock {
             version: LOCK_VERSION,
             package: packages,
@@ -196,25 +361,25 @@ impl Lock {
         use crate::format::path::{check_relative, is_hex_digest};
         for p in &lock.package {
             let bad = |field, value: &str, problem: &str| LockError::Bad {
-                package: p.name.clone(),
+                package: p.name().to_string(),
                 field,
                 value: value.to_string(),
                 problem: problem.to_string(),
             };
-            if !is_hex_digest(&p.sha256, 64) {
-                return Err(bad("sha256", &p.sha256, "is not 64 lower-case hex digits"));
+            if !is_hex_digest(p.sha256(), 64) {
+                return Err(bad("sha256", p.sha256(), "is not 64 lower-case hex digits"));
             }
-            if let Some(h) = &p.sha512
+            if let Some(h) = &p.sha512()
                 && !is_hex_digest(h, 128)
             {
                 return Err(bad("sha512", h, "is not 128 lower-case hex digits"));
             }
             // Local files (`path`) are named as the recipe names them.
-            if p.origin != "path" {
-                check_relative(&p.path).map_err(|e| bad("path", &p.path, &e.to_string()))?;
+            if p.origin() != "path" {
+                check_relative(p.path()).map_err(|e| bad("path", p.path(), &e.to_string()))?;
             }
-            if !p.index.is_empty() {
-                check_relative(&p.index).map_err(|e| bad("index", &p.index, &e.to_string()))?;
+            if !p.index().is_empty() {
+                check_relative(p.index()).map_err(|e| bad("index", p.index(), &e.to_string()))?;
             }
         }
         Ok(())
@@ -232,7 +397,7 @@ impl Lock {
     /// document of every package in memory (~10 MB for 5,000 packages).
     pub fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         let mut sorted: Vec<&LockedPackage> = self.package.iter().map(|p| &**p).collect();
-        sorted.sort_by(|a, b| (&a.name, &a.architecture).cmp(&(&b.name, &b.architecture)));
+        sorted.sort_by(|a, b| (&a.name(), &a.architecture()).cmp(&(&b.name(), &b.architecture())));
         // This debforge's version, whatever the lock was read with.
         writeln!(out, "{HEADER}version = {LOCK_VERSION}")?;
         if sorted.is_empty() {
@@ -248,7 +413,7 @@ impl Lock {
     pub fn get(&self, name: &str, architecture: &str) -> Option<&LockedPackage> {
         self.package
             .iter()
-            .find(|p| p.name == name && p.architecture == architecture)
+            .find(|p| p.name() == name && p.architecture() == architecture)
             .map(|p| &**p)
     }
 
@@ -259,19 +424,18 @@ impl Lock {
         fn index(l: &Lock) -> std::collections::HashMap<(&str, &str), &LockedPackage> {
             l.package
                 .iter()
-                .map(|p| ((p.name.as_str(), p.architecture.as_str()), &**p))
+                .map(|p| ((p.name(), p.architecture()), &**p))
                 .collect()
         }
         let (olds, news) = (index(self), index(new));
         let mut out = Vec::new();
         for p in &new.package {
-            match olds
-                .get(&(p.name.as_str(), p.architecture.as_str()))
-                .copied()
-            {
+            match olds.get(&(p.name(), p.architecture())).copied() {
                 None => out.push(format!(
                     "{} {} ({}) is not in the lock file",
-                    p.name, p.version, p.architecture
+                    p.name(),
+                    p.version(),
+                    p.architecture()
                 )),
                 Some(old) if !old.same_file(p) || old.for_base != p.for_base => {
                     let mut what = Vec::new();
@@ -285,25 +449,25 @@ impl Lock {
                         };
                         what.push(format!("{} -> {}", by(old.for_base), by(p.for_base)));
                     }
-                    if old.version != p.version {
-                        what.push(format!("version {} -> {}", old.version, p.version));
+                    if old.version() != p.version() {
+                        what.push(format!("version {} -> {}", old.version(), p.version()));
                     }
-                    if old.path != p.path {
-                        what.push(format!("file {} -> {}", old.path, p.path));
+                    if old.path() != p.path() {
+                        what.push(format!("file {} -> {}", old.path(), p.path()));
                     }
                     if old.size != p.size {
                         what.push(format!("size {} -> {}", old.size, p.size));
                     }
-                    if old.sha256 != p.sha256 {
-                        what.push(format!("sha256 {} -> {}", old.sha256, p.sha256));
+                    if old.sha256() != p.sha256() {
+                        what.push(format!("sha256 {} -> {}", old.sha256(), p.sha256()));
                     }
                     if sha512_differs(old, p) {
                         what.push("sha512 differs".to_string());
                     }
                     out.push(format!(
                         "{} ({}): {}",
-                        p.name,
-                        p.architecture,
+                        p.name(),
+                        p.architecture(),
                         what.join(", ")
                     ));
                 }
@@ -311,10 +475,11 @@ impl Lock {
             }
         }
         for old in &self.package {
-            if !news.contains_key(&(old.name.as_str(), old.architecture.as_str())) {
+            if !news.contains_key(&(old.name(), old.architecture())) {
                 out.push(format!(
                     "{} ({}) is locked but no recipe asks for it",
-                    old.name, old.architecture
+                    old.name(),
+                    old.architecture()
                 ));
             }
         }
@@ -327,7 +492,11 @@ mod tests {
     use super::*;
 
     fn pkg(name: &str, sha: char) -> LockedPackage {
-        LockedPackage {
+        entry(name, sha).into()
+    }
+
+    fn entry(name: &str, sha: char) -> LockEntry {
+        LockEntry {
             name: name.into(),
             version: "2.4.2-1+cuda10.1".into(),
             architecture: "amd64".into(),
@@ -345,13 +514,54 @@ mod tests {
         }
     }
 
+    /// The compact entry gives back every field as it was made, empty ones
+    /// and texts of several bytes a character included; without what
+    /// vouched for it, only its identity is left.
+    #[test]
+    fn a_compact_entry_gives_back_each_field() {
+        let mut e = entry("libnccl2", 'a');
+        e.url = String::new();
+        e.path = "pool/ü/libnccl2_2.4.2-1+cuda10.1_amd64.deb".into();
+        e.for_base = true;
+        let p = LockedPackage::from(e.clone());
+        assert_eq!(p.entry(), e);
+        assert_eq!(
+            (p.name(), p.version(), p.architecture(), p.origin()),
+            ("libnccl2", "2.4.2-1+cuda10.1", "amd64", "nvidia-ml")
+        );
+        assert_eq!((p.path(), p.url()), (e.path.as_str(), ""));
+        assert_eq!(p.sha512(), e.sha512.as_deref());
+        assert_eq!(
+            (p.index(), p.index_sha256()),
+            ("Packages", &*"c".repeat(64))
+        );
+        assert_eq!(p.release_sha256(), "d".repeat(64));
+        assert_eq!(p.index_digests(), ["Size", "SHA256", "SHA512"]);
+        let bare = p.identity_only();
+        assert_eq!(
+            bare.entry(),
+            LockEntry {
+                url: String::new(),
+                sha512: None,
+                index_digests: Vec::new(),
+                index: String::new(),
+                index_sha256: String::new(),
+                release_sha256: String::new(),
+                ..e
+            }
+        );
+        assert_eq!(bare.sha512(), None);
+        assert_eq!(format!("{p:?}"), format!("{:?}", p.entry()));
+    }
+
     #[test]
     fn the_text_written_a_package_at_a_time_is_the_whole_lock_through_toml() {
-        let mut full = pkg("libnccl2", 'a');
+        let mut full = entry("libnccl2", 'a');
         full.sha512 = Some("c".repeat(128));
         full.index_digests = vec!["Size: 1".into(), "SHA256: x \"quoted\"".into()];
         full.index = "dists/x/main/binary-amd64/Packages.xz".into();
         full.for_base = true;
+        let full = LockedPackage::from(full);
         for lock in [
             Lock::new(Vec::<LockedPackage>::new()),
             Lock::new(vec![pkg("b", 'b'), full.clone(), pkg("a", 'a')]),
@@ -375,8 +585,9 @@ mod tests {
 
     #[test]
     fn a_lock_read_a_package_at_a_time_is_the_lock_read_whole() {
-        let mut full = pkg("libnccl2", 'a');
+        let mut full = entry("libnccl2", 'a');
         full.index_digests = vec!["Size: 1".into(), "[[package]]".into()];
+        let full = LockedPackage::from(full);
         let lock = Lock::new(vec![pkg("a", 'a'), full, pkg("b", 'b')]);
         let text = lock.to_text();
         assert_eq!(Lock::parse_by_package(&text), Some(lock.clone()));
@@ -389,7 +600,7 @@ mod tests {
         );
         assert_eq!(Lock::parse_by_package(&cut), None);
         let whole = Lock::parse(&cut).unwrap();
-        assert_eq!(whole.package.last().unwrap().name, "x\n[[package]]\ny");
+        assert_eq!(whole.package.last().unwrap().name(), "x\n[[package]]\ny");
         // A syntax error names its line in the whole document.
         let bad = text.replace("size = 10", "size = ");
         assert!(
@@ -406,9 +617,9 @@ mod tests {
         assert!(text.find("libnccl-dev").unwrap() < text.find("libnccl2").unwrap());
         assert_eq!(Lock::parse(&text).unwrap(), lock);
         assert!(lock.differences(&lock).is_empty());
-        let mut moved = pkg("libnccl2", 'e');
+        let mut moved = entry("libnccl2", 'e');
         moved.index_sha256 = "f".repeat(64);
-        let changed = Lock::new(vec![moved, pkg("libnccl-dev", 'b')]);
+        let changed = Lock::new(vec![moved.into(), pkg("libnccl-dev", 'b')]);
         let d = lock.differences(&changed);
         assert_eq!(d.len(), 1);
         assert!(d[0].starts_with("libnccl2 (amd64): sha256 aaaa"), "{d:?}");
@@ -439,9 +650,10 @@ mod tests {
     #[test]
     fn sha512_is_compared_only_where_both_sides_know_it() {
         let with = pkg("libc-ares2", 'a');
-        let mut without = with.clone();
+        let mut without = entry("libc-ares2", 'a');
         without.sha512 = None;
         without.index_digests = vec!["Size".into(), "SHA256".into()];
+        let without = LockedPackage::from(without);
         let old = Lock::new(vec![with.clone()]);
         assert!(
             old.differences(&Lock::new(vec![without.clone()]))
@@ -456,10 +668,10 @@ mod tests {
         assert!(!text.contains("sha512"), "{text}");
         // An old lock's empty string means unknown.
         let old_text = old.to_text().replace(&"a".repeat(128), "");
-        assert_eq!(Lock::parse(&old_text).unwrap().package[0].sha512, None);
-        let mut other = with.clone();
+        assert_eq!(Lock::parse(&old_text).unwrap().package[0].sha512(), None);
+        let mut other = entry("libc-ares2", 'a');
         other.sha512 = Some("b".repeat(128));
-        let d = old.differences(&Lock::new(vec![other]));
+        let d = old.differences(&Lock::new(vec![LockedPackage::from(other)]));
         assert_eq!(d, vec!["libc-ares2 (amd64): sha512 differs".to_string()]);
     }
 }

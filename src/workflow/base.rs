@@ -124,11 +124,11 @@ pub(super) fn add_picked_from_lock(
     let picked: Vec<PackageRecipe> = lock
         .package
         .iter()
-        .filter(|l| l.for_base && &l.origin == source)
+        .filter(|l| l.for_base && l.origin() == source)
         .map(|l| {
             crate::recipe::picked_recipe(
                 &path,
-                (&l.name, &l.version, &l.architecture),
+                (l.name(), l.version(), l.architecture()),
                 source,
                 &recipes.sources,
             )
@@ -153,9 +153,9 @@ pub(super) fn picked_in_lock(
     .ok()
     .and_then(|t| crate::recipe::lock::Lock::parse(&t).ok())
     .is_some_and(|l| {
-        l.package
-            .iter()
-            .any(|p| p.for_base && p.origin == source && p.name == name && p.version == version)
+        l.package.iter().any(|p| {
+            p.for_base && p.origin() == source && p.name() == name && p.version() == version
+        })
     })
 }
 

@@ -144,7 +144,7 @@ fn stamp_inputs(packages: &[pipeline::Fetched]) -> Option<Inputs> {
             Some(id) => {
                 out.push((std::sync::Arc::clone(f.file()), id));
                 // The path as written, where it is another path.
-                if let Some(written) = l.url.strip_prefix("file://")
+                if let Some(written) = l.url().strip_prefix("file://")
                     && Path::new(written) != &**f.file()
                 {
                     out.push((Path::new(written).into(), id));

@@ -145,13 +145,13 @@ fn ubuntu_bionic_updates_locked_snapshotted_built_and_installed_on_18_04() {
     report_figures("debforge lock, Ubuntu bionic-updates (c-ares)", &report);
     let lock = Lock::parse(&fs::read_to_string(recipes.join("debforge.lock")).unwrap()).unwrap();
     let ares = lock.get("libc-ares2", "amd64").unwrap();
-    assert_eq!(ares.version, "1.14.0-1ubuntu0.2");
+    assert_eq!(ares.version(), "1.14.0-1ubuntu0.2");
     assert_eq!(ares.size, 37500);
     assert_eq!(
-        ares.sha256,
+        ares.sha256(),
         "cff8cadb0d57b6ee92e950bea8d8964fe119086bdeaccba48c83209398c4efa6"
     );
-    assert_eq!(ares.index_digests, ["Size", "SHA256", "SHA512"]);
+    assert_eq!(ares.index_digests(), ["Size", "SHA256", "SHA512"]);
 
     // release-sha256 is the digest of the Release file itself, as served.
     let snap = tmp.path().join("snapshot");
@@ -172,7 +172,7 @@ fn ubuntu_bionic_updates_locked_snapshotted_built_and_installed_on_18_04() {
         debforge::digest::digest_reader(release_text.as_bytes())
             .unwrap()
             .sha256,
-        ares.release_sha256
+        ares.release_sha256()
     );
     let mode = |p: &Path| {
         std::os::unix::fs::PermissionsExt::mode(&fs::metadata(p).unwrap().permissions()) & 0o777
@@ -202,11 +202,16 @@ fn ubuntu_bionic_updates_locked_snapshotted_built_and_installed_on_18_04() {
         "{update}"
     );
     for p in &lock.package {
-        let show = c.ok(&format!("apt-cache show {}={}", p.name, p.version));
-        assert_eq!(apt_show(&show, "Size"), p.size.to_string(), "{}", p.name);
-        assert_eq!(apt_show(&show, "SHA256"), p.sha256, "{}", p.name);
-        assert_eq!(apt_show(&show, "Filename"), p.path, "{}", p.name);
-        assert_eq!(Some(apt_show(&show, "SHA512")), p.sha512, "{}", p.name);
+        let show = c.ok(&format!("apt-cache show {}={}", p.name(), p.version()));
+        assert_eq!(apt_show(&show, "Size"), p.size.to_string(), "{}", p.name());
+        assert_eq!(apt_show(&show, "SHA256"), p.sha256(), "{}", p.name());
+        assert_eq!(apt_show(&show, "Filename"), p.path(), "{}", p.name());
+        assert_eq!(
+            Some(apt_show(&show, "SHA512").as_str()),
+            p.sha512(),
+            "{}",
+            p.name()
+        );
     }
 
     // Then it installs them from our repository alone.
@@ -284,8 +289,13 @@ fn debian_bookworm_locked_and_built_with_no_sha512_in_its_index() {
     report_figures("debforge lock, Debian bookworm main (9 MB index)", &report);
     let lock = Lock::parse(&fs::read_to_string(recipes.join("debforge.lock")).unwrap()).unwrap();
     for p in &lock.package {
-        assert_eq!(p.sha512, None, "{}: Debian's index gives no SHA512", p.name);
-        assert_eq!(p.index_digests, ["Size", "SHA256"]);
+        assert_eq!(
+            p.sha512(),
+            None,
+            "{}: Debian's index gives no SHA512",
+            p.name()
+        );
+        assert_eq!(p.index_digests(), ["Size", "SHA256"]);
     }
     // --locked compares only what the index vouched for: it builds.
     let out = tmp.path().join("repo-out");
@@ -303,6 +313,6 @@ fn debian_bookworm_locked_and_built_with_no_sha512_in_its_index() {
     // apt-get update): the same digests.
     let hello = lock.get("hello", "amd64").unwrap();
     let show = ok(Command::new("apt-cache").arg("show").arg("hello=2.10-3"));
-    assert_eq!(apt_show(&show, "SHA256"), hello.sha256);
+    assert_eq!(apt_show(&show, "SHA256"), hello.sha256());
     assert_eq!(apt_show(&show, "Size"), hello.size.to_string());
 }
