@@ -331,6 +331,18 @@ pub struct PackageRecipe {
 }
 
 impl PackageRecipe {
+    /// Whether a build reads this recipe once its package is prepared: for
+    /// what it builds (`action = "build"`), the pins (`pin`, a repack, an
+    /// exact dependency) and the base's picks (`pipeline::pinned_packages`,
+    /// `pipeline::package_versions`). A plain `keep` recipe is read only to
+    /// resolve, fetch and prepare its own package.
+    pub fn needed_after_prepare(&self) -> bool {
+        self.build.is_some()
+            || self.pin.is_some()
+            || self.for_base
+            || matches!(self.action, Action::Repack | Action::Build)
+    }
+
     /// A deep copy, in the calling thread's memory (see the `cores`
     /// module): what a parsing worker made is held to the end of the build.
     fn kept(&self) -> PackageRecipe {

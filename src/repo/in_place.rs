@@ -49,7 +49,7 @@ pub(super) fn applies(out: &Path, params: &RepoParams) -> bool {
 pub(super) fn write(
     out: &Path,
     staging: &Path,
-    packages: &[PoolInput],
+    packages: &mut Vec<PoolInput>,
     params: &RepoParams,
     pins: &str,
     observer: &dyn Reporter,
@@ -81,6 +81,9 @@ pub(super) fn write(
     let index = write_dists(staging, &unique, params, observer)?;
     let pooled = pool_entries(&unique);
     drop((unique, missing));
+    // In the pool and the indexes: what they hold goes before the check
+    // reads the index back (memory: a control paragraph per package).
+    *packages = Vec::new();
     write_beside_dists(staging, params, pins)?;
     check_installable(staging, out, params.base, &params.config.architectures)?;
     swap_dists(staging, out)?;

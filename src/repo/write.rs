@@ -157,7 +157,7 @@ pub fn lock_output(out: &Path) -> Result<OutputLock, RepoError> {
 /// module's comment for the transaction.
 pub fn write(
     out: &Path,
-    packages: Vec<PoolInput>,
+    mut packages: Vec<PoolInput>,
     params: &RepoParams,
     pins: &str,
     observer: &dyn Reporter,
@@ -190,14 +190,14 @@ pub fn write(
     // else, or a pool file that would change bytes under its name, is
     // written whole.
     let in_place = if super::in_place::applies(out, params) {
-        super::in_place::write(out, staging.path(), &packages, params, pins, observer)?
+        super::in_place::write(out, staging.path(), &mut packages, params, pins, observer)?
     } else {
         None
     };
     let updated = in_place.is_some();
     let (pooled, index) = match in_place {
         Some(done) => done,
-        None => write_whole(out, staging, &packages, params, pins, observer)?,
+        None => write_whole(out, staging, &mut packages, params, pins, observer)?,
     };
     drop(packages);
     // The compressing and placing threads' memory is free: given back
@@ -239,7 +239,7 @@ pub fn write(
 fn write_whole(
     out: &Path,
     staging: tempfile::TempDir,
-    packages: &[PoolInput],
+    packages: &mut Vec<PoolInput>,
     params: &RepoParams,
     pins: &str,
     observer: &dyn Reporter,
@@ -266,6 +266,9 @@ fn write_whole(
     let index = index?;
     let pooled = pool_entries(&unique);
     drop(unique);
+    // In the pool and the indexes: what they hold goes before the check
+    // reads the index back (memory: a control paragraph per package).
+    *packages = Vec::new();
     write_beside_dists(root, params, pins)?;
     check_installable(root, out, params.base, &params.config.architectures)?;
     let parent = crate::files::parent(out);

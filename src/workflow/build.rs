@@ -321,7 +321,7 @@ fn fetch_and_prepare<'r>(
     stamp: bool,
 ) -> Result<Pass<'r>, WorkflowError> {
     let reporter = recorder.inner();
-    let session = super::open_session_with(&s.recipes, s.pipeline.clone(), reporter, picked)?;
+    let mut session = super::open_session_with(&s.recipes, s.pipeline.clone(), reporter, picked)?;
     let super::Fetched {
         mut packages,
         sources,
@@ -348,6 +348,13 @@ fn fetch_and_prepare<'r>(
     for f in &mut packages {
         f.resolved.keep_identity();
     }
+    // What the rest of the build asks of the recipes (pins, versions, what
+    // it builds, the base's picks) is in a few of them: the others go as
+    // their packages are prepared (memory: a recipe per package).
+    session
+        .recipes
+        .packages
+        .retain(|p| p.needed_after_prepare());
     let (artifacts, pins) = prepare_all(&session, packages, config, signing, s.dates, recorder)?;
     Ok(Pass {
         session,
