@@ -222,23 +222,33 @@ pub fn list(out: &Path) -> Result<Vec<Generation>, RepoError> {
 /// manifests are read (a build needs the last one or few; the history of a
 /// busy lab is hundreds, each listing every package).
 pub fn last(out: &Path, count: usize) -> Result<Vec<Generation>, RepoError> {
+    let mut all = Vec::new();
+    each_of_last(out, count, |g| all.push(g))?;
+    Ok(all)
+}
+
+/// [`last`], each generation handed to `f` as it is read, oldest first:
+/// one manifest held at a time.
+pub fn each_of_last(
+    out: &Path,
+    count: usize,
+    mut f: impl FnMut(Generation),
+) -> Result<(), RepoError> {
     let files = manifests(out)?;
     let skip = files.len().saturating_sub(count);
-    files[skip..]
-        .iter()
-        .map(|(number, path)| {
-            let g = read(path)?;
-            // The file's name orders the history: a manifest copied under
-            // another number would make `record` reuse one.
-            if g.number != *number {
-                return Err(RepoError::BadGeneration {
-                    path: path.clone(),
-                    reason: format!("it says generation {}, its name {number}", g.number),
-                });
-            }
-            Ok(g)
-        })
-        .collect()
+    for (number, path) in &files[skip..] {
+        let g = read(path)?;
+        // The file's name orders the history: a manifest copied under
+        // another number would make `record` reuse one.
+        if g.number != *number {
+            return Err(RepoError::BadGeneration {
+                path: path.clone(),
+                reason: format!("it says generation {}, its name {number}", g.number),
+            });
+        }
+        f(g);
+    }
+    Ok(())
 }
 
 /// The manifests' numbers (from their names) and paths, in order.

@@ -236,25 +236,18 @@ fn build_all(
     let repo_config_recipe = repo_config_recipe(&session.recipes);
     session.recipes.packages = Vec::new();
     let date = s.dates.source_date_epoch.unwrap_or(s.dates.now);
-    // Each manifest read once (one of thousands of packages is megabytes).
-    let recent = generations::last(&s.out, (s.keep.saturating_sub(1) as usize).max(1))?;
+    let (retain, kept_pieces) = earlier_generations(&s.out, s.keep)?;
     let params = crate::repo::RepoParams {
         config,
         keys: signing,
         date,
         records: &session.records,
-        // The last keep-1 generations' files stay in the pool (with this
-        // build's, that is `keep` generations).
-        retain: retained(&recent, s.keep),
+        retain,
         retain_from: None,
-        kept_pieces: recent
-            .last()
-            .map(|g| generations::kept_pieces(&s.out, g))
-            .unwrap_or_default(),
+        kept_pieces,
         pause_in_swap: s.hooks.pause_in_swap.clone(),
         base: &base,
     };
-    drop(recent);
     // The controls, the recipes and the resolve's tables are gone; the
     // writing threads allocate afresh (their compressors).
     crate::cores::release_freed_memory();
@@ -580,20 +573,36 @@ fn record_generation(
     Ok((g.number, new))
 }
 
-/// The pool files of the last `keep - 1` of the `recent` generations.
-fn retained(recent: &[generations::Generation], keep: u32) -> Vec<(String, String)> {
-    let skip = recent.len().saturating_sub(keep.saturating_sub(1) as usize);
-    let mut files: Vec<(String, String)> = recent[skip..]
-        .iter()
-        .flat_map(|g| {
-            g.packages
-                .iter()
-                .map(|p| (p.filename.clone(), p.sha256.clone()))
-        })
-        .collect();
-    files.sort();
-    files.dedup();
-    files
+/// The pool files (name, SHA256) the last `keep - 1` generations of `out`
+/// list, which stay in the pool (with this build's, that is `keep`
+/// generations), and the last generation's compressed index pieces. Each
+/// manifest is read once and dropped before the next (one of thousands of
+/// packages is megabytes; a lab keeps five).
+fn earlier_generations(
+    out: &Path,
+    keep: u32,
+) -> Result<(Vec<(String, String)>, crate::repo::KeptPieces), WorkflowError> {
+    let retaining = keep > 1;
+    let mut files: Vec<(String, String)> = Vec::new();
+    let mut last = None;
+    generations::each_of_last(out, (keep.saturating_sub(1) as usize).max(1), |mut g| {
+        if retaining {
+            files.extend(
+                g.packages
+                    .iter()
+                    .map(|p| (p.filename.clone(), p.sha256.clone())),
+            );
+            files.sort_unstable();
+            files.dedup();
+        }
+        // Only its indexes are read again.
+        g.packages = Vec::new();
+        last = Some(g);
+    })?;
+    let kept_pieces = last
+        .map(|g| generations::kept_pieces(out, &g))
+        .unwrap_or_default();
+    Ok((files, kept_pieces))
 }
 
 /// The repo-config package's pool file and the apt source line it installs.
