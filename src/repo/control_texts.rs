@@ -17,7 +17,8 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
-/// A SHA256, as bytes.
+/// A SHA256, as bytes: held by the thousand (hex strings were four
+/// allocations' worth more per package).
 pub(super) type Sha256 = [u8; 32];
 
 /// Texts appended here before they go to the file: one write per this
@@ -97,8 +98,11 @@ impl ControlTexts {
 
     fn spill(&mut self) -> Option<&mut Spill> {
         if self.spill.is_none() {
+            // Beside the records, else in the system's temporary directory.
             let file = match &self.dir {
-                Some(dir) if dir.is_dir() => tempfile::tempfile_in(dir),
+                Some(dir) if dir.is_dir() => {
+                    tempfile::tempfile_in(dir).or_else(|_| tempfile::tempfile())
+                }
                 _ => tempfile::tempfile(),
             };
             self.spill = Some(Spill {

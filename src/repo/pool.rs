@@ -43,8 +43,6 @@ pub struct DigestStore {
     controls_changed: std::sync::atomic::AtomicBool,
 }
 
-/// A SHA256, as bytes: held by the thousand (hex strings were four
-/// allocations' worth more per package).
 use super::control_texts::{ControlTexts, Sha256};
 
 fn sha256_bytes(hex_text: &str) -> Option<Sha256> {
@@ -311,9 +309,8 @@ impl DigestStore {
         }
     }
 
-    /// The control paragraph's text recorded for the file with this SHA256.
-    /// `read` of the control recorded for this SHA256, under the records'
-    /// lock (nothing copied).
+    /// `read` of the control paragraph's text recorded for the file with
+    /// this SHA256 (read back from where the records keep it).
     pub fn with_control<R>(&self, sha256: &str, read: impl FnOnce(&str) -> R) -> Option<R> {
         let key = sha256_bytes(sha256)?;
         let text = self.records.lock().ok()?.controls.get(&key)?;
