@@ -30,14 +30,6 @@ pub(super) enum FetchFrom {
     InPlace(Arc<Path>),
 }
 
-impl FetchFrom {
-    /// A copy in the calling thread's memory (see `crate::cores`): a path
-    /// recipe's file is made there already (`resolve_paths`).
-    fn kept(&self) -> FetchFrom {
-        self.clone()
-    }
-}
-
 /// One recipe's file, resolved through its trust chain.
 #[derive(Debug, Clone)]
 pub struct Resolved {
@@ -63,7 +55,9 @@ impl Resolved {
         Resolved {
             recipe: self.recipe,
             locked: Arc::new(LockedPackage::clone(&self.locked)),
-            from: self.from.kept(),
+            // A path recipe's file is made by the calling thread already
+            // (`resolve_paths`).
+            from: self.from,
             seen: self.seen,
         }
     }
@@ -392,27 +386,27 @@ impl Session<'_> {
         path: &Path,
         file: &Arc<Path>,
     ) -> Result<(Resolved, Option<String>), PipelineError> {
-        let full = file.to_path_buf();
+        let full: &Path = file;
         // A package file may live outside recipes/ (a build's output
         // directory), but it must be a regular file: `/dev/zero` would be
         // read for ever.
-        let meta = match fs::metadata(&full) {
+        let meta = match fs::metadata(full) {
             Ok(m) if m.is_file() => m,
             Ok(_) => {
                 return Err(PipelineError::BadPackage {
-                    path: full,
+                    path: full.to_path_buf(),
                     reason: format!("{}: from.path is not a regular file", p.name),
                 });
             }
-            Err(e) => return Err(FileError::at(&full)(e).into()),
+            Err(e) => return Err(FileError::at(full)(e).into()),
         };
         // A local file vouches for itself; unchanged since the last run, it
         // is not read again.
         let (d, control) = match self.records.recorded(&meta) {
             Some(d) => (d, None),
             None => self
-                .first_sight(&full, &meta, p.repack.is_none())
-                .map_err(FileError::at(&full))?,
+                .first_sight(full, &meta, p.repack.is_none())
+                .map_err(FileError::at(full))?,
         };
         let url = format!("file://{}", full.display());
         let resolved = Resolved {
