@@ -9,7 +9,7 @@
 
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// How large each kind of input may be. Generous for what a project really
@@ -37,22 +37,26 @@ pub mod limit {
     pub const PAYLOAD: u64 = 1 << 30;
 }
 
-/// What kind of file `meta` describes, when it is not a regular file.
-fn not_regular(meta: &Metadata) -> Option<&'static str> {
-    let t = meta.file_type();
-    match () {
-        _ if t.is_file() => None,
-        _ if t.is_dir() => Some("a directory"),
-        _ if t.is_fifo() => Some("a FIFO (named pipe)"),
-        _ if t.is_char_device() => Some("a character device"),
-        _ if t.is_block_device() => Some("a block device"),
-        _ if t.is_socket() => Some("a socket"),
+/// What kind of file `mode` (a stat's) describes, when it is not a
+/// regular file.
+fn not_regular(mode: u32) -> Option<&'static str> {
+    match mode & libc::S_IFMT {
+        libc::S_IFREG => None,
+        libc::S_IFDIR => Some("a directory"),
+        libc::S_IFIFO => Some("a FIFO (named pipe)"),
+        libc::S_IFCHR => Some("a character device"),
+        libc::S_IFBLK => Some("a block device"),
+        libc::S_IFSOCK => Some("a socket"),
         _ => Some("not a regular file"),
     }
 }
 
 fn check(meta: &Metadata) -> io::Result<()> {
-    match not_regular(meta) {
+    check_mode(std::os::unix::fs::MetadataExt::mode(meta))
+}
+
+fn check_mode(mode: u32) -> io::Result<()> {
+    match not_regular(mode) {
         None => Ok(()),
         Some(what) => Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -82,6 +86,29 @@ fn open_regular_sized(path: &Path) -> io::Result<(File, u64)> {
 /// The whole of `path`, a regular file of at most `limit` bytes.
 pub fn read(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     let (file, size) = open_regular_sized(path)?;
+    read_opened(file, size, limit)
+}
+
+/// [`read`] of the file `name` in the directory open as `dir`, looked up
+/// relative to it: a project's thousands of recipes walk their directory's
+/// path once, not once each.
+pub fn read_in(dir: &File, name: &std::ffi::OsStr, limit: u64) -> io::Result<Vec<u8>> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    check_mode(rustix::fs::statat(dir, name, AtFlags::empty())?.st_mode)?;
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let file = File::from(rustix::fs::openat(dir, name, flags, Mode::empty())?);
+    let meta = file.metadata()?;
+    check(&meta)?;
+    read_opened(file, meta.len(), limit)
+}
+
+/// [`read_in`], as UTF-8 text.
+pub fn read_in_to_string(dir: &File, name: &std::ffi::OsStr, limit: u64) -> io::Result<String> {
+    utf8(read_in(dir, name, limit)?)
+}
+
+/// The rest of `file`, which says it holds `size` bytes, up to `limit`.
+fn read_opened(file: File, size: u64, limit: u64) -> io::Result<Vec<u8>> {
     // Refused before a byte is read when it says so itself.
     if size > limit {
         return Err(too_large(limit));
@@ -106,7 +133,11 @@ fn too_large(limit: u64) -> io::Error {
 
 /// [`read`], as UTF-8 text.
 pub fn read_to_string(path: &Path, limit: u64) -> io::Result<String> {
-    String::from_utf8(read(path, limit)?)
+    utf8(read(path, limit)?)
+}
+
+fn utf8(bytes: Vec<u8>) -> io::Result<String> {
+    String::from_utf8(bytes)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "is not UTF-8 text".to_string()))
 }
 

@@ -1150,59 +1150,63 @@ pub fn load_repository(dir: &Path) -> Result<crate::format::release::RepoConfig,
 /// `parse` of every file, on all cores (thousands of small TOML files),
 /// the results in the order of `files`.
 fn parse_all(
-    files: &[PathBuf],
-    parse: &(dyn Fn(&Path) -> Result<PackageRecipe, RecipeError> + Sync),
+    names: &[std::ffi::OsString],
+    parse: &(dyn Fn(&std::ffi::OsStr) -> Result<PackageRecipe, RecipeError> + Sync),
 ) -> Vec<Result<PackageRecipe, RecipeError>> {
     // Each recipe is held to the end of the build: copied into the calling
     // thread's memory (see `cores`).
-    crate::cores::map_kept(files, |f| parse(f), |r| r.map(|p| p.kept()))
+    crate::cores::map_kept(names, |n| parse(n), |r| r.map(|p| p.kept()))
 }
 
 /// Reads `dir/sources.toml` and every `dir/packages/*.toml` (sorted by name).
 pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
-    let read = |path: &Path| {
-        crate::input::read_to_string(path, crate::input::limit::RECIPE).map_err(|e| RecipeError {
-            file: path.to_path_buf(),
-            line: None,
-            message: format!("cannot read: {e}"),
-        })
+    let unreadable = |path: &Path, e: std::io::Error| RecipeError {
+        file: path.to_path_buf(),
+        line: None,
+        message: format!("cannot read: {e}"),
     };
     let sources_file = dir.join("sources.toml");
     let sources = if sources_file.exists() {
-        parse_sources(&sources_file, &read(&sources_file)?)?
+        let text = crate::input::read_to_string(&sources_file, crate::input::limit::RECIPE)
+            .map_err(|e| unreadable(&sources_file, e))?;
+        parse_sources(&sources_file, &text)?
     } else {
         BTreeMap::new()
     };
     let packages_dir = dir.join("packages");
-    let mut files: Vec<PathBuf> = match std::fs::read_dir(&packages_dir) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-            .collect(),
-        Err(e) => {
-            return Err(RecipeError {
-                file: packages_dir,
-                line: None,
-                message: format!(
-                    "cannot read the package recipes: {e} (a project keeps one TOML file per package there)"
-                ),
-            });
-        }
+    let cannot_list = |e: std::io::Error| RecipeError {
+        file: packages_dir.clone(),
+        line: None,
+        message: format!(
+            "cannot read the package recipes: {e} (a project keeps one TOML file per package there)"
+        ),
     };
-    files.sort();
-    let parsed = parse_all(&files, &|file: &Path| {
-        parse_package(file, &read(file)?, &sources)
+    // By name, in the directory open once: names in one directory sort as
+    // their paths do.
+    let mut names: Vec<std::ffi::OsString> = std::fs::read_dir(&packages_dir)
+        .map_err(cannot_list)?
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .filter(|n| Path::new(n).extension().is_some_and(|x| x == "toml"))
+        .collect();
+    names.sort_unstable();
+    let listing = std::fs::File::open(&packages_dir).map_err(cannot_list)?;
+    let parsed = parse_all(&names, &|name| {
+        let file = packages_dir.join(name);
+        let text = crate::input::read_in_to_string(&listing, name, crate::input::limit::RECIPE)
+            .map_err(|e| unreadable(&file, e))?;
+        parse_package(&file, &text, &sources)
     });
-    let mut packages: Vec<std::sync::Arc<PackageRecipe>> = Vec::new();
+    drop(names);
+    let mut packages: Vec<std::sync::Arc<PackageRecipe>> = Vec::with_capacity(parsed.len());
     // (name, architecture) → index in `packages`.
     let mut seen: std::collections::HashMap<(String, String), usize> = Default::default();
-    for (file, recipe) in files.into_iter().zip(parsed) {
+    for recipe in parsed {
         // The first problem in file order, as a sequential read would say.
         let recipe = recipe?;
         let key = (recipe.name.clone(), recipe.architecture.clone());
         if let Some(other) = seen.get(&key).map(|&i| &packages[i]) {
             return Err(RecipeError {
-                file: file.clone(),
+                file: recipe.file.clone(),
                 line: None,
                 message: format!(
                     "package {} ({}) is also described by {}",
