@@ -111,25 +111,45 @@ pub(super) fn write(
     Ok(Some((pooled, index)))
 }
 
+/// An output as walked under its lock (which it holds): what a redate
+/// goes on from, so that the tree is not walked again to see that it is
+/// the one the stamp describes.
+#[derive(Default)]
+pub struct Walked {
+    lock: Option<super::write::OutputLock>,
+    entries: Vec<crate::files::TreeEntry>,
+}
+
+impl Walked {
+    pub fn new(lock: super::write::OutputLock, entries: Vec<crate::files::TreeEntry>) -> Walked {
+        Walked {
+            lock: Some(lock),
+            entries,
+        }
+    }
+}
+
 /// Dates and signs `out`'s Release anew, nothing else changed: what a build
 /// of the same inputs at another date writes (the caller knows, by the
-/// output's tree digest, that `out` is what that Release describes). The
-/// indexes it lists are linked into a new `dists/` with their digests from
-/// it, the Release written and signed as `params` say, and `dists/` swapped
-/// in whole. Returns the output's tree digest, taken under its lock; `None`
-/// (nothing changed) where the Release cannot be read as ours, or the
-/// output is no longer the one with tree digest `expected` (another build
-/// got there first).
+/// output's tree digest as `walked`, under the lock it still holds, that
+/// `out` is what that Release describes). The indexes it lists are linked
+/// into a new `dists/` with their digests from it, the Release written and
+/// signed as `params` say, and `dists/` swapped in whole. Returns the
+/// output's tree digest, taken under its lock; `None` (nothing changed)
+/// where the Release cannot be read as ours, or `walked` holds no lock.
 pub fn redate(
     out: &Path,
     params: &RepoParams,
-    expected: &str,
+    walked: Walked,
     observer: &dyn Reporter,
 ) -> Result<Option<String>, RepoError> {
-    let lock = super::lock_output(out)?;
-    if crate::files::tree_digest(out, &|_| false).ok().as_deref() != Some(expected) {
+    let Walked {
+        lock: Some(lock),
+        mut entries,
+    } = walked
+    else {
         return Ok(None);
-    }
+    };
     let suite = &params.config.suite;
     let current = out.join("dists").join(suite);
     let Some(listed) = release_files(&current.join("Release")) else {
@@ -166,7 +186,14 @@ pub fn redate(
     let _ = fs::remove_dir_all(staging.path().join("dists"));
     let _ = fs::remove_dir_all(staging.path().join("dists.old"));
     drop(staging);
-    let tree = crate::files::tree_digest(out, &|_| false).map_err(FileError::at(out))?;
+    // The pool is as walked (held by the lock; a redate touches only
+    // `dists/` and the top files): only the rest is walked again.
+    let pool = out.join("pool");
+    let mut rest = crate::files::tree_entries(out, &|p| p.parent() == Some(&*pool))
+        .map_err(FileError::at(out))?;
+    entries.retain(|e| e.rel.starts_with("pool/"));
+    entries.append(&mut rest);
+    let tree = crate::files::digest_entries(&mut entries);
     drop(lock);
     Ok(Some(tree))
 }

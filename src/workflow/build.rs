@@ -104,7 +104,7 @@ fn redate(
     signing: &[SigningKey],
     reporter: &dyn Reporter,
     probe: &unchanged::Probe,
-    stamp: unchanged::Stamped,
+    mut stamp: unchanged::Stamped,
 ) -> Result<Option<BuildReport>, WorkflowError> {
     let params = crate::repo::RepoParams {
         config: config.clone(),
@@ -117,7 +117,8 @@ fn redate(
         pause_in_swap: None,
         base: &[],
     };
-    let Some(tree) = crate::repo::redate(&s.out, &params, stamp.tree(), reporter)? else {
+    let walked = stamp.take_walked();
+    let Some(tree) = crate::repo::redate(&s.out, &params, walked, reporter)? else {
         return Ok(None);
     };
     let mut report = probe.redated(stamp, tree);
@@ -228,7 +229,9 @@ fn build_all(
         pins,
         inputs,
         lock,
+        earlier,
     } = pass;
+    let (retain, kept_pieces) = earlier?;
     // Every control is read: any the records still hold go. The recipes
     // too, but for what the report needs of them (memory: the repository
     // is written from the artifacts).
@@ -236,7 +239,6 @@ fn build_all(
     let repo_config_recipe = repo_config_recipe(&session.recipes);
     session.recipes.packages = Vec::new();
     let date = s.dates.source_date_epoch.unwrap_or(s.dates.now);
-    let (retain, kept_pieces) = earlier_generations(&s.out, s.keep)?;
     let params = crate::repo::RepoParams {
         config,
         keys: signing,
@@ -301,7 +303,13 @@ struct Pass<'r> {
     inputs: Option<Inputs>,
     /// The lock's SHA256, for the stamp (empty without one).
     lock: String,
+    /// What the earlier generations keep ([`earlier_generations`]).
+    earlier: Result<Earlier, WorkflowError>,
 }
+
+/// The pool files the earlier generations keep, and the last one's
+/// compressed index pieces.
+type Earlier = (Vec<(String, String)>, crate::repo::KeptPieces);
 
 /// Resolves, fetches and prepares every package (with `picked` as the
 /// packages picked for the base; `None`: the lock's).
@@ -348,13 +356,25 @@ fn fetch_and_prepare<'r>(
         .recipes
         .packages
         .retain(|p| p.needed_after_prepare());
-    let (artifacts, pins) = prepare_all(&session, packages, config, signing, s.dates, recorder)?;
+    // Preparing runs on this thread alone (but for a repack's compressors):
+    // the earlier generations' manifests, megabytes each, are read beside
+    // it. A failure to read them is said after the packages' own.
+    let (prepared, earlier) = std::thread::scope(|scope| {
+        let earlier = scope.spawn(|| earlier_generations(&s.out, s.keep));
+        let prepared = prepare_all(&session, packages, config, signing, s.dates, recorder);
+        let earlier = earlier
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (prepared, earlier)
+    });
+    let (artifacts, pins) = prepared?;
     Ok(Pass {
         session,
         artifacts,
         pins,
         inputs,
         lock: lock_hash,
+        earlier,
     })
 }
 
@@ -578,10 +598,7 @@ fn record_generation(
 /// generations), and the last generation's compressed index pieces. Each
 /// manifest is read once and dropped before the next (one of thousands of
 /// packages is megabytes; a lab keeps five).
-fn earlier_generations(
-    out: &Path,
-    keep: u32,
-) -> Result<(Vec<(String, String)>, crate::repo::KeptPieces), WorkflowError> {
+fn earlier_generations(out: &Path, keep: u32) -> Result<Earlier, WorkflowError> {
     let retaining = keep > 1;
     let mut files: Vec<(String, String)> = Vec::new();
     let mut last = None;

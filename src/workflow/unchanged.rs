@@ -174,12 +174,13 @@ impl<'s> Probe<'s> {
     /// or (with any change, or any doubt) build.
     pub(super) fn check(&self, reporter: &dyn Reporter) -> Answer {
         let (stamp, before) = self.matching_stamp();
-        let Some(stamp) = stamp else {
+        let Some((stamp, walked)) = stamp else {
             return Answer::Build(before);
         };
         if stamp.date != self.date() {
-            return Answer::Redate(Stamped(stamp));
+            return Answer::Redate(Stamped(stamp, walked));
         }
+        drop(walked);
         for s in stamp.said {
             reporter.event(s.event());
         }
@@ -196,7 +197,7 @@ impl<'s> Probe<'s> {
 
     /// The stamp, when the settings are the same and no file it names
     /// changed; and the project as found (for the build, when it did).
-    fn matching_stamp(&self) -> (Option<BuildStamp<'static>>, Option<Before>) {
+    fn matching_stamp(&self) -> (Option<(BuildStamp<'static>, crate::repo::Walked)>, Option<Before>) {
         let bytes = crate::input::read(&self.path, crate::input::limit::LOCK).ok();
         let head = bytes
             .as_deref()
@@ -206,7 +207,7 @@ impl<'s> Probe<'s> {
             return (None, self.before());
         };
         // Under the output's lock: a build writing it now is not half seen.
-        let Ok(_lock) = crate::repo::lock_output(&self.s.out) else {
+        let Ok(lock) = crate::repo::lock_output(&self.s.out) else {
             return (None, self.before());
         };
         // The project first: where it differs (a recipe edited, added or
@@ -217,23 +218,27 @@ impl<'s> Probe<'s> {
         if before.as_ref().is_none_or(|b| b.project != head.project) {
             return (None, before);
         }
-        let (tree, generations) = std::thread::scope(|scope| {
-            let generations = scope.spawn(|| self.generations_digest());
-            let tree = tree_digest(&self.s.out, &|_| false).ok();
-            (tree, generations.join().ok().flatten())
+        // The output's walk on this thread; the stamp read whole, its
+        // package files stat'ed and the generations walked on another.
+        let (tree, stamped) = std::thread::scope(|scope| {
+            let stamped = scope.spawn(|| {
+                let stamp = serde_json::from_slice::<BuildStamp<'static>>(bytes.as_deref()?).ok()?;
+                let identity = before.as_ref()?.with(&identities(&stamp.inputs)?);
+                Some((stamp, identity, self.generations_digest()))
+            });
+            let walked = crate::files::tree_entries(&self.s.out, &|_| false).ok();
+            (walked, stamped.join().ok().flatten())
         });
-        let Some(stamp) =
-            bytes.and_then(|b| serde_json::from_slice::<BuildStamp<'static>>(&b).ok())
-        else {
+        let (Some(mut entries), Some((stamp, identity, generations))) = (tree, stamped) else {
             return (None, before);
         };
-        let identity = before
-            .as_ref()
-            .and_then(|b| b.with(&identities(&stamp.inputs)?));
+        let tree = crate::files::digest_entries(&mut entries);
         let same = identity.as_deref() == Some(stamp.identity.as_str())
-            && tree.as_deref() == Some(stamp.tree.as_str())
+            && tree == stamp.tree
             && generations.as_deref() == Some(stamp.generations.as_str());
-        (same.then_some(stamp), before)
+        // Held: a redate goes on from this walk, under this lock.
+        let walked = crate::repo::Walked::new(lock, entries);
+        (same.then_some((stamp, walked)), before)
     }
 
     /// The Release's date of this build.
@@ -242,7 +247,7 @@ impl<'s> Probe<'s> {
     }
 
     /// After only the Release was dated anew: the stamp follows the output.
-    pub(super) fn redated(&self, Stamped(mut stamp): Stamped, tree: String) -> BuildReport {
+    pub(super) fn redated(&self, Stamped(mut stamp, _): Stamped, tree: String) -> BuildReport {
         stamp.date = self.date();
         stamp.tree = tree.clone();
         stamp.output.to_mut().tree = tree;
@@ -373,13 +378,15 @@ pub(super) enum Answer {
     Build(Option<Before>),
 }
 
-/// A stamp that matched but for the date.
-pub(super) struct Stamped(BuildStamp<'static>);
+/// A stamp that matched but for the date, and the output as walked to
+/// see it did, still locked.
+pub(super) struct Stamped(BuildStamp<'static>, crate::repo::Walked);
 
 impl Stamped {
-    /// The output's tree digest the stamp names.
-    pub(super) fn tree(&self) -> &str {
-        &self.0.tree
+    /// The output as walked (and locked) when the stamp was found to
+    /// describe it.
+    pub(super) fn take_walked(&mut self) -> crate::repo::Walked {
+        std::mem::take(&mut self.1)
     }
 }
 
