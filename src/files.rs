@@ -202,7 +202,11 @@ pub fn digest_entries(entries: &mut [TreeEntry]) -> String {
 
 fn walk_tree(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Result<Vec<TreeEntry>> {
     use rustix::fs::{Mode, OFlags};
-    let dir = rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    let dir = rustix::fs::open(
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
     let mut walk = TreeWalk {
         skip,
         links,
@@ -537,8 +541,17 @@ mod tests {
         for e in walkdir::WalkDir::new(root).min_depth(1) {
             let e = e.unwrap();
             let m = fs::symlink_metadata(e.path()).unwrap();
-            let rel = e.path().strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            expected.push((rel, std::os::unix::fs::MetadataExt::mode(&m), FileIdentity::of(&m)));
+            let rel = e
+                .path()
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            expected.push((
+                rel,
+                std::os::unix::fs::MetadataExt::mode(&m),
+                FileIdentity::of(&m),
+            ));
         }
         expected.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(walked.len(), 10, "{walked:?}");
@@ -548,7 +561,10 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         let via = outside.path().join("via");
         std::os::unix::fs::symlink(root, &via).unwrap();
-        assert_eq!(tree_digest(&via, &|_| false).unwrap(), tree_digest(root, &|_| false).unwrap());
+        assert_eq!(
+            tree_digest(&via, &|_| false).unwrap(),
+            tree_digest(root, &|_| false).unwrap()
+        );
         std::os::unix::fs::symlink(root.join("pool"), root.join("dists/pool")).unwrap();
         assert_eq!(tree_entries(root, &|_| false).unwrap().len(), 11);
     }

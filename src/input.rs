@@ -180,5 +180,26 @@ mod tests {
             read(&dir.path().join("none"), 10).unwrap_err().kind(),
             io::ErrorKind::NotFound
         );
+        // The same, relative to the directory open once.
+        let open = File::open(dir.path()).unwrap();
+        let at = |name: &str, limit| read_in(&open, std::ffi::OsStr::new(name), limit);
+        assert_eq!(at("f", 5).unwrap(), b"12345");
+        assert_eq!(at("f", 4).unwrap_err().kind(), io::ErrorKind::FileTooLarge);
+        for (name, says) in [
+            ("fifo", "is a FIFO (named pipe)"),
+            ("zero", "is a character device"),
+            (".", "is a directory"),
+        ] {
+            let e = at(name, 10).unwrap_err().to_string();
+            assert!(e.contains(says), "{name}: {e}");
+        }
+        assert_eq!(at("none", 10).unwrap_err().kind(), io::ErrorKind::NotFound);
+        std::fs::write(dir.path().join("latin1"), b"caf\xe9").unwrap();
+        assert!(
+            read_in_to_string(&open, std::ffi::OsStr::new("latin1"), 10)
+                .unwrap_err()
+                .to_string()
+                .contains("not UTF-8")
+        );
     }
 }

@@ -197,7 +197,12 @@ impl<'s> Probe<'s> {
 
     /// The stamp, when the settings are the same and no file it names
     /// changed; and the project as found (for the build, when it did).
-    fn matching_stamp(&self) -> (Option<(BuildStamp<'static>, crate::repo::Walked)>, Option<Before>) {
+    fn matching_stamp(
+        &self,
+    ) -> (
+        Option<(BuildStamp<'static>, crate::repo::Walked)>,
+        Option<Before>,
+    ) {
         let bytes = crate::input::read(&self.path, crate::input::limit::LOCK).ok();
         let head = bytes
             .as_deref()
@@ -222,7 +227,8 @@ impl<'s> Probe<'s> {
         // package files stat'ed and the generations walked on another.
         let (tree, stamped) = std::thread::scope(|scope| {
             let stamped = scope.spawn(|| {
-                let stamp = serde_json::from_slice::<BuildStamp<'static>>(bytes.as_deref()?).ok()?;
+                let stamp =
+                    serde_json::from_slice::<BuildStamp<'static>>(bytes.as_deref()?).ok()?;
                 let identity = before.as_ref()?.with(&identities(&stamp.inputs)?);
                 Some((stamp, identity, self.generations_digest()))
             });
