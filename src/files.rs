@@ -320,6 +320,8 @@ impl FileIdentity {
     /// From `fstatat`'s answer: the same fields as [`FileIdentity::of`]
     /// gives from the standard library's `statx` (the device number as
     /// `makedev` encodes it: the kernel's own encoding).
+    // The stat's field types differ by architecture (`as` is a no-op on x86_64).
+    #[allow(clippy::unnecessary_cast)]
     pub fn of_stat(st: &rustix::fs::Stat) -> FileIdentity {
         FileIdentity {
             dev: st.st_dev as u64,
