@@ -77,27 +77,27 @@ pub fn keep_indexes(out: &Path, suite: &str, index: &super::IndexReport) -> Vec<
 }
 
 fn try_keep_indexes(out: &Path, suite: &str, files: &[String]) -> Option<Vec<KeptIndex>> {
-    use crate::format::release::{HashAlgo, Release};
     let dist = out.join("dists").join(suite);
-    let text =
-        crate::input::read_to_string(&dist.join("Release"), crate::input::limit::RELEASE).ok()?;
-    let listed = Release::parse(&text).ok()?.files(HashAlgo::Sha256).ok()?;
+    // The Release just written gives each index's four digests: the copy
+    // is checked against its SHA256 and size, not hashed four times again.
+    let listed = super::in_place::release_files(&dist.join("Release"))?;
     let store = indexes_dir(out);
     fs::create_dir_all(&store).ok()?;
     let mut kept = Vec::with_capacity(files.len());
     for rel in files {
+        let (_, digests) = listed.iter().find(|(path, _)| path == rel)?;
         // Copied and hashed in one streamed pass (an index may be large).
         let mut src = crate::input::open_regular(&dist.join(rel)).ok()?;
         let tmp = tempfile::NamedTempFile::new_in(&store).ok()?;
         let mut w = crate::digest::HashingWriter::new(
             tmp,
-            crate::digest::Hasher::new(crate::digest::DigestSet::ALL),
+            crate::digest::Hasher::new(crate::digest::DigestSet::SHA256),
         );
         std::io::copy(&mut src, &mut w).ok()?;
-        let (tmp, digests) = w.finish();
-        listed
-            .iter()
-            .find(|f| f.path == *rel && f.digest == digests.sha256 && f.size == digests.size)?;
+        let (tmp, copied) = w.finish();
+        if (copied.sha256.as_str(), copied.size) != (digests.sha256.as_str(), digests.size) {
+            return None;
+        }
         let dest = store.join(&digests.sha256);
         if !dest.is_file() {
             // Written once: an existing file of that name has these bytes.
@@ -110,7 +110,7 @@ fn try_keep_indexes(out: &Path, suite: &str, files: &[String]) -> Option<Vec<Kep
         }
         kept.push(KeptIndex {
             path: rel.clone(),
-            digests,
+            digests: digests.clone(),
         });
     }
     Some(kept)

@@ -199,7 +199,7 @@ pub fn redate(
 }
 
 /// Every file a Release lists, with the digests it gives (SHA256 for each).
-fn release_files(path: &Path) -> Option<Vec<(String, Digests)>> {
+pub(super) fn release_files(path: &Path) -> Option<Vec<(String, Digests)>> {
     use crate::format::release::{HashAlgo, Release};
     let text = crate::input::read_to_string(path, crate::input::limit::RELEASE).ok()?;
     let release = Release::parse(&text).ok()?;
