@@ -55,9 +55,23 @@ pub(super) fn write(
     observer: &dyn Reporter,
 ) -> Result<Option<Written>, RepoError> {
     let unique = pool_names(packages, &params.config.component)?;
-    let Some(present) = present(out, &unique, params)? else {
+    // The indexes are written (rendering, hashing, compressing what
+    // changed) while the pool is checked (system calls), each on a core:
+    // the indexes list what each package must be, whatever the pool holds.
+    let (present, index) = std::thread::scope(|scope| {
+        let index = scope.spawn(|| write_dists(staging, &unique, params, observer));
+        let present = present(out, &unique, params);
+        let index = index
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (present, index)
+    });
+    let Some(present) = present? else {
+        // Written whole instead, into the same staging directory.
+        let _ = fs::remove_dir_all(staging.join("dists"));
         return Ok(None);
     };
+    let index = index?;
     let missing: Vec<(String, &PoolInput)> = unique
         .iter()
         .zip(&present)
@@ -78,7 +92,6 @@ pub(super) fn write(
         total,
         item: String::new(),
     });
-    let index = write_dists(staging, &unique, params, observer)?;
     let pooled = pool_entries(&unique);
     drop((unique, missing));
     // In the pool and the indexes: what they hold goes before the check
