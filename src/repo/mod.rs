@@ -28,7 +28,7 @@ mod write;
 pub use in_place::{Walked, redate};
 pub use write::{
     OUTPUT_MARKER, OutputLock, OutputReport, PoolEntry, PoolInput, RepoParams, check_output,
-    lock_output, write, write_kept,
+    lock_output, write, write_kept, write_then,
 };
 
 use crate::error::FileError;

@@ -157,11 +157,25 @@ pub fn lock_output(out: &Path) -> Result<OutputLock, RepoError> {
 /// module's comment for the transaction.
 pub fn write(
     out: &Path,
-    mut packages: Vec<PoolInput>,
+    packages: Vec<PoolInput>,
     params: &RepoParams,
     pins: &str,
     observer: &dyn Reporter,
 ) -> Result<OutputReport, RepoError> {
+    write_then(out, packages, params, pins, observer, |_| ()).map(|(report, ())| report)
+}
+
+/// [`write`], and `then` of what it wrote, run beside the walk of the
+/// output that follows the write (on another core: what the caller records
+/// of the new output, which reads it but changes nothing in it).
+pub fn write_then<T: Send>(
+    out: &Path,
+    mut packages: Vec<PoolInput>,
+    params: &RepoParams,
+    pins: &str,
+    observer: &dyn Reporter,
+    then: impl FnOnce(&OutputReport) -> T + Send,
+) -> Result<(OutputReport, T), RepoError> {
     let parent = crate::files::parent(out);
     fs::create_dir_all(parent).map_err(FileError::at(parent))?;
     let base = base_name(out);
@@ -175,7 +189,8 @@ pub fn write(
         .map(|s| s.report.into_owned())
     {
         report.unchanged = true;
-        return Ok(report);
+        let then = then(&report);
+        return Ok((report, then));
     }
     // From here on the stamp no longer describes the output.
     match fs::remove_file(&stamp_path) {
@@ -211,8 +226,16 @@ pub fn write(
         unchanged: false,
         tree: String::new(),
     };
+    let (settled, then) = std::thread::scope(|scope| {
+        let then = scope.spawn(|| then(&report));
+        let settled = settle(out, &report, updated, params);
+        let then = then
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (settled, then)
+    });
     // Best effort: without a stamp the next build simply does the work.
-    match settle(out, &report, updated, params) {
+    match settled {
         Ok(tree) => {
             report.tree = tree.clone();
             // Borrowed and streamed: a report lists every package.
@@ -232,7 +255,7 @@ pub fn write(
         ),
     }
     drop(lock);
-    Ok(report)
+    Ok((report, then))
 }
 
 /// The whole repository in `staging`, swapped in for `out`.

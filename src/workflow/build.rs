@@ -259,22 +259,28 @@ fn build_all(
         .into_iter()
         .map(pipeline::Artifact::into_pool_input)
         .collect();
-    // What is left to do after the write needs none of the packages'
-    // state: it is gone before the generation is recorded (which holds two
-    // manifests of every package).
-    let output = crate::repo::write(&s.out, pool, &params, &pins, reporter)?;
+    // The generation is recorded (from the new Release, the lock and the
+    // report) while the written output is walked for its stamp.
+    let lock_path = session.lock_path().to_path_buf();
+    let (output, generation) =
+        crate::repo::write_then(&s.out, pool, &params, &pins, reporter, |output| {
+            (!output.unchanged).then(|| {
+                record_generation(
+                    &s.out,
+                    output,
+                    &lock_path,
+                    signing,
+                    &pins,
+                    date,
+                    &params.config,
+                )
+            })
+        })?;
+    let generation = generation.transpose()?;
     let config = params.config;
     session.save_records();
     let repo_config = repo_config_recipe.and_then(|r| repo_config(&output, &r, &config));
-    let lock_path = session.lock_path().to_path_buf();
     drop(session);
-    let generation = if output.unchanged {
-        None
-    } else {
-        Some(record_generation(
-            &s.out, &output, &lock_path, signing, &pins, date, &config,
-        )?)
-    };
     let report = BuildReport {
         repo_config,
         output,
