@@ -1181,15 +1181,22 @@ pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
             "cannot read the package recipes: {e} (a project keeps one TOML file per package there)"
         ),
     };
-    // By name, in the directory open once: names in one directory sort as
-    // their paths do.
+    // The directory opened once, as a directory (never blocking on what
+    // is put in its place), each recipe read relative to it; by name:
+    // names in one directory sort as their paths do.
+    let listing = {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        rustix::fs::open(&packages_dir, flags, Mode::empty())
+            .map(std::fs::File::from)
+            .map_err(|e| cannot_list(e.into()))?
+    };
     let mut names: Vec<std::ffi::OsString> = std::fs::read_dir(&packages_dir)
         .map_err(cannot_list)?
         .filter_map(|e| e.ok().map(|e| e.file_name()))
         .filter(|n| Path::new(n).extension().is_some_and(|x| x == "toml"))
         .collect();
     names.sort_unstable();
-    let listing = std::fs::File::open(&packages_dir).map_err(cannot_list)?;
     let parsed = parse_all(&names, &|name| {
         let file = packages_dir.join(name);
         let text = crate::input::read_in_to_string(&listing, name, crate::input::limit::RECIPE)

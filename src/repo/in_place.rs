@@ -67,9 +67,15 @@ pub(super) fn write(
         (present, index)
     });
     let Some(present) = present? else {
-        // Written whole instead, into the same staging directory.
-        let _ = fs::remove_dir_all(staging.join("dists"));
-        return Ok(None);
+        // Written whole instead, into the same staging directory, which
+        // must hold none of these indexes.
+        let dists = staging.join("dists");
+        match fs::remove_dir_all(&dists) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(FileError::at(&dists)(e).into());
+            }
+            _ => return Ok(None),
+        }
     };
     let index = index?;
     let missing: Vec<(String, &PoolInput)> = unique
@@ -200,7 +206,10 @@ pub fn redate(
     let _ = fs::remove_dir_all(staging.path().join("dists.old"));
     drop(staging);
     // The pool is as walked (held by the lock; a redate touches only
-    // `dists/` and the top files): only the rest is walked again.
+    // `dists/` and the top files): only the rest is walked again. A pool
+    // file's change time moved since by a link made elsewhere (the same
+    // cache file linked into another output) only makes the next build's
+    // check see a change and build whole.
     let pool = out.join("pool");
     let mut rest = crate::files::tree_entries(out, &|p| p.parent() == Some(&*pool))
         .map_err(FileError::at(out))?;

@@ -276,11 +276,12 @@ fn build_all(
                 )
             })
         })?;
-    let generation = generation.transpose()?;
     let config = params.config;
+    // Saved whatever the generation's record says: the walk refreshed them.
     session.save_records();
-    let repo_config = repo_config_recipe.and_then(|r| repo_config(&output, &r, &config));
     drop(session);
+    let generation = generation.transpose()?;
+    let repo_config = repo_config_recipe.and_then(|r| repo_config(&output, &r, &config));
     let report = BuildReport {
         repo_config,
         output,
@@ -362,18 +363,11 @@ fn fetch_and_prepare<'r>(
         .recipes
         .packages
         .retain(|p| p.needed_after_prepare());
-    // Preparing runs on this thread alone (but for a repack's compressors):
-    // the earlier generations' manifests, megabytes each, are read beside
-    // it. A failure to read them is said after the packages' own.
-    let (prepared, earlier) = std::thread::scope(|scope| {
-        let earlier = scope.spawn(|| earlier_generations(&s.out, s.keep));
-        let prepared = prepare_all(&session, packages, config, signing, s.dates, recorder);
-        let earlier = earlier
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (prepared, earlier)
-    });
-    let (artifacts, pins) = prepared?;
+    let (artifacts, pins) = prepare_all(&session, packages, config, signing, s.dates, recorder)?;
+    // Read once the packages are prepared (not beside preparing, which may
+    // take minutes): the window in which another build of the output may
+    // record a generation this one would not keep stays short.
+    let earlier = earlier_generations(&s.out, s.keep);
     Ok(Pass {
         session,
         artifacts,
