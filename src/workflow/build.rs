@@ -229,9 +229,7 @@ fn build_all(
         pins,
         inputs,
         lock,
-        earlier,
     } = pass;
-    let (retain, kept_pieces) = earlier?;
     // Every control is read: any the records still hold go. The recipes
     // too, but for what the report needs of them (memory: the repository
     // is written from the artifacts).
@@ -239,6 +237,9 @@ fn build_all(
     let repo_config_recipe = repo_config_recipe(&session.recipes);
     session.recipes.packages = Vec::new();
     let date = s.dates.source_date_epoch.unwrap_or(s.dates.now);
+    // Read just before the write: a short window for another build of the
+    // output to record a generation this one would not keep.
+    let (retain, kept_pieces) = earlier_generations(&s.out, s.keep)?;
     let params = crate::repo::RepoParams {
         config,
         keys: signing,
@@ -310,8 +311,6 @@ struct Pass<'r> {
     inputs: Option<Inputs>,
     /// The lock's SHA256, for the stamp (empty without one).
     lock: String,
-    /// What the earlier generations keep ([`earlier_generations`]).
-    earlier: Result<Earlier, WorkflowError>,
 }
 
 /// The pool files the earlier generations keep, and the last one's
@@ -364,17 +363,12 @@ fn fetch_and_prepare<'r>(
         .packages
         .retain(|p| p.needed_after_prepare());
     let (artifacts, pins) = prepare_all(&session, packages, config, signing, s.dates, recorder)?;
-    // Read once the packages are prepared (not beside preparing, which may
-    // take minutes): the window in which another build of the output may
-    // record a generation this one would not keep stays short.
-    let earlier = earlier_generations(&s.out, s.keep);
     Ok(Pass {
         session,
         artifacts,
         pins,
         inputs,
         lock: lock_hash,
-        earlier,
     })
 }
 
