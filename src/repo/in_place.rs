@@ -98,8 +98,8 @@ pub(super) fn write(
         total,
         item: String::new(),
     });
-    let pooled = pool_entries(&unique);
-    drop((unique, missing));
+    drop(missing);
+    let pooled = pool_entries(unique);
     // In the pool and the indexes: what they hold goes before the check
     // reads the index back (memory: a control paragraph per package).
     *packages = Vec::new();

@@ -265,23 +265,25 @@ fn build_all(
     let lock_path = session.lock_path().to_path_buf();
     let (output, generation) =
         crate::repo::write_then(&s.out, pool, &params, &pins, reporter, |output| {
-            (!output.unchanged).then(|| {
-                record_generation(
-                    &s.out,
-                    output,
-                    &lock_path,
-                    signing,
-                    &pins,
-                    date,
-                    &params.config,
-                )
-            })
+            (!output.unchanged)
+                .then(|| {
+                    record_generation(
+                        &s.out,
+                        output,
+                        &lock_path,
+                        signing,
+                        &pins,
+                        date,
+                        &params.config,
+                    )
+                })
+                .transpose()
         })?;
     let config = params.config;
     // Saved whatever the generation's record says: the walk refreshed them.
     session.save_records();
     drop(session);
-    let generation = generation.transpose()?;
+    let generation = generation?;
     let repo_config = repo_config_recipe.and_then(|r| repo_config(&output, &r, &config));
     let report = BuildReport {
         repo_config,

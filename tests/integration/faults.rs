@@ -116,6 +116,83 @@ fn a_build_killed_inside_the_swap_loses_nothing() {
     assert_eq!(history.lines().count(), 1, "{history}");
 }
 
+/// A build whose generation cannot be recorded fails, and leaves no stamp
+/// that would answer the next build with the same inputs: that build
+/// records the generation.
+#[test]
+fn a_generation_not_recorded_is_recorded_by_the_next_build() {
+    let lab = Lab::new();
+    let out = lab.dir.path().join("repo-out");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let generations = lab.dir.path().join(".repo-out.generations");
+    assert!(generations.join("000001.json").is_file());
+
+    // One package more: a new generation to record.
+    let tree = lab.dir.path().join("extra-tree");
+    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    fs::write(
+        tree.join("DEBIAN/control"),
+        "Package: zz-extra\nVersion: 1.0\nArchitecture: all\nMaintainer: x <x@example.org>\nDescription: one more\n x.\n",
+    )
+    .unwrap();
+    let deb = lab.dir.path().join("zz-extra_1.0_all.deb");
+    ok(crate::support::common::debforge()
+        .args(["deb", "build"])
+        .arg(&tree)
+        .arg("-o")
+        .arg(&deb));
+    fs::write(
+        lab.recipes.join("packages/zz-extra.toml"),
+        format!("name = \"zz-extra\"\nversion = \"1.0\"\narchitecture = \"all\"\nfrom = {{ path = \"{}\" }}\n", deb.display()),
+    )
+    .unwrap();
+
+    // Paused inside the swap (after the earlier generations were read),
+    // a directory is put where the next manifest goes.
+    let pause = lab.dir.path().join("paused");
+    let child = lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .env("DEBFORGE_TEST_PAUSE_IN_SWAP", &pause)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !pause.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "never reached the swap"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let blocker = generations.join("000002.json");
+    fs::create_dir(&blocker).unwrap();
+    fs::remove_file(&pause).unwrap();
+    let failed = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(2), "{err}");
+    assert!(err.contains("000002.json"), "{err}");
+
+    // The same inputs again, nothing in the way: the generation is
+    // recorded, not skipped as "unchanged".
+    fs::remove_dir(&blocker).unwrap();
+    ok(lab
+        .cmd("build")
+        .arg("--out")
+        .arg(&out)
+        .env("SOURCE_DATE_EPOCH", "1700000000"));
+    let manifest = fs::read_to_string(generations.join("000002.json")).unwrap();
+    assert!(manifest.contains("zz-extra"), "{manifest}");
+    let history = ok(crate::support::common::debforge()
+        .arg("history")
+        .arg("--out")
+        .arg(&out));
+    assert_eq!(history.lines().count(), 2, "{history}");
+}
+
 /// Two publishes to one directory at once: the second is refused at once
 /// (no collision on temporary files), and says who holds the target.
 #[test]
