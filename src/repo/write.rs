@@ -168,7 +168,8 @@ pub fn write(
 
 /// [`write`], and `then` of what it wrote, run beside the walk of the
 /// output that follows the write (on another core: what the caller records
-/// of the new output, which reads it but changes nothing in it).
+/// of the new output, which reads it but changes nothing in it). Where
+/// `then` fails, the output is left without its stamp.
 pub fn write_then<T: Send, E: Send>(
     out: &Path,
     mut packages: Vec<PoolInput>,
@@ -236,7 +237,7 @@ pub fn write_then<T: Send, E: Send>(
         (settled, then)
     });
     // Best effort: without a stamp the next build simply does the work.
-    // None where `then` failed: a stamp would answer the next build with
+    // No stamp where `then` failed: it would answer the next build with
     // these same inputs before `then` runs again (a generation never
     // recorded).
     match settled {
