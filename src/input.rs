@@ -1,5 +1,6 @@
 //! EFFECT: reading the project's input files — recipes, the lock, keys, a
-//! passphrase, a snapshot's Release, a bundle's SHA256SUMS — by type and
+//! passphrase, a snapshot's Release, a bundle's SHA256SUMS, a package
+//! tree's `DEBIAN/`, the stamps and records beside an output — by type and
 //! with a bound. Only a regular file is read (a FIFO would hang a run for
 //! ever, a link to `/dev/zero` would grow it until memory runs out); the
 //! type is checked before opening (following links, so a link to a device
@@ -22,6 +23,9 @@ pub mod limit {
     pub const LOCK: u64 = 32 << 20;
     /// A key or keyring.
     pub const KEY: u64 = 4 << 20;
+    /// A file of a package tree's `DEBIAN/` (`control`, scripts, `md5sums`:
+    /// a package of 100,000 files lists about 6 MB of them).
+    pub const CONTROL_FILE: u64 = 64 << 20;
     /// A passphrase file.
     pub const PASSPHRASE: u64 = 4 << 10;
     /// A Release or InRelease.

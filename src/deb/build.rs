@@ -191,7 +191,9 @@ fn check_readable(dir: &Path) -> Result<(), BuildError> {
 
 /// Reads `DEBIAN/control` and checks it as a binary package's control paragraph.
 fn read_control(control_path: &Path) -> Result<ControlParagraph, BuildError> {
-    let control_text = match fs::read(control_path) {
+    // By type and bound: a FIFO would hang the build, a link to /dev/zero
+    // fill memory (the other DEBIAN/ files are checked before they are read).
+    let control_text = match crate::input::read(control_path, crate::input::limit::CONTROL_FILE) {
         Ok(bytes) => String::from_utf8(bytes).map_err(|_| BuildError::Control {
             path: control_path.to_path_buf(),
             source: crate::format::deb822::ParseError {
@@ -315,7 +317,8 @@ fn control_members(
         let bytes = if file_name == "control" {
             control.to_string().into_bytes()
         } else {
-            fs::read(&e.path).map_err(FileError::at(&e.path))?
+            crate::input::read(&e.path, crate::input::limit::CONTROL_FILE)
+                .map_err(FileError::at(&e.path))?
         };
         let mtime = if file_name == "control" && !generated.is_empty() {
             reference_time as i64
@@ -454,7 +457,7 @@ fn control_dir_entries(debian: &Path) -> Result<Vec<TreeEntry>, BuildError> {
 /// Conffiles (absolute paths) that must exist as plain files in the tree.
 fn check_conffiles(dir: &Path, debian: &Path) -> Result<Vec<String>, BuildError> {
     let path = debian.join("conffiles");
-    let text = match fs::read_to_string(&path) {
+    let text = match crate::input::read_to_string(&path, crate::input::limit::CONTROL_FILE) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(FileError::at(&path)(e).into()),
@@ -711,7 +714,8 @@ fn append_file_contents<W: Write>(
     let len = e.meta.len();
     h.set_entry_type(tar::EntryType::Regular);
     h.set_size(len);
-    let f = File::open(&e.path)?;
+    // Walked as a regular file: never blocking on a FIFO put in its place.
+    let f = crate::input::open_regular(&e.path)?;
     let mut reader = Md5Reader {
         inner: io::BufReader::with_capacity(64 * 1024, f.take(len)),
         md5: Md5::new(),

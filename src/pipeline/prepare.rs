@@ -218,7 +218,9 @@ impl Session<'_> {
         let dir = self.settings.cache.join("repacked").join(&key[..32]);
         let dest = dir.join(f.resolved.file_name());
         let sidecar = dir.join("sha256");
-        let cached = fs::read_to_string(&sidecar).ok().filter(|_| dest.exists());
+        let cached = crate::input::read_to_string(&sidecar, crate::input::limit::KEY)
+            .ok()
+            .filter(|_| dest.exists());
         let sha256 = match cached {
             Some(s) => s.trim().to_string(),
             None => {

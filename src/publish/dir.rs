@@ -89,7 +89,12 @@ pub(super) fn publish(
 /// The target's files, and what its Releases reference.
 pub(super) fn current(target: &Path) -> Result<(Vec<String>, super::Referenced), PublishError> {
     let existing = tree_files(target).map_err(FileError::at(target))?;
-    let previous = referenced(&existing, &mut |rel| match fs::read(target.join(rel)) {
+    // The target's Releases by type and bound: a FIFO there would hang the
+    // publish, a link to /dev/zero fill memory.
+    let previous = referenced(&existing, &mut |rel| match crate::input::read(
+        &target.join(rel),
+        crate::input::limit::RELEASE,
+    ) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(FileError::at(&target.join(rel))(e).into()),
@@ -101,7 +106,9 @@ fn unchanged(rel: &str, src: &Path, meta: &fs::Metadata, dst: &Path) -> Result<b
     let Ok(d) = fs::metadata(dst) else {
         return Ok(false);
     };
-    if d.len() != meta.len() {
+    // Anything but a regular file there (a FIFO, a device) is replaced,
+    // never read.
+    if !d.is_file() || d.len() != meta.len() {
         return Ok(false);
     }
     if rel.contains("/by-hash/") {
@@ -112,8 +119,12 @@ fn unchanged(rel: &str, src: &Path, meta: &fs::Metadata, dst: &Path) -> Result<b
         return Ok(d.modified().ok() == meta.modified().ok());
     }
     // Indexes and Release files are small, and a rebuilt one may keep its size.
+    // The target's copy by type and no longer than ours (changed under us
+    // or not: it is replaced).
     let a = fs::read(src).map_err(FileError::at(src))?;
-    let b = fs::read(dst).map_err(FileError::at(dst))?;
+    let Ok(b) = crate::input::read(dst, meta.len()) else {
+        return Ok(false);
+    };
     Ok(a == b)
 }
 

@@ -481,7 +481,10 @@ pub(crate) fn refuse_changed_pool(
     if previous.pool.is_empty() {
         return Ok(());
     }
-    let ours = referenced(files, &mut |rel| match fs::read(out.join(rel)) {
+    let ours = referenced(files, &mut |rel| match crate::input::read(
+        &out.join(rel),
+        crate::input::limit::RELEASE,
+    ) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(FileError::at(&out.join(rel))(e).into()),

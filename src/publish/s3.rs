@@ -267,7 +267,7 @@ fn shared_credentials() -> Option<SharedCredentials> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".aws/credentials")))?;
     let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
-    let text = fs::read_to_string(file).ok()?;
+    let text = crate::input::read_to_string(&file, crate::input::limit::KEY).ok()?;
     let mut section = String::new();
     let mut values = BTreeMap::new();
     for line in text.lines() {

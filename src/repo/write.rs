@@ -625,8 +625,11 @@ struct Stamp<'r> {
 }
 
 impl Stamp<'static> {
+    /// By type and bound, as the build stamp: a FIFO or a link to a device
+    /// put in its place is no stamp.
     fn read(path: &Path) -> Option<Stamp<'static>> {
-        serde_json::from_slice(&fs::read(path).ok()?).ok()
+        let bytes = crate::input::read(path, crate::input::limit::LOCK).ok()?;
+        serde_json::from_slice(&bytes).ok()
     }
 }
 

@@ -39,7 +39,7 @@ const RULES: &[(&str, &[&str])] = &[
             "cores", "deb", "digest", "error", "files", "format", "input", "openpgp", "report",
         ],
     ),
-    ("publish", &["error", "format", "report"]),
+    ("publish", &["error", "format", "input", "report"]),
     (
         "bundle",
         &[

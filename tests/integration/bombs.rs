@@ -331,6 +331,95 @@ fn inputs_that_are_fifos_devices_or_huge_are_refused_at_once() {
     );
 }
 
+/// What a build, a package build and a publish read besides the project:
+/// a package tree's `DEBIAN/control`, the stamp beside an output, a publish
+/// target's Release. A FIFO, a link to /dev/zero or an oversized file in
+/// the tree is refused at once, naming the path; the stamp, a cache, is
+/// only not used (and written anew); in the target, a FIFO is refused and a
+/// link (never followed) replaced. Each hung or grew without bound before.
+#[test]
+fn package_trees_stamps_and_publish_targets_are_read_by_type_and_bound() {
+    let lab = Lab::new();
+    let work = lab.dir.path();
+    let s = |p: &Path| p.display().to_string();
+
+    // `deb build`: DEBIAN/control.
+    let tree = work.join("tree");
+    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    let control = tree.join("DEBIAN/control");
+    let deb = s(&work.join("out.deb"));
+    let build = ["deb", "build", &s(&tree), "-o", &deb];
+    fifo(&control);
+    refused_in_bounds(
+        &lab,
+        &build,
+        "DEBIAN/control: is a FIFO (named pipe), not a regular file",
+    );
+    zero(&control);
+    refused_in_bounds(&lab, &build, "DEBIAN/control: is a character device");
+    fs::remove_file(&control).unwrap();
+    fs::write(&control, vec![b'#'; 80 << 20]).unwrap();
+    refused_in_bounds(&lab, &build, "DEBIAN/control: is larger than");
+    fs::write(
+        &control,
+        "Package: fine\nVersion: 1.0\nArchitecture: all\nMaintainer: x <x@example.org>\nDescription: d\n d.\n",
+    )
+    .unwrap();
+    ok(debforge().args(build));
+
+    // The output's stamp: a FIFO in its place is no stamp; the build is
+    // done and the stamp written again.
+    let out = work.join("repo-out");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let stamp = work.join(".repo-out.stamp");
+    assert!(stamp.is_file());
+    for plant in [fifo as fn(&Path), zero] {
+        // Past any build stamp (it would answer first), to the output's.
+        let _ = fs::remove_file(work.join(".repo-out.build-stamp"));
+        plant(&stamp);
+        let debforge = debforge().get_program().to_owned();
+        let mut cmd = lab.cmd("build");
+        cmd.arg("--out").arg(&out);
+        let mut timed = Command::new("timeout");
+        timed.arg("20").arg(debforge).args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => timed.env(k, v),
+                None => timed.env_remove(k),
+            };
+        }
+        let (code, err, rss) = measured(&mut timed, work);
+        assert_eq!(code, 0, "(124: timed out) {err}");
+        assert!(rss < MAX_RSS_KB, "{rss} KB");
+        assert!(fs::symlink_metadata(&stamp).unwrap().is_file());
+    }
+
+    // A publish target whose Release is a FIFO or a link to /dev/zero.
+    let www = work.join("www");
+    let publish = ["publish", "--to", &s(&www), "--out", &s(&out)];
+    ok(debforge().args(publish));
+    let release = www.join("dists/bionic/Release");
+    assert!(release.is_file());
+    fifo(&release);
+    refused_in_bounds(
+        &lab,
+        &publish,
+        "Release: is a FIFO (named pipe), not a regular file",
+    );
+    // A link there is no file of the target's (never followed): the
+    // publish replaces it.
+    zero(&release);
+    let timed = || {
+        let mut c = Command::new("timeout");
+        c.arg("20").arg(debforge().get_program()).args(publish);
+        c
+    };
+    let (code, err, rss) = measured(&mut timed(), work);
+    assert_eq!(code, 0, "(124: timed out) {err}");
+    assert!(rss < MAX_RSS_KB, "{rss} KB");
+    assert!(fs::symlink_metadata(&release).unwrap().is_file());
+}
+
 /// Hostile bundles that used to cost gigabytes or flood the terminal: a
 /// SHA256SUMS that claims 4 GiB (a sparse tar), a PAX header that claims
 /// 3 GiB, and a SHA256SUMS of a million bad lines (the problems are capped).
