@@ -54,7 +54,8 @@ impl DebFile {
     pub fn open(path: impl AsRef<Path>) -> Result<DebFile, DebError> {
         let path = path.as_ref();
         let err = |kind: DebErrorKind| DebError::new(path, kind);
-        let file = File::open(path).map_err(|e| err(e.into()))?;
+        // By type: a FIFO in a package's place is refused, never waited on.
+        let file = crate::input::open_regular(path).map_err(|e| err(e.into()))?;
         let len = file.metadata().map_err(|e| err(e.into()))?.len();
         let mut ar = ArReader::new(BufReader::with_capacity(512, &file), len)
             .map_err(|e| err(e.into()))?

@@ -58,10 +58,15 @@ pub fn policy(
     with_index: &[PathBuf],
     packages: &[String],
 ) -> Result<Vec<PolicyEntry>, PolicyError> {
-    let text = std::fs::read_to_string(preferences).map_err(|source| PolicyError::Preferences {
-        path: preferences.to_path_buf(),
-        source,
-    })?;
+    // By type and bound, as every input (a FIFO would hang, a link to a
+    // device read without end).
+    let text =
+        crate::input::read_to_string(preferences, crate::input::limit::KEY).map_err(|source| {
+            PolicyError::Preferences {
+                path: preferences.to_path_buf(),
+                source,
+            }
+        })?;
     let prefs = Preferences::parse(&text).map_err(|e| PolicyError::BadPreferences {
         path: preferences.to_path_buf(),
         message: e.to_string(),
@@ -112,7 +117,7 @@ pub fn policy(
 /// `…_dists_SUITE_COMPONENT_binary-ARCH_Packages`. None when there is none.
 pub(crate) fn release_of(index: &Path) -> Option<crate::format::preferences::ReleaseMeta> {
     let read = |p: &Path| -> Option<crate::format::release::Release> {
-        let text = std::fs::read_to_string(p).ok()?;
+        let text = crate::input::read_to_string(p, crate::input::limit::RELEASE).ok()?;
         let body = match crate::format::clearsign::split(&text) {
             Ok(c) => c.body,
             Err(_) => text,
@@ -182,7 +187,7 @@ fn read_offers(path: &Path) -> Result<Vec<(String, Version)>, PolicyError> {
             source,
         })
     };
-    let file = std::fs::File::open(path).map_err(io)?;
+    let file = crate::input::open_regular(path).map_err(io)?;
     let reader = compression
         .decoder(BufReader::new(file))
         .map_err(|e| PolicyError::BadIndex {

@@ -1,7 +1,6 @@
 //! `debforge verify`: checks a built or published repository as apt would,
 //! and lists every problem instead of stopping at the first.
 
-use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
@@ -193,9 +192,10 @@ fn release_text(
     r: &mut VerifyReport,
 ) -> Option<Vec<u8>> {
     let show = |p: &Path| shown(root, p);
-    let release_bytes = std::fs::read(suite.join("Release")).ok();
-    let inrelease = std::fs::read(suite.join("InRelease")).ok();
-    let detached = std::fs::read(suite.join("Release.gpg")).ok();
+    let mut top = |name: &str| top_file(&suite.join(name), root, r);
+    let release_bytes = top("Release");
+    let inrelease = top("InRelease");
+    let detached = top("Release.gpg");
     let mut text = verified_inrelease(
         root,
         suite,
@@ -230,6 +230,31 @@ fn release_text(
             .ok()
             .map(|c| c.body.into_bytes())
     }))
+}
+
+/// A suite's Release, InRelease or Release.gpg, by type and bound (a
+/// repository from a USB stick or a mirror may hold a FIFO or a link to a
+/// device there); `None` where it is missing, or said to be unreadable.
+fn top_file(path: &Path, root: &Path, r: &mut VerifyReport) -> Option<Vec<u8>> {
+    match crate::input::read(path, crate::input::limit::RELEASE) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            r.problems.push(format!("{}: {e}", shown(root, path)));
+            None
+        }
+    }
+}
+
+/// A file the Release or an index lists, opened by type (never waiting on
+/// a FIFO) and read no further than one byte past the `size` listed: more
+/// than that is a mismatch already.
+fn open_listed(path: &Path, size: Option<u64>) -> std::io::Result<Box<dyn std::io::Read + Send>> {
+    let file = crate::input::open_regular(path)?;
+    Ok(match size {
+        Some(size) => Box::new(file.take(size.saturating_add(1))),
+        None => Box::new(file),
+    })
 }
 
 /// Checks InRelease's signature and that its text is Release's; returns
@@ -302,7 +327,7 @@ fn verify_index(
     let show = |p: &Path| shown(root, p);
     let path = suite.join(&f.path);
     let entry = release.entry(&f.path).ok().flatten();
-    let d = match File::open(&path).and_then(digest_reader) {
+    let d = match open_listed(&path, Some(f.size)).and_then(digest_reader) {
         Ok(d) => d,
         Err(e) => {
             r.problems
@@ -376,7 +401,7 @@ fn check_compressed_form(
     else {
         return;
     };
-    let decompressed = File::open(path).and_then(|file| {
+    let decompressed = crate::input::open_regular(path).and_then(|file| {
         let reader = compression.decoder(BufReader::new(file))?;
         digest_reader(reader.take(size + 1))
     });
@@ -397,7 +422,9 @@ fn check_compressed_form(
 
 /// Checks every package a Packages index lists, and adds each to `listed`.
 fn verify_packages(root: &Path, index: &Path, r: &mut VerifyReport, listed: &mut Vec<Listed>) {
-    let Ok(file) = File::open(index) else { return };
+    let Ok(file) = crate::input::open_regular(index) else {
+        return;
+    };
     let index: std::sync::Arc<Path> = index.into();
     let index = &index;
     let reader = match Compression::None.decoder(BufReader::new(file)) {
@@ -454,7 +481,8 @@ fn verify_stanza(
         sha1: stanza.get("SHA1").is_some(),
         sha512: stanza.get("SHA512").is_some(),
     };
-    let d = match File::open(&deb_path).and_then(|f| digest_with(f, Hasher::parallel(set))) {
+    let size = stanza.get("Size").and_then(|s| s.parse().ok());
+    let d = match open_listed(&deb_path, size).and_then(|f| digest_with(f, Hasher::parallel(set))) {
         Ok(d) => d,
         Err(e) => {
             r.problems.push(format!(
@@ -544,7 +572,7 @@ pub fn installability(root: &Path) -> Vec<String> {
     let mut listed = Vec::new();
     for index in package_indexes(root) {
         let mut in_index = Vec::new();
-        let Ok(file) = File::open(&index) else {
+        let Ok(file) = crate::input::open_regular(&index) else {
             continue;
         };
         let index: std::sync::Arc<Path> = index.into();
@@ -574,7 +602,8 @@ pub(super) fn package_indexes(root: &Path) -> Vec<PathBuf> {
     suites.sort();
     let mut out = Vec::new();
     for suite in suites {
-        let Ok(text) = std::fs::read_to_string(suite.join("Release")) else {
+        let release = suite.join("Release");
+        let Ok(text) = crate::input::read_to_string(&release, crate::input::limit::RELEASE) else {
             continue;
         };
         let Ok(files) = Release::parse(&text).and_then(|r| r.files(HashAlgo::Sha256)) else {
@@ -612,7 +641,9 @@ fn check_dependencies(index: &Path, listed: &[Listed], filed: Filed, r: &mut Ver
         provided,
         listed,
     };
-    let Ok(file) = File::open(index) else { return };
+    let Ok(file) = crate::input::open_regular(index) else {
+        return;
+    };
     // A stanza that does not read was reported when `listed` was read.
     for stanza in ParagraphReader::new(BufReader::new(file)).map_while(Result::ok) {
         if filed == Filed::Only && !stanza.contains("Filename") {
@@ -715,8 +746,14 @@ impl Known<'_> {
 /// a pin of 1000 or more on an exact version must name one we list.
 fn check_pins(root: &Path, listed: &[Listed], r: &mut VerifyReport) {
     let path = root.join(super::PREFERENCES_NAME);
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return; // a repository need not ship pins
+    let text = match crate::input::read_to_string(&path, crate::input::limit::RECIPE) {
+        Ok(text) => text,
+        // A repository need not ship pins.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => {
+            r.problems.push(format!("{}: {e}", super::PREFERENCES_NAME));
+            return;
+        }
     };
     let prefs = match Preferences::parse(&text) {
         Ok(p) => p,

@@ -420,6 +420,55 @@ fn package_trees_stamps_and_publish_targets_are_read_by_type_and_bound() {
     assert!(fs::symlink_metadata(&release).unwrap().is_file());
 }
 
+/// `verify` of a repository (from a USB stick, a mirror) with a FIFO or a
+/// link to /dev/zero in place of its Release, InRelease, a Packages index
+/// or a package: each is a problem naming the file, said at once, in
+/// bounded memory. Each hung or read without end before.
+#[test]
+fn verify_refuses_fifos_and_devices_in_a_repository_at_once() {
+    let lab = Lab::new();
+    let out = lab.dir.path().join("repo-out");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let deb = walkdir::WalkDir::new(out.join("pool"))
+        .into_iter()
+        .flatten()
+        .find(|e| e.path().extension().is_some_and(|x| x == "deb"))
+        .expect("a package in the pool")
+        .path()
+        .strip_prefix(&out)
+        .unwrap()
+        .to_path_buf();
+    let suite = PathBuf::from("dists/bionic");
+    type Plant = fn(&Path);
+    let cases: [(PathBuf, Plant, &str); 5] = [
+        (
+            suite.join("Release"),
+            fifo,
+            "Release: is a FIFO (named pipe)",
+        ),
+        (
+            suite.join("InRelease"),
+            zero,
+            "InRelease: is a character device",
+        ),
+        (
+            suite.join("main/binary-amd64/Packages"),
+            fifo,
+            "Packages: listed in Release but is a FIFO",
+        ),
+        (deb.clone(), fifo, "but is a FIFO (named pipe)"),
+        (deb, zero, "but is a character device"),
+    ];
+    for (rel, plant, needle) in cases {
+        let copy = lab.dir.path().join("copy");
+        let _ = fs::remove_dir_all(&copy);
+        ok(Command::new("cp").arg("-a").arg(&out).arg(&copy));
+        plant(&copy.join(&rel));
+        let copy = copy.display().to_string();
+        refused_in_bounds_exit(&lab, &["verify", &copy], 1, needle);
+    }
+}
+
 /// Hostile bundles that used to cost gigabytes or flood the terminal: a
 /// SHA256SUMS that claims 4 GiB (a sparse tar), a PAX header that claims
 /// 3 GiB, and a SHA256SUMS of a million bad lines (the problems are capped).
