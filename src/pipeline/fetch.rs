@@ -195,7 +195,9 @@ impl Session<'_> {
         let d = if expected.sha256.is_some() {
             self.records.digests_with(&file, &meta)
         } else {
-            fs::File::open(&file).and_then(|f| crate::digest::digest_with(f, expected.hasher()))
+            // Opened by type: it may have changed since it was stat'ed.
+            crate::input::open_regular(&file)
+                .and_then(|f| crate::digest::digest_with(f, expected.hasher()))
         }
         .map_err(|e| io(&file, e))?;
         expected.check(&d).map_err(fail)?;

@@ -12,7 +12,6 @@
 
 use crate::error::FileError;
 use std::collections::BTreeSet;
-use std::fs;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -44,7 +43,9 @@ pub(super) fn current(dest: &str) -> Result<(Vec<String>, super::Referenced), Pu
     }
     let previous = referenced(
         &existing,
-        &mut |rel| match fs::read(scratch.path().join(rel)) {
+        // The target's Releases, copied here, read with a bound.
+        &mut |rel| match crate::input::read(&scratch.path().join(rel), crate::input::limit::RELEASE)
+        {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(FileError::at(&scratch.path().join(rel))(e).into()),

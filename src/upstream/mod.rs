@@ -359,7 +359,7 @@ impl<'t> OpenSource<'t> {
         } else {
             Compression::None
         };
-        let file = std::fs::File::open(&local).map_err(|e| bad(e.to_string()))?;
+        let file = crate::input::open_regular(&local).map_err(|e| bad(e.to_string()))?;
         let reader = compression
             .decoder(BufReader::new(file))
             .map_err(|e| bad(e.to_string()))?;
