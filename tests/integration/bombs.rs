@@ -332,7 +332,8 @@ fn inputs_that_are_fifos_devices_or_huge_are_refused_at_once() {
 }
 
 /// What a build, a package build and a publish read besides the project:
-/// a package tree's `DEBIAN/control`, the stamp beside an output, a publish
+/// a package tree's `DEBIAN/control` (and `deb repack`'s scripts), the
+/// stamp beside an output, a publish
 /// target's Release. A FIFO, a link to /dev/zero or an oversized file in
 /// the tree is refused at once, naming the path; the stamp, a cache, is
 /// only not used (and written anew); in the target, a FIFO is refused and a
@@ -366,6 +367,26 @@ fn package_trees_stamps_and_publish_targets_are_read_by_type_and_bound() {
     )
     .unwrap();
     ok(debforge().args(build));
+    // `deb repack`'s scripts, as a recipe's.
+    let script = work.join("postinst");
+    fifo(&script);
+    let repacked = s(&work.join("repacked/"));
+    let repack = [
+        "deb",
+        "repack",
+        &deb,
+        "-o",
+        &repacked,
+        "--postinst",
+        &s(&script),
+    ];
+    refused_in_bounds(&lab, &repack, "cannot read --postinst: is a FIFO");
+    zero(&script);
+    refused_in_bounds(
+        &lab,
+        &repack,
+        "cannot read --postinst: is a character device",
+    );
 
     // The output's stamp: a FIFO in its place is no stamp; the build is
     // done and the stamp written again.

@@ -24,7 +24,8 @@ pub(crate) fn deb_repack(cx: &Context, args: RepackArgs) -> Result<u8, Failure> 
         ("postrm", &args.postrm),
     ] {
         if let Some(f) = file {
-            let data = std::fs::read(f)
+            // As a recipe's scripts: by type and bound.
+            let data = debforge::input::read(f, debforge::input::limit::RECIPE)
                 .map_err(|e| Failure::new(format!("{}: cannot read --{name}: {e}", f.display())))?;
             scripts.push((name.to_string(), data));
         }
