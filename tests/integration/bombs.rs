@@ -333,11 +333,11 @@ fn inputs_that_are_fifos_devices_or_huge_are_refused_at_once() {
 
 /// What a build, a package build and a publish read besides the project:
 /// a package tree's `DEBIAN/control` (and `deb repack`'s scripts), the
-/// stamp beside an output, a publish
-/// target's Release. A FIFO, a link to /dev/zero or an oversized file in
-/// the tree is refused at once, naming the path; the stamp, a cache, is
-/// only not used (and written anew); in the target, a FIFO is refused and a
-/// link (never followed) replaced. Each hung or grew without bound before.
+/// stamp beside an output, a publish target's Release. A FIFO, a link to
+/// /dev/zero or an oversized file in the tree is refused at once, naming
+/// the path; the stamp, a cache, is only not used (and written anew); in
+/// the target, a FIFO is refused and a link (never followed) replaced.
+/// Each hung or grew without bound before.
 #[test]
 fn package_trees_stamps_and_publish_targets_are_read_by_type_and_bound() {
     let lab = Lab::new();
