@@ -37,6 +37,9 @@ pub mod limit {
     pub const PIECE_MAP: u64 = 16 << 20;
     /// The cache's records or controls file (about 0.5 KB a package).
     pub const RECORDS: u64 = 256 << 20;
+    /// A generation's manifest, or the stamp beside an output (about 250
+    /// bytes a package).
+    pub const MANIFEST: u64 = 256 << 20;
     /// A file a built package installs, or its copyright file.
     pub const PAYLOAD: u64 = 1 << 30;
 }

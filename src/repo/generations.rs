@@ -275,7 +275,10 @@ fn manifests(out: &Path) -> Result<Vec<(u32, PathBuf)>, RepoError> {
 }
 
 fn read(path: &Path) -> Result<Generation, RepoError> {
-    let bytes = fs::read(path).map_err(FileError::at(path))?;
+    // By type and bound: the generations' directory lies beside the output,
+    // where anything may have been put.
+    let bytes =
+        crate::input::read(path, crate::input::limit::MANIFEST).map_err(FileError::at(path))?;
     serde_json::from_slice(&bytes).map_err(|err| RepoError::BadGeneration {
         path: path.to_path_buf(),
         reason: err.to_string(),

@@ -628,7 +628,7 @@ impl Stamp<'static> {
     /// By type and bound, as the build stamp: a FIFO or a link to a device
     /// put in its place is no stamp.
     fn read(path: &Path) -> Option<Stamp<'static>> {
-        let bytes = crate::input::read(path, crate::input::limit::LOCK).ok()?;
+        let bytes = crate::input::read(path, crate::input::limit::MANIFEST).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 }

@@ -333,11 +333,12 @@ fn inputs_that_are_fifos_devices_or_huge_are_refused_at_once() {
 
 /// What a build, a package build and a publish read besides the project:
 /// a package tree's `DEBIAN/control` (and `deb repack`'s scripts), the
-/// stamp beside an output, a publish target's Release. A FIFO, a link to
-/// /dev/zero or an oversized file in the tree is refused at once, naming
-/// the path; the stamp, a cache, is only not used (and written anew); in
-/// the target, a FIFO is refused and a link (never followed) replaced.
-/// Each hung or grew without bound before.
+/// stamp and the generations beside an output, a publish target's Release.
+/// A FIFO, a link to /dev/zero or an oversized file in the tree is refused
+/// at once, naming the path; the stamp, a cache, is only not used (and
+/// written anew); a manifest is named; in the target, a FIFO is refused
+/// and a link (never followed) replaced. Each hung or grew without bound
+/// before.
 #[test]
 fn package_trees_stamps_and_publish_targets_are_read_by_type_and_bound() {
     let lab = Lab::new();
@@ -414,6 +415,15 @@ fn package_trees_stamps_and_publish_targets_are_read_by_type_and_bound() {
         assert!(rss < MAX_RSS_KB, "{rss} KB");
         assert!(fs::symlink_metadata(&stamp).unwrap().is_file());
     }
+
+    // A generation's manifest: `history` names it, at once.
+    let manifest = work.join(".repo-out.generations/000009.json");
+    let history = ["history", "--out", &s(&out)];
+    fifo(&manifest);
+    refused_in_bounds(&lab, &history, "000009.json: is a FIFO (named pipe)");
+    zero(&manifest);
+    refused_in_bounds(&lab, &history, "000009.json: is a character device");
+    fs::remove_file(&manifest).unwrap();
 
     // A publish target whose Release is a FIFO or a link to /dev/zero.
     let www = work.join("www");
