@@ -483,6 +483,10 @@ enum SourceTransport<'a> {
     Plain,
 }
 
+/// The lock file as a session read it: its identity, its entries, the
+/// SHA256 of its bytes.
+type ParsedLock = (crate::files::FileIdentity, Arc<Lock>, String);
+
 /// The state of one run: recipes, settings, and each source's transport.
 pub struct Session<'a> {
     pub recipes: RecipeSet,
@@ -497,7 +501,9 @@ pub struct Session<'a> {
     /// The lock file as last parsed, by the file's identity: a run reads
     /// it several times (before resolving, to check, after fetching) and
     /// a 5,000-package lock is megabytes of TOML.
-    parsed_lock: std::sync::Mutex<Option<(crate::files::FileIdentity, Arc<Lock>)>>,
+    /// The lock file as last read: its identity, its entries, the SHA256 of
+    /// its bytes.
+    parsed_lock: std::sync::Mutex<Option<ParsedLock>>,
 }
 
 impl<'a> Session<'a> {
@@ -563,7 +569,7 @@ impl<'a> Session<'a> {
             .ok()
             .map(|m| crate::files::FileIdentity::of(&m));
         if let Some(id) = identity
-            && let Some((seen, lock)) = self.parsed_lock.lock().expect("lock cache").as_ref()
+            && let Some((seen, lock, _)) = self.parsed_lock.lock().expect("lock cache").as_ref()
             && *seen == id
         {
             return Ok(Some(Arc::clone(lock)));
@@ -574,9 +580,11 @@ impl<'a> Session<'a> {
                     path: self.lock_path.clone(),
                     source,
                 })?);
+                let sha256 = crate::digest::sha256_hex(text.as_bytes());
                 drop(text);
                 if let Some(id) = identity {
-                    *self.parsed_lock.lock().expect("lock cache") = Some((id, Arc::clone(&lock)));
+                    *self.parsed_lock.lock().expect("lock cache") =
+                        Some((id, Arc::clone(&lock), sha256));
                 }
                 Ok(Some(lock))
             }
@@ -585,15 +593,27 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// Writes the lock file atomically (temporary name, then rename).
-    pub fn write_lock(&self, lock: &Lock) -> Result<(), PipelineError> {
+    /// The SHA256 of the lock file's bytes as this session last read them,
+    /// while the parsed lock is kept.
+    pub(super) fn read_lock_sha256(&self) -> Option<String> {
+        let cached = self.parsed_lock.lock().expect("lock cache");
+        cached.as_ref().map(|(_, _, sha256)| sha256.clone())
+    }
+
+    /// Writes the lock file atomically (temporary name, then rename); the
+    /// SHA256 of the bytes written, taken as they are written.
+    pub fn write_lock(&self, lock: &Lock) -> Result<String, PipelineError> {
         let existing = crate::files::Existing::Replace;
-        let mut text = |w: &mut dyn std::io::Write| lock.write_text(w);
-        Ok(crate::files::write_atomic_with(
-            &self.lock_path,
-            existing,
-            &mut text,
-        )?)
+        let mut sha256 = String::new();
+        let mut text = |w: &mut dyn std::io::Write| {
+            let hasher = crate::digest::Hasher::new(crate::digest::DigestSet::SHA256);
+            let mut hashing = crate::digest::HashingWriter::new(w, hasher);
+            lock.write_text(&mut hashing)?;
+            sha256 = hashing.finish().1.sha256;
+            Ok(())
+        };
+        crate::files::write_atomic_with(&self.lock_path, existing, &mut text)?;
+        Ok(sha256)
     }
 
     fn transport(&self, source: &str) -> Option<&(dyn Transport + 'a)> {

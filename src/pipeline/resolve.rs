@@ -492,22 +492,25 @@ impl Session<'_> {
     }
 
     /// Compares with the lock file: with `locked`, any difference is an error;
-    /// otherwise the lock is (re)written when it changed. Returns the lock in force.
+    /// otherwise the lock is (re)written when it changed. Returns the lock in
+    /// force, whether it changed, and the SHA256 of the lock file's bytes as
+    /// read (`None`: there was none).
     pub fn check_lock(
         &self,
         entries: impl Iterator<Item = Arc<LockedPackage>>,
         locked: bool,
-    ) -> Result<(Lock, bool), PipelineError> {
+    ) -> Result<(Lock, bool, Option<String>), PipelineError> {
         let (old, new, changed) = self.compare_lock(entries, locked)?;
+        let read = self.read_lock_sha256();
         // The last reading: the cache's share goes, so that the lock in
         // force is not a copy (an entry per package).
         self.forget_lock();
         Ok(match (old, locked) {
             (Some(old), true) => {
                 drop(new);
-                (Arc::unwrap_or_clone(old), false)
+                (Arc::unwrap_or_clone(old), false, read)
             }
-            _ => (new, changed),
+            _ => (new, changed, read),
         })
     }
 

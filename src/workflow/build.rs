@@ -335,6 +335,7 @@ fn fetch_and_prepare<'r>(
         mut packages,
         sources,
         lock,
+        lock_sha256,
     } = super::resolve_and_fetch(&session, s.locked, reporter)?;
     // What the stamp needs of the fetched files and the lock, taken before
     // preparing: the lock's entries then go as their artifacts are made
@@ -345,7 +346,7 @@ fn fetch_and_prepare<'r>(
         None
     };
     let lock_hash = if inputs.is_some() {
-        lock_sha256(&lock)
+        lock_sha256
     } else {
         String::new()
     };
@@ -372,17 +373,6 @@ fn fetch_and_prepare<'r>(
         inputs,
         lock: lock_hash,
     })
-}
-
-/// The lock's SHA256, not its text (held to the end of the build).
-fn lock_sha256(lock: &crate::recipe::lock::Lock) -> String {
-    let mut hashing = crate::digest::HashingWriter::new(
-        std::io::sink(),
-        crate::digest::Hasher::new(crate::digest::DigestSet::SHA256),
-    );
-    lock.write_text(&mut hashing)
-        .expect("a sink takes any text");
-    hashing.finish().1.sha256
 }
 
 /// The control paragraph of every package the build would put in the

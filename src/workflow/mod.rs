@@ -169,6 +169,9 @@ pub struct Fetched {
     pub packages: Vec<pipeline::Fetched>,
     pub sources: Vec<pipeline::OpenSourceFiles>,
     pub lock: crate::recipe::lock::Lock,
+    /// The SHA256 of the lock file as this run leaves it: of the bytes it
+    /// wrote, or read (empty where there is none).
+    pub lock_sha256: String,
 }
 
 /// A session on the project in `recipes` (the recipes loaded, with the
@@ -231,14 +234,18 @@ pub fn resolve_and_fetch(
     let entries = packages
         .iter()
         .map(|f| std::sync::Arc::clone(&f.resolved.locked));
-    let (lock, changed) = session.check_lock(entries, locked)?;
-    if changed {
-        session.write_lock(&lock)?;
+    let (lock, changed, read) = session.check_lock(entries, locked)?;
+    let lock_sha256 = if changed {
+        let written = session.write_lock(&lock)?;
         crate::report::note(reporter, format!("wrote {}", session.lock_path().display()));
-    }
+        written
+    } else {
+        read.unwrap_or_default()
+    };
     Ok(Fetched {
         packages,
         sources,
         lock,
+        lock_sha256,
     })
 }
