@@ -24,8 +24,15 @@ pub mod limit {
     /// A key or keyring.
     pub const KEY: u64 = 4 << 20;
     /// A file of a package tree's `DEBIAN/` (`control`, scripts, `md5sums`:
-    /// a package of 100,000 files lists about 6 MB of them).
-    pub const CONTROL_FILE: u64 = 64 << 20;
+    /// a package of 100,000 files lists about 6 MB of them): no more than
+    /// the whole control member may hold (`deb::MAX_CONTROL_MEMBER`).
+    pub const CONTROL_FILE: u64 = 32 << 20;
+    /// Pins (`debforge.pref`, apt's preferences): about 310 bytes a pinned
+    /// package.
+    pub const PREFERENCES: u64 = 64 << 20;
+    /// An uncompressed index of a repository (`Packages`: about 1 KB a
+    /// package).
+    pub const INDEX: u64 = 1 << 30;
     /// A passphrase file.
     pub const PASSPHRASE: u64 = 4 << 10;
     /// A Release or InRelease.

@@ -83,6 +83,12 @@ pub enum BuildError {
     Socket { path: PathBuf },
     #[error("{}: file changed size while it was being packaged", path.display())]
     Changed { path: PathBuf },
+    #[error("{}: its files and the generated md5sums make a control member of {size} bytes, more than the {limit} a package's control may hold (dpkg reads it into memory; so does debforge)", path.display())]
+    ControlTooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+    },
     #[error(transparent)]
     Io(#[from] crate::error::FileError),
     #[error("compression level {level} is out of range for {compression} (0 to {max})")]
@@ -142,6 +148,7 @@ pub fn build_from_dir(
         reference_time,
         data.md5sums,
     )?;
+    check_control_size(&debian, &control_files)?;
     let control_tar =
         compressed_control_tar(&debian, &control_path, &control_files, &clamp, opts, level)?;
 
@@ -297,6 +304,29 @@ fn fill_installed_size(
             total
         }
     }
+}
+
+/// The control member, as a tar of these files, within what a reader of
+/// the package (debforge's own among them) holds of it: never a package
+/// that `deb info`, the index or `verify` would refuse.
+fn check_control_size(debian: &Path, files: &[ControlMember]) -> Result<(), BuildError> {
+    let block = |n: u64| n.div_ceil(512) * 512;
+    // A header and the padded bytes per file, the directory entry, the end.
+    let size = files
+        .iter()
+        .map(|(_, _, _, bytes)| 512 + block(bytes.len() as u64))
+        .sum::<u64>()
+        + 512
+        + 1024;
+    let limit = super::read::MAX_CONTROL_MEMBER;
+    if size > limit {
+        return Err(BuildError::ControlTooLarge {
+            path: debian.to_path_buf(),
+            size,
+            limit,
+        });
+    }
+    Ok(())
 }
 
 /// The control member's files by name: `DEBIAN/`'s (our `control`), plus md5sums if absent.

@@ -89,11 +89,11 @@ pub(super) fn publish(
 /// The target's files, and what its Releases reference.
 pub(super) fn current(target: &Path) -> Result<(Vec<String>, super::Referenced), PublishError> {
     let existing = tree_files(target).map_err(FileError::at(target))?;
-    // The target's Releases by type and bound: a FIFO there would hang the
-    // publish, a link to /dev/zero fill memory.
+    // The target's Releases and indexes by type and bound: a FIFO there
+    // would hang the publish, a link to /dev/zero fill memory.
     let previous = referenced(&existing, &mut |rel| match crate::input::read(
         &target.join(rel),
-        crate::input::limit::RELEASE,
+        crate::input::limit::INDEX,
     ) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),

@@ -483,7 +483,7 @@ pub(crate) fn refuse_changed_pool(
     }
     let ours = referenced(files, &mut |rel| match crate::input::read(
         &out.join(rel),
-        crate::input::limit::RELEASE,
+        crate::input::limit::INDEX,
     ) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),

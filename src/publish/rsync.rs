@@ -43,9 +43,8 @@ pub(super) fn current(dest: &str) -> Result<(Vec<String>, super::Referenced), Pu
     }
     let previous = referenced(
         &existing,
-        // The target's Releases, copied here, read with a bound.
-        &mut |rel| match crate::input::read(&scratch.path().join(rel), crate::input::limit::RELEASE)
-        {
+        // The target's Releases and indexes, copied here, read with a bound.
+        &mut |rel| match crate::input::read(&scratch.path().join(rel), crate::input::limit::INDEX) {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(FileError::at(&scratch.path().join(rel))(e).into()),

@@ -172,7 +172,7 @@ struct OldCache {
 impl OldCache {
     fn open(path: Option<&Path>) -> OldCache {
         let lines = path
-            .and_then(|p| File::open(p).ok())
+            .and_then(|p| crate::input::open_regular(p).ok())
             .map(|f| BufReader::new(f).lines());
         let mut c = OldCache { lines, next: None };
         c.advance();

@@ -60,12 +60,10 @@ pub fn policy(
 ) -> Result<Vec<PolicyEntry>, PolicyError> {
     // By type and bound, as every input (a FIFO would hang, a link to a
     // device read without end).
-    let text =
-        crate::input::read_to_string(preferences, crate::input::limit::KEY).map_err(|source| {
-            PolicyError::Preferences {
-                path: preferences.to_path_buf(),
-                source,
-            }
+    let text = crate::input::read_to_string(preferences, crate::input::limit::PREFERENCES)
+        .map_err(|source| PolicyError::Preferences {
+            path: preferences.to_path_buf(),
+            source,
         })?;
     let prefs = Preferences::parse(&text).map_err(|e| PolicyError::BadPreferences {
         path: preferences.to_path_buf(),

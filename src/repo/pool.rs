@@ -477,7 +477,11 @@ impl DigestStore {
         if let Some(d) = self.get(meta) {
             return Ok(d);
         }
-        let d = digest_with(File::open(path)?, Hasher::new(DigestSet::SHA256))?;
+        // Opened by type: what was stat'ed may have been replaced since.
+        let d = digest_with(
+            crate::input::open_regular(path)?,
+            Hasher::new(DigestSet::SHA256),
+        )?;
         self.put(meta, &d);
         Ok(d)
     }
@@ -493,7 +497,10 @@ pub fn place(src: &Path, dest: &Path, store: &DigestStore) -> io::Result<(Digest
         if let Some(d) = store.get(&meta) {
             return Ok((d, Placed::Linked));
         }
-        let d = digest_with(File::open(dest)?, Hasher::new(DigestSet::SHA256))?;
+        let d = digest_with(
+            crate::input::open_regular(dest)?,
+            Hasher::new(DigestSet::SHA256),
+        )?;
         // The identity of the file as it is now (the link count changed, the
         // identity's fields did not).
         store.put(&fs::metadata(dest)?, &d);
@@ -504,7 +511,7 @@ pub fn place(src: &Path, dest: &Path, store: &DigestStore) -> io::Result<(Digest
         BufWriter::with_capacity(1 << 20, out),
         Hasher::new(DigestSet::SHA256),
     );
-    io::copy(&mut File::open(src)?, &mut w)?;
+    io::copy(&mut crate::input::open_regular(src)?, &mut w)?;
     let (buffered, d) = w.finish();
     let file = buffered.into_inner().map_err(|e| e.into_error())?;
     file.set_modified(meta.modified()?)?;

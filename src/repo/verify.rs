@@ -336,6 +336,16 @@ fn verify_index(
         }
     };
     r.indexes += 1;
+    if d.size > f.size {
+        // Read no further than a byte past the size listed: no digest of
+        // the whole file to give.
+        r.problems.push(format!(
+            "{}: does not match Release (larger than the {} bytes it lists)",
+            show(&path),
+            f.size
+        ));
+        return;
+    }
     if d.size != f.size
         || d.sha256 != f.digest
         || entry
@@ -503,6 +513,16 @@ fn check_package_digests(
     d: Digests,
     r: &mut VerifyReport,
 ) {
+    if let Some(listed) = stanza.get("Size")
+        && listed.parse::<u64>().is_ok_and(|listed| d.size > listed)
+    {
+        // Read no further than a byte past the size listed: no digest of
+        // the whole file to give.
+        r.problems.push(format!(
+            "{filename}: larger than the {listed} bytes the index says"
+        ));
+        return;
+    }
     let size = d.size.to_string();
     for field in ["Size", "MD5sum", "SHA1", "SHA256", "SHA512"] {
         let actual = match field {
@@ -746,7 +766,7 @@ impl Known<'_> {
 /// a pin of 1000 or more on an exact version must name one we list.
 fn check_pins(root: &Path, listed: &[Listed], r: &mut VerifyReport) {
     let path = root.join(super::PREFERENCES_NAME);
-    let text = match crate::input::read_to_string(&path, crate::input::limit::RECIPE) {
+    let text = match crate::input::read_to_string(&path, crate::input::limit::PREFERENCES) {
         Ok(text) => text,
         // A repository need not ship pins.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,

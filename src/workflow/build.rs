@@ -262,20 +262,11 @@ fn build_all(
         .collect();
     // The generation is recorded (from the new Release, the lock and the
     // report) while the written output is walked for its stamp.
-    let lock_path = session.lock_path().to_path_buf();
     let (output, generation) =
         crate::repo::write_then(&s.out, pool, &params, &pins, reporter, |output| {
             (!output.unchanged)
                 .then(|| {
-                    record_generation(
-                        &s.out,
-                        output,
-                        &lock_path,
-                        signing,
-                        &pins,
-                        date,
-                        &params.config,
-                    )
+                    record_generation(&s.out, output, &lock, signing, &pins, date, &params.config)
                 })
                 .transpose()
         })?;
@@ -311,7 +302,8 @@ struct Pass<'r> {
     pins: String,
     /// The package files read, for the build stamp (`None`: no stamp).
     inputs: Option<Inputs>,
-    /// The lock's SHA256, for the stamp (empty without one).
+    /// The SHA256 of the lock file as this build leaves it (written or read),
+    /// for the stamp and the generation.
     lock: String,
 }
 
@@ -345,11 +337,6 @@ fn fetch_and_prepare<'r>(
     } else {
         None
     };
-    let lock_hash = if inputs.is_some() {
-        lock_sha256
-    } else {
-        String::new()
-    };
     drop((lock, sources));
     // The resolving and fetching threads' memory (their reads, their
     // results before they were copied) is free: given back before the
@@ -371,7 +358,7 @@ fn fetch_and_prepare<'r>(
         artifacts,
         pins,
         inputs,
-        lock: lock_hash,
+        lock: lock_sha256,
     })
 }
 
@@ -555,7 +542,7 @@ const UNPINNED_SHOWN: usize = 10;
 fn record_generation(
     out: &Path,
     report: &OutputReport,
-    lock_path: &Path,
+    lock_sha256: &str,
     signing: &[SigningKey],
     pins: &str,
     date: i64,
@@ -567,7 +554,7 @@ fn record_generation(
         date,
         release_sha256: sha(&out.join("dists").join(&config.suite).join("Release")),
         packages: report.packages.clone(),
-        lock_sha256: sha(lock_path),
+        lock_sha256: lock_sha256.to_string(),
         keys: signing.iter().map(|k| k.fingerprint()).collect(),
         pins_sha256: crate::digest::sha256_hex(pins.as_bytes()),
         pins: Some(pins.to_string()),

@@ -203,7 +203,8 @@ impl<'s> Probe<'s> {
         Option<(BuildStamp<'static>, crate::repo::Walked)>,
         Option<Before>,
     ) {
-        let bytes = crate::input::read(&self.path, crate::input::limit::LOCK).ok();
+        // It holds the output's report: a manifest's bound, not a lock's.
+        let bytes = crate::input::read(&self.path, crate::input::limit::MANIFEST).ok();
         let head = bytes
             .as_deref()
             .and_then(|b| serde_json::from_slice::<StampHead>(b).ok())

@@ -25,8 +25,11 @@ pub(crate) fn deb_repack(cx: &Context, args: RepackArgs) -> Result<u8, Failure> 
     ] {
         if let Some(f) = file {
             // As a recipe's scripts: by type and bound.
-            let data = debforge::input::read(f, debforge::input::limit::RECIPE)
-                .map_err(|e| Failure::new(format!("{}: cannot read --{name}: {e}", f.display())))?;
+            let data = debforge::input::read(f, debforge::input::limit::RECIPE).map_err(|e| {
+                Failure::new(format!("{}: cannot read --{name}: {e}", f.display())).hint(Some(
+                    "give the script as a regular file (a pipe or a device is not read)",
+                ))
+            })?;
             scripts.push((name.to_string(), data));
         }
     }
