@@ -243,9 +243,12 @@ pub fn publish(
     Ok(rec.report)
 }
 
-/// Every file under `root` as a relative path, sorted; names starting with
-/// `.` (temporary files, locks, staging directories) are left out at every
-/// level, and a missing `root` has no files. Shared with bundles.
+/// Every regular file under `root` as a relative path, sorted; names
+/// starting with `.` (temporary files, locks, staging directories) are left
+/// out at every level, and a missing `root` has no files. A FIFO, a device
+/// or a socket is none of debforge's files: neither published, bundled nor
+/// read (it would block or never end), and replaced where one of ours goes.
+/// Shared with bundles.
 pub(crate) fn tree_files(root: &Path) -> io::Result<Vec<String>> {
     if !root.exists() {
         return Ok(Vec::new());
@@ -267,7 +270,7 @@ pub(crate) fn tree_files(root: &Path) -> io::Result<Vec<String>> {
                     out.push(format!("pool/{file}"));
                 }
             }
-        } else if !entry.file_type().is_dir() {
+        } else if entry.file_type().is_file() {
             out.push(rel.to_string_lossy().into_owned());
         }
     }
