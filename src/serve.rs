@@ -217,8 +217,22 @@ fn respond<B>(root: &Path, req: &Request<B>) -> Response<ServeBody> {
 }
 
 fn serve_file(path: &Path, head: bool, headers: &HeaderMap) -> io::Result<Response<ServeBody>> {
-    let mut file = File::open(path)?;
+    // Non-blocking, and checked again once open: what `resolve` saw as a
+    // file may have been replaced by a FIFO, which would hold this worker.
+    let mut file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)?
+    };
     let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
     let len = meta.len();
     let validators = Validators::of(len, meta.modified().unwrap_or(UNIX_EPOCH));
     let text = |name| {

@@ -130,6 +130,21 @@ async fn listing(
     let mut fetched: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
     for rel in existing.iter().filter(|r| read_by_referenced(r)) {
         match store.get(&key_of(loc, rel)).await {
+            // Read whole into memory: a bucket's index may be no larger than
+            // a local one (a link to a device or a runaway file, on a disk
+            // or behind S3, is refused).
+            Ok(r) if r.meta.size > crate::input::limit::INDEX => {
+                return Err(PublishError::Store {
+                    target: loc.display.to_string(),
+                    action: "read",
+                    key: rel.to_string(),
+                    detail: format!(
+                        "it is {} bytes, more than the {} debforge reads of an index",
+                        r.meta.size,
+                        crate::input::limit::INDEX
+                    ),
+                });
+            }
             Ok(r) => {
                 fetched.insert(
                     rel,
