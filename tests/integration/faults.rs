@@ -8,6 +8,36 @@ use std::time::{Duration, Instant};
 use crate::support::common::{ok, run};
 use crate::support::standin::Lab;
 
+/// A build of `out` dated 1700000000, started and paused between "output
+/// moved aside" and "new output in" (the fallback swap): the running child
+/// and the marker whose removal lets it go on.
+fn paused_in_swap(
+    lab: &Lab,
+    out: &std::path::Path,
+    stderr: Stdio,
+) -> (std::process::Child, std::path::PathBuf) {
+    let pause = lab.dir.path().join("paused");
+    let child = lab
+        .cmd("build")
+        .arg("--out")
+        .arg(out)
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .env("DEBFORGE_TEST_PAUSE_IN_SWAP", &pause)
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !pause.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "never reached the swap"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, pause)
+}
+
 /// A build killed between the two renames of a swap (the fallback where
 /// the filesystem cannot exchange two paths in one step) leaves no output
 /// and the previous one moved aside; the next build puts it back first,
@@ -24,25 +54,7 @@ fn a_build_killed_inside_the_swap_loses_nothing() {
 
     // A second build, paused between "output moved aside" and "new output
     // in", then killed.
-    let pause = lab.dir.path().join("paused");
-    let mut child = lab
-        .cmd("build")
-        .arg("--out")
-        .arg(&out)
-        .env("SOURCE_DATE_EPOCH", "1700000000")
-        .env("DEBFORGE_TEST_PAUSE_IN_SWAP", &pause)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while !pause.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "never reached the swap"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (mut child, _) = paused_in_swap(&lab, &out, Stdio::null());
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(!out.exists(), "killed inside the window: no output");
@@ -149,25 +161,7 @@ fn a_generation_not_recorded_is_recorded_by_the_next_build() {
 
     // Paused inside the swap (after the earlier generations were read),
     // a directory is put where the next manifest goes.
-    let pause = lab.dir.path().join("paused");
-    let child = lab
-        .cmd("build")
-        .arg("--out")
-        .arg(&out)
-        .env("SOURCE_DATE_EPOCH", "1700000000")
-        .env("DEBFORGE_TEST_PAUSE_IN_SWAP", &pause)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while !pause.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "never reached the swap"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (child, pause) = paused_in_swap(&lab, &out, Stdio::piped());
     let blocker = generations.join("000002.json");
     fs::create_dir(&blocker).unwrap();
     fs::remove_file(&pause).unwrap();
