@@ -8,6 +8,31 @@ use std::time::{Duration, Instant};
 use crate::support::common::{ok, run};
 use crate::support::standin::Lab;
 
+/// A package `name` 1.0 (all) built here from `fields` (what follows its
+/// Maintainer), and a path recipe for it; the recipe's path.
+fn add_package(lab: &Lab, name: &str, fields: &str) -> std::path::PathBuf {
+    let tree = lab.dir.path().join(format!("{name}-tree"));
+    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
+    fs::write(
+        tree.join("DEBIAN/control"),
+        format!("Package: {name}\nVersion: 1.0\nArchitecture: all\nMaintainer: x <x@example.org>\n{fields}"),
+    )
+    .unwrap();
+    let deb = lab.dir.path().join(format!("{name}_1.0_all.deb"));
+    ok(crate::support::common::debforge()
+        .args(["deb", "build"])
+        .arg(&tree)
+        .arg("-o")
+        .arg(&deb));
+    let recipe = lab.recipes.join(format!("packages/{name}.toml"));
+    fs::write(
+        &recipe,
+        format!("name = \"{name}\"\nversion = \"1.0\"\narchitecture = \"all\"\nfrom = {{ path = \"{}\" }}\n", deb.display()),
+    )
+    .unwrap();
+    recipe
+}
+
 /// A build of `out` dated 1700000000, started and paused between "output
 /// moved aside" and "new output in" (the fallback swap): the running child
 /// and the marker whose removal lets it go on.
@@ -79,25 +104,11 @@ fn a_build_killed_inside_the_swap_loses_nothing() {
     // The next build fails in its output step (a package that needs a
     // version of libnccl2 the repository does not have: refused before the
     // swap) and still puts the previous repository back, whole.
-    let dup = lab.recipes.join("packages/zz-broken.toml");
-    let deb = lab.dir.path().join("zz-broken_1.0_all.deb");
-    let tree = lab.dir.path().join("broken-tree");
-    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
-    fs::write(
-        tree.join("DEBIAN/control"),
-        "Package: zz-broken\nVersion: 1.0\nArchitecture: all\nMaintainer: x <x@example.org>\nDepends: libnccl2 (= 9.9)\nDescription: needs what is not there\n x.\n",
-    )
-    .unwrap();
-    ok(crate::support::common::debforge()
-        .args(["deb", "build"])
-        .arg(&tree)
-        .arg("-o")
-        .arg(&deb));
-    fs::write(
-        &dup,
-        format!("name = \"zz-broken\"\nversion = \"1.0\"\narchitecture = \"all\"\nfrom = {{ path = \"{}\" }}\n", deb.display()),
-    )
-    .unwrap();
+    let dup = add_package(
+        &lab,
+        "zz-broken",
+        "Depends: libnccl2 (= 9.9)\nDescription: needs what is not there\n x.\n",
+    );
     let (code, _, err) = run(lab.cmd("build").arg("--out").arg(&out));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("the repository would not install"), "{err}");
@@ -140,24 +151,7 @@ fn a_generation_not_recorded_is_recorded_by_the_next_build() {
     assert!(generations.join("000001.json").is_file());
 
     // One package more: a new generation to record.
-    let tree = lab.dir.path().join("extra-tree");
-    fs::create_dir_all(tree.join("DEBIAN")).unwrap();
-    fs::write(
-        tree.join("DEBIAN/control"),
-        "Package: zz-extra\nVersion: 1.0\nArchitecture: all\nMaintainer: x <x@example.org>\nDescription: one more\n x.\n",
-    )
-    .unwrap();
-    let deb = lab.dir.path().join("zz-extra_1.0_all.deb");
-    ok(crate::support::common::debforge()
-        .args(["deb", "build"])
-        .arg(&tree)
-        .arg("-o")
-        .arg(&deb));
-    fs::write(
-        lab.recipes.join("packages/zz-extra.toml"),
-        format!("name = \"zz-extra\"\nversion = \"1.0\"\narchitecture = \"all\"\nfrom = {{ path = \"{}\" }}\n", deb.display()),
-    )
-    .unwrap();
+    add_package(&lab, "zz-extra", "Description: one more\n x.\n");
 
     // Paused inside the swap (after the earlier generations were read),
     // a directory is put where the next manifest goes.
