@@ -10,8 +10,7 @@ use std::io;
 use std::path::Path;
 
 use super::{
-    PublishError, Recorder, Step, named_by_content, referenced, refuse_changed_pool, stale,
-    tree_files,
+    PublishError, Recorder, Step, named_by_content, refuse_changed_pool, stale, tree_files,
 };
 
 const PART_SUFFIX: &str = ".debforge-part";
@@ -89,16 +88,7 @@ pub(super) fn publish(
 /// The target's files, and what its Releases reference.
 pub(super) fn current(target: &Path) -> Result<(Vec<String>, super::Referenced), PublishError> {
     let existing = tree_files(target).map_err(FileError::at(target))?;
-    // The target's Releases and indexes by type and bound: a FIFO there
-    // would hang the publish, a link to /dev/zero fill memory.
-    let previous = referenced(&existing, &mut |rel| match crate::input::read(
-        &target.join(rel),
-        crate::input::limit::INDEX,
-    ) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(FileError::at(&target.join(rel))(e).into()),
-    })?;
+    let previous = super::referenced_in(target, &existing)?;
     Ok((existing, previous))
 }
 

@@ -361,6 +361,21 @@ pub(crate) fn read_by_referenced(rel: &str) -> bool {
 /// Reads one file of a target: None if it is not there.
 pub(crate) type ReadTarget<'a> = dyn FnMut(&str) -> Result<Option<Vec<u8>>, PublishError> + 'a;
 
+/// [`referenced`] of the Releases and indexes in the directory `root` (a
+/// target, our output, a scratch copy), each read by type and with an
+/// index's bound: a FIFO there would hang a publish, a link to /dev/zero
+/// fill memory.
+pub(crate) fn referenced_in(root: &Path, existing: &[String]) -> Result<Referenced, PublishError> {
+    referenced(existing, &mut |rel| {
+        let path = root.join(rel);
+        match crate::input::read(&path, crate::input::limit::INDEX) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(FileError::at(&path)(e).into()),
+        }
+    })
+}
+
 /// What a target's Releases reference.
 #[derive(Debug, Default)]
 pub struct Referenced {
@@ -484,14 +499,7 @@ pub(crate) fn refuse_changed_pool(
     if previous.pool.is_empty() {
         return Ok(());
     }
-    let ours = referenced(files, &mut |rel| match crate::input::read(
-        &out.join(rel),
-        crate::input::limit::INDEX,
-    ) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(FileError::at(&out.join(rel))(e).into()),
-    })?;
+    let ours = referenced_in(out, files)?;
     for (path, built) in &ours.pool {
         if let Some(published) = previous.pool.get(path)
             && published != built

@@ -16,7 +16,7 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::{Phase, PublishError, Recorder, Step, referenced, refuse_changed_pool};
+use super::{Phase, PublishError, Recorder, Step, referenced_in, refuse_changed_pool};
 
 /// The destination's files, and what its Releases reference, read from a
 /// copy of its Release and Packages files.
@@ -41,15 +41,8 @@ pub(super) fn current(dest: &str) -> Result<(Vec<String>, super::Referenced), Pu
         .arg("--mkpath");
         run(cmd, b"", dest, &mut |_| {})?;
     }
-    let previous = referenced(
-        &existing,
-        // The target's Releases and indexes, copied here, read with a bound.
-        &mut |rel| match crate::input::read(&scratch.path().join(rel), crate::input::limit::INDEX) {
-            Ok(b) => Ok(Some(b)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(FileError::at(&scratch.path().join(rel))(e).into()),
-        },
-    )?;
+    // The target's Releases and indexes, copied here.
+    let previous = referenced_in(scratch.path(), &existing)?;
     Ok((existing, previous))
 }
 
