@@ -16,13 +16,27 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::{Phase, PublishError, Recorder, Step, referenced_in, refuse_changed_pool};
+use super::{
+    Phase, PublishError, Recorder, Step, read_by_referenced, referenced_in, refuse_changed_pool,
+};
 
 /// The destination's files, and what its Releases reference, read from a
 /// copy of its Release and Packages files.
 pub(super) fn current(dest: &str) -> Result<(Vec<String>, super::Referenced), PublishError> {
     let dest_dir = format!("{}/", dest.trim_end_matches('/'));
-    let existing = list(&dest_dir, dest)?;
+    let (existing, sizes) = list(&dest_dir, dest)?;
+    // Copied, then read whole: no larger than a local index may be (the
+    // scratch copy would fill the disk first).
+    let bound = crate::input::limit::INDEX;
+    let read = || {
+        existing
+            .iter()
+            .zip(&sizes)
+            .filter(|(f, _)| read_by_referenced(f))
+    };
+    if let Some((f, size)) = read().find(|(_, size)| **size > bound) {
+        return Err(too_large(dest, f, &format!("it is {size} bytes")));
+    }
     let scratch = tempfile::tempdir().map_err(FileError::at(&std::env::temp_dir()))?;
     if existing.iter().any(|f| f.starts_with("dists/")) {
         // Filters rather than --files-from: rsync daemons mis-resolve a
@@ -36,14 +50,33 @@ pub(super) fn current(dest: &str) -> Result<(Vec<String>, super::Referenced), Pu
             "--include=Packages",
             "--exclude=*",
         ])
+        .arg(format!("--max-size={bound}"))
         .arg(format!("{dest_dir}dists/"))
         .arg(format!("{}/", scratch.path().join("dists").display()))
         .arg("--mkpath");
         run(cmd, b"", dest, &mut |_| {})?;
     }
+    // One grown past the bound since it was listed is not copied: what it
+    // references would not be protected, so the publish stops.
+    if let Some((f, _)) = read().find(|(f, _)| !scratch.path().join(f).is_file()) {
+        return Err(too_large(dest, f, "it grew after it was listed"));
+    }
     // The target's Releases and indexes, copied here.
     let previous = referenced_in(scratch.path(), &existing)?;
     Ok((existing, previous))
+}
+
+/// A target's Release or index that debforge will not read.
+fn too_large(dest: &str, rel: &str, why: &str) -> PublishError {
+    PublishError::Store {
+        target: dest.to_string(),
+        action: "read",
+        key: rel.to_string(),
+        detail: format!(
+            "{why}, more than the {} bytes debforge reads of an index",
+            crate::input::limit::INDEX
+        ),
+    }
 }
 
 pub(super) fn publish(
@@ -213,9 +246,10 @@ fn itemized_file<'a>(line: &'a str, kinds: &[&str]) -> Option<&'a str> {
     (code.len() == 11 && kinds.iter().any(|k| code.starts_with(k))).then_some(name)
 }
 
-/// The regular files under the target (an empty list if it does not exist
-/// yet), names starting with `.` left out as everywhere.
-fn list(dest_dir: &str, dest: &str) -> Result<Vec<String>, PublishError> {
+/// The regular files under the target (empty lists if it does not exist
+/// yet), names starting with `.` left out as everywhere, sorted; and each
+/// one's size.
+fn list(dest_dir: &str, dest: &str) -> Result<(Vec<String>, Vec<u64>), PublishError> {
     let mut cmd = rsync(dest);
     cmd.args(["-r", "--list-only", "--no-human-readable", "--exclude=.*"])
         .arg(dest_dir);
@@ -225,18 +259,24 @@ fn list(dest_dir: &str, dest: &str) -> Result<Vec<String>, PublishError> {
         if line.starts_with('-')
             && let Some(idx) = nth_field_start(line, 4)
         {
-            files.push(line[idx..].to_string());
+            // A size that does not parse is taken as too large to read.
+            let size = line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|s| s.replace(',', "").parse().ok())
+                .unwrap_or(u64::MAX);
+            files.push((line[idx..].to_string(), size));
         }
     });
     match res {
         Ok(()) => {}
         Err(PublishError::Rsync { detail, .. }) if detail.contains("No such file or directory") => {
-            return Ok(Vec::new());
+            return Ok(Default::default());
         }
         Err(e) => return Err(e),
     }
     files.sort();
-    Ok(files)
+    Ok(files.into_iter().unzip())
 }
 
 /// Byte offset of the `n`th (0-based) whitespace-separated field.

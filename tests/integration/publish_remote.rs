@@ -252,6 +252,29 @@ fn rsync_targets_fail_clearly() {
     )
     .env("RSYNC_PASSWORD", "s3cret"));
 
+    // A target's index larger than debforge reads (sparse: 1 GiB and a
+    // byte) is refused from its listed size, never copied to be read.
+    ok(&mut publish(&out, &daemon.url("repo/big")));
+    let packages = walkdir::WalkDir::new(lab.dir.path().join("rsyncd/repo/big/dists"))
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .find(|p| p.ends_with("binary-amd64/Packages"))
+        .expect("a Packages index on the target");
+    fs::File::options()
+        .write(true)
+        .open(&packages)
+        .unwrap()
+        .set_len((1 << 30) + 1)
+        .unwrap();
+    let started = Instant::now();
+    let (code, _, err) = run(&mut publish(&out, &daemon.url("repo/big")));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("Packages") && err.contains("1073741825 bytes, more than the 1073741824"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+
     let closed = free_port();
     let (code, _, err) = run(&mut publish(
         &out,
