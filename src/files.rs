@@ -213,6 +213,7 @@ fn walk_tree(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Result<Vec<T
         path: root.to_path_buf(),
         rel: String::new(),
         entries: Vec::new(),
+        depth: 0,
     };
     walk.read(dir)?;
     Ok(walk.entries)
@@ -231,7 +232,15 @@ struct TreeWalk<'a> {
     path: PathBuf,
     rel: String,
     entries: Vec<TreeEntry>,
+    /// Directories open above the one being read.
+    depth: usize,
 }
+
+/// The deepest a walked tree may go: one descriptor and one stack frame are
+/// held per level, and a chain of 100,000 directories made with `mkdirat`
+/// (no path is ever too long for it) overflowed the stack. Outputs, projects
+/// and key directories are a few levels deep.
+pub const MAX_TREE_DEPTH: usize = 256;
 
 impl TreeWalk<'_> {
     /// The directory open as `dir` (at `path`): its entries, and its
@@ -277,6 +286,12 @@ impl TreeWalk<'_> {
                 dirs.push(name.to_owned());
             }
         }
+        if !dirs.is_empty() && self.depth == MAX_TREE_DEPTH {
+            return Err(std::io::Error::other(format!(
+                "{}: more than {MAX_TREE_DEPTH} directories deep",
+                self.path.display()
+            )));
+        }
         for name in dirs {
             // Not followed: a directory swapped for a link since it was
             // stat'ed is an error, not another tree.
@@ -289,7 +304,9 @@ impl TreeWalk<'_> {
             }
             self.rel.push_str(&os_name.to_string_lossy());
             self.path.push(os_name);
+            self.depth += 1;
             let read = self.read(sub);
+            self.depth -= 1;
             self.path.pop();
             self.rel.truncate(at);
             read?;

@@ -664,3 +664,64 @@ fn an_index_repeating_one_stanza_a_million_times_stays_small() {
     assert!(code == 0 || code == 1, "{err}");
     assert!(rss < MAX_RSS_KB, "diff --upstream: {rss} KB");
 }
+
+/// A chain of `levels` directories named `a` under `base`, made relative to
+/// each parent's descriptor (no path is ever too long for that).
+fn chain(base: &Path, levels: usize) {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut dir = rustix::fs::open(base, flags, Mode::empty()).unwrap();
+    for _ in 0..levels {
+        rustix::fs::mkdirat(&dir, "a", Mode::from_raw_mode(0o755)).unwrap();
+        dir = rustix::fs::openat(&dir, "a", flags, Mode::empty()).unwrap();
+    }
+}
+
+/// Removes [`chain`]'s directories one level at a time (a recursive
+/// removal would overflow this process's stack in turn).
+fn unchain(base: &Path) {
+    let (a, next) = (base.join("a"), base.join("next"));
+    while a.exists() {
+        match fs::rename(a.join("a"), &next) {
+            Ok(()) => {
+                fs::remove_dir(&a).unwrap();
+                fs::rename(&next, &a).unwrap();
+            }
+            Err(_) => fs::remove_dir(&a).unwrap(),
+        }
+    }
+}
+
+#[test]
+fn a_project_or_output_thousands_of_directories_deep_is_built_not_crashed() {
+    let lab = Lab::new();
+    let out = lab.dir.path().join("repo-out");
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    // 100,000 levels in the project and in the output: each build walked
+    // them with a stack frame and a descriptor a level, and overflowed its
+    // stack (abort, exit 134) until the tree was removed.
+    let recipes = lab.dir.path().join("recipes");
+    let deep = [recipes.join("deep"), out.join("pool/deep")];
+    for d in &deep {
+        fs::create_dir_all(d).unwrap();
+        chain(d, 100_000);
+    }
+    let builds: Vec<_> = (0..2)
+        .map(|_| crate::support::common::run(lab.cmd("build").arg("--out").arg(&out)))
+        .collect();
+    // Removed before any assertion: the temporary directory's own removal
+    // would overflow this test's stack.
+    for d in &deep {
+        unchain(d);
+    }
+    for (code, _, err) in builds {
+        assert_eq!(code, 0, "{err}");
+    }
+    // Without them the stamp answers the next build again.
+    ok(lab.cmd("build").arg("--out").arg(&out));
+    let (_, stdout, _) = crate::support::common::run(lab.cmd("build").arg("--out").arg(&out));
+    assert!(
+        stdout.contains("unchanged since the last build"),
+        "{stdout}"
+    );
+}
