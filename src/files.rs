@@ -147,6 +147,81 @@ fn tree_digest_with(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Resul
     Ok(digest_entries(&mut walk_tree(root, skip, links)?))
 }
 
+/// Removes `path` and, for a directory, everything under it, as
+/// `fs::remove_dir_all` does but with no stack frame or descriptor per
+/// level (std's recursion overflowed the stack on a chain of 60,000
+/// directories put in an output): the directories under `path` are emptied
+/// one level at a time, their subdirectories moved up into `path` itself,
+/// so at most two directories are open. A link is removed, never followed.
+pub fn remove_tree(path: impl AsRef<Path>) -> std::io::Result<()> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    let path = path.as_ref();
+    if !fs::symlink_metadata(path)?.is_dir() {
+        return fs::remove_file(path);
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let top = rustix::fs::open(path, flags, Mode::empty())?;
+    let mut moved = 0u64;
+    loop {
+        let (files, dirs) = listing(&top)?;
+        for f in files {
+            rustix::fs::unlinkat(&top, f.as_c_str(), AtFlags::empty())?;
+        }
+        if dirs.is_empty() {
+            break;
+        }
+        for d in dirs {
+            let sub = rustix::fs::openat(&top, d.as_c_str(), flags, Mode::empty())?;
+            let (files, subdirs) = listing(&sub)?;
+            for f in files {
+                rustix::fs::unlinkat(&sub, f.as_c_str(), AtFlags::empty())?;
+            }
+            for s in subdirs {
+                // A name `path` does not hold yet.
+                let free = loop {
+                    let name = std::ffi::CString::new(format!(".debforge-removing-{moved}"))
+                        .expect("no NUL");
+                    moved += 1;
+                    match rustix::fs::statat(&top, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                        Err(rustix::io::Errno::NOENT) => break name,
+                        Err(e) => return Err(e.into()),
+                        Ok(_) => {}
+                    }
+                };
+                rustix::fs::renameat(&sub, s.as_c_str(), &top, free.as_c_str())?;
+            }
+            drop(sub);
+            rustix::fs::unlinkat(&top, d.as_c_str(), AtFlags::REMOVEDIR)?;
+        }
+    }
+    drop(top);
+    fs::remove_dir(path)
+}
+
+/// The names in the directory open as `dir`: what is not a directory, and
+/// the directories (links not followed).
+type Names = Vec<std::ffi::CString>;
+fn listing(dir: &std::os::fd::OwnedFd) -> std::io::Result<(Names, Names)> {
+    use rustix::fs::{AtFlags, FileType};
+    let (mut files, mut dirs) = (Vec::new(), Vec::new());
+    for e in rustix::fs::Dir::read_from(dir)? {
+        let e = e?;
+        let name = e.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        let is_dir = match e.file_type() {
+            FileType::Unknown => {
+                let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+                FileType::from_raw_mode(st.st_mode) == FileType::Directory
+            }
+            t => t == FileType::Directory,
+        };
+        if is_dir { &mut dirs } else { &mut files }.push(name.to_owned());
+    }
+    Ok((files, dirs))
+}
+
 /// One entry under a walked root: its path relative to the root (`/`
 /// between names), its mode and its identity (links not followed).
 pub struct TreeEntry {
@@ -420,6 +495,57 @@ impl FileIdentity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tree_is_removed_whole_without_following_links_or_a_frame_per_level() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tree, outside) = (dir.path().join("tree"), dir.path().join("outside"));
+        fs::create_dir_all(tree.join("a/b/c")).unwrap();
+        fs::create_dir_all(tree.join(".debforge-removing-0/x")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("kept"), b"k").unwrap();
+        fs::write(tree.join("a/b/c/f"), b"f").unwrap();
+        fs::write(tree.join("a/g"), b"g").unwrap();
+        std::os::unix::fs::symlink(&outside, tree.join("a/b/link")).unwrap();
+        std::os::unix::fs::symlink(&outside, tree.join("toplink")).unwrap();
+        // 20,000 levels, made relative to each parent.
+        {
+            use rustix::fs::{Mode, OFlags};
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            let mut d = rustix::fs::open(&tree, flags, Mode::empty()).unwrap();
+            rustix::fs::mkdirat(&d, "deep", Mode::from_raw_mode(0o755)).unwrap();
+            d = rustix::fs::openat(&d, "deep", flags, Mode::empty()).unwrap();
+            for _ in 0..20_000 {
+                rustix::fs::mkdirat(&d, "d", Mode::from_raw_mode(0o755)).unwrap();
+                d = rustix::fs::openat(&d, "d", flags, Mode::empty()).unwrap();
+            }
+            rustix::fs::openat(
+                &d,
+                "leaf",
+                OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o644),
+            )
+            .unwrap();
+        }
+        // On a 64 KiB stack: a frame per level would overflow it.
+        let t = tree.clone();
+        std::thread::Builder::new()
+            .stack_size(64 << 10)
+            .spawn(move || remove_tree(&t).unwrap())
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(!tree.exists());
+        assert_eq!(fs::read(outside.join("kept")).unwrap(), b"k");
+        // A link or a file is removed itself; nothing there is an error.
+        std::os::unix::fs::symlink(&outside, dir.path().join("l")).unwrap();
+        remove_tree(dir.path().join("l")).unwrap();
+        assert!(outside.join("kept").exists());
+        assert_eq!(
+            remove_tree(dir.path().join("l")).unwrap_err().kind(),
+            std::io::ErrorKind::NotFound
+        );
+    }
 
     #[test]
     fn atomic_writes_replace_or_keep_and_leave_nothing_else() {

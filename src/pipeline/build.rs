@@ -72,7 +72,7 @@ impl Session<'_> {
             let keep = home.join(&d.sha256);
             let deb = keep.join(&name);
             if !deb.is_file() {
-                let _ = fs::remove_dir_all(&keep);
+                let _ = crate::files::remove_tree(&keep);
                 fs::create_dir_all(&keep).map_err(FileError::at(&keep))?;
                 fs::rename(&built, &deb).map_err(FileError::at(&deb))?;
             }
@@ -81,7 +81,7 @@ impl Session<'_> {
             if let Ok(rd) = fs::read_dir(&home) {
                 for e in rd.flatten() {
                     if e.file_name() != d.sha256.as_str() {
-                        let _ = fs::remove_dir_all(e.path());
+                        let _ = crate::files::remove_tree(e.path());
                         let _ = fs::remove_file(e.path());
                     }
                 }

@@ -495,7 +495,7 @@ pub fn summary(prev: Option<&Generation>, g: &Generation) -> String {
 /// Removes what [`materialize`] wrote, with its stamp and lock (best
 /// effort: a killed run's copy is replaced by the next).
 pub fn remove_materialized(dir: &Path) {
-    let _ = fs::remove_dir_all(dir);
+    let _ = crate::files::remove_tree(dir);
     for what in ["stamp", "lock"] {
         let _ = fs::remove_file(crate::files::beside(dir, what));
     }

@@ -70,7 +70,7 @@ pub(super) fn write(
         // Written whole instead, into the same staging directory, which
         // must hold none of these indexes.
         let dists = staging.join("dists");
-        match fs::remove_dir_all(&dists) {
+        match crate::files::remove_tree(&dists) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(FileError::at(&dists)(e).into());
             }
@@ -122,8 +122,8 @@ pub(super) fn write(
     // The old dists/ goes now, not with the staging directory later: its
     // indexes share files with the new one (kept forms), and unlinking
     // them changes those files' ctime, which the output's stamp records.
-    let _ = fs::remove_dir_all(staging.join("dists"));
-    let _ = fs::remove_dir_all(staging.join("dists.old"));
+    let _ = crate::files::remove_tree(staging.join("dists"));
+    let _ = crate::files::remove_tree(staging.join("dists.old"));
     remove_not_ours(out);
     // The pool files no longer listed go as the output is walked for its
     // stamp (`write::settle`).
@@ -202,8 +202,8 @@ pub fn redate(
     swap_dists(staging.path(), out)?;
     // The old dists/ goes before the digest: its links to the indexes
     // change their ctime as they go.
-    let _ = fs::remove_dir_all(staging.path().join("dists"));
-    let _ = fs::remove_dir_all(staging.path().join("dists.old"));
+    let _ = crate::files::remove_tree(staging.path().join("dists"));
+    let _ = crate::files::remove_tree(staging.path().join("dists.old"));
     drop(staging);
     // The pool is as walked (held by the lock; a redate touches only
     // `dists/` and the top files): only the rest is walked again. A pool
@@ -345,7 +345,7 @@ fn remove_not_ours(out: &Path) {
         let path = e.path();
         match e.file_type() {
             Ok(t) if t.is_dir() => {
-                let _ = fs::remove_dir_all(&path);
+                let _ = crate::files::remove_tree(&path);
             }
             _ => {
                 let _ = fs::remove_file(&path);

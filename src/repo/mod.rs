@@ -214,7 +214,7 @@ impl<'c> DistsWriter<'c> {
         kept: &'c KeptPieces,
     ) -> Result<DistsWriter<'c>, RepoError> {
         let dist = root.join("dists").join(&config.suite);
-        let _ = fs::remove_dir_all(&dist);
+        let _ = crate::files::remove_tree(&dist);
         let mut writers = Vec::new();
         for arch in &config.architectures {
             writers.push((

@@ -419,7 +419,7 @@ pub(super) fn fresh_staging(
             if name.starts_with(&format!(".{base}.staging-"))
                 || (name.starts_with(&format!(".{base}.old-")) && out.exists())
             {
-                let _ = fs::remove_dir_all(e.path());
+                let _ = crate::files::remove_tree(e.path());
             }
         }
     }
@@ -534,14 +534,14 @@ fn swap_in(
     let had_old = fs::symlink_metadata(out).is_ok();
     if !had_old {
         if let Err(e) = fs::rename(&staged, out) {
-            let _ = fs::remove_dir_all(&staged);
+            let _ = crate::files::remove_tree(&staged);
             return Err(FileError::at(out)(e).into());
         }
         return Ok(());
     }
     if pause.is_none() && exchange(&staged, out).is_ok() {
         // `staged` now holds the previous output.
-        let _ = fs::remove_dir_all(&staged);
+        let _ = crate::files::remove_tree(&staged);
         return Ok(());
     }
     let old = parent.join(format!(".{base}.old-{}", std::process::id()));
@@ -551,10 +551,10 @@ fn swap_in(
     }
     if let Err(e) = fs::rename(&staged, out) {
         let _ = fs::rename(&old, out);
-        let _ = fs::remove_dir_all(&staged);
+        let _ = crate::files::remove_tree(&staged);
         return Err(FileError::at(out)(e).into());
     }
-    Ok(fs::remove_dir_all(&old).map_err(FileError::at(&old))?)
+    Ok(crate::files::remove_tree(&old).map_err(FileError::at(&old))?)
 }
 
 /// Swaps two paths atomically (Linux 3.15+, on filesystems that support it).

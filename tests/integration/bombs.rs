@@ -697,31 +697,59 @@ fn a_project_or_output_thousands_of_directories_deep_is_built_not_crashed() {
     let lab = Lab::new();
     let out = lab.dir.path().join("repo-out");
     ok(lab.cmd("build").arg("--out").arg(&out));
-    // 100,000 levels in the project and in the output: each build walked
-    // them with a stack frame and a descriptor a level, and overflowed its
-    // stack (abort, exit 134) until the tree was removed.
-    let recipes = lab.dir.path().join("recipes");
-    let deep = [recipes.join("deep"), out.join("pool/deep")];
+    // 100,000 levels in the project, in the pool and beside `dists/` (a
+    // directory of the output not ours, which a build removes). Builds
+    // walked the first two and removed the third with a stack frame a
+    // level and aborted (exit 134). Run here on a 1 MiB stack, so that the
+    // old removal overflows before it runs out of descriptors.
+    let deep = [
+        lab.recipes.join("deep"),
+        out.join("pool/deep"),
+        out.join("deep"),
+    ];
     for d in &deep {
         fs::create_dir_all(d).unwrap();
         chain(d, 100_000);
     }
-    let builds: Vec<_> = (0..2)
-        .map(|_| crate::support::common::run(lab.cmd("build").arg("--out").arg(&out)))
-        .collect();
+    let small_stack = || {
+        let mut c = lab.cmd("build");
+        c.arg("--out").arg(&out);
+        // SAFETY: only setrlimit, between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+                let limit = libc::rlimit {
+                    rlim_cur: 1 << 20,
+                    rlim_max: libc::RLIM_INFINITY,
+                };
+                if libc::setrlimit(libc::RLIMIT_STACK, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        crate::support::common::run(&mut c)
+    };
+    let builds = [small_stack(), small_stack()];
+    let removed = !out.join("deep").exists();
     // Removed before any assertion: the temporary directory's own removal
     // would overflow this test's stack.
     for d in &deep {
         unchain(d);
     }
-    for (code, _, err) in builds {
-        assert_eq!(code, 0, "{err}");
+    for (code, _, err) in &builds {
+        assert_eq!(*code, 0, "{err}");
     }
-    // Without them the stamp answers the next build again.
+    assert!(
+        removed,
+        "the directory not ours beside dists/ is removed whole"
+    );
+    // Without them the output's stamp (its walk) answers the next build
+    // again. (The lab's project asks signed sources: it has no build stamp,
+    // but its walk runs all the same, which overflowed.)
     ok(lab.cmd("build").arg("--out").arg(&out));
     let (_, stdout, _) = crate::support::common::run(lab.cmd("build").arg("--out").arg(&out));
     assert!(
-        stdout.contains("unchanged since the last build"),
+        stdout.contains("unchanged since the last build: nothing was written"),
         "{stdout}"
     );
 }
