@@ -58,6 +58,19 @@ pub enum PublishError {
         "{target}: another debforge publish is writing it (it holds {lock}); wait for it to finish"
     )]
     Busy { target: String, lock: String },
+    #[error(
+        "{target}: {path} is listed ({size} bytes) but was not read: {}",
+        if *size > crate::input::limit::INDEX {
+            format!("more than the {} bytes debforge reads of an index", crate::input::limit::INDEX)
+        } else {
+            "it changed while it was copied".to_string()
+        }
+    )]
+    NotRead {
+        target: String,
+        path: String,
+        size: u64,
+    },
     #[error("{target}: {action} {key}: {detail}")]
     Store {
         target: String,
@@ -81,6 +94,9 @@ impl crate::error::Hint for PublishError {
             }
             PublishError::ChangedInPlace { .. } => Some(
                 "nothing was published; give the package a new version (bump the recipe's version, or its version-suffix), or build with the SOURCE_DATE_EPOCH of the published build so it comes out byte for byte the same".into(),
+            ),
+            PublishError::NotRead { .. } => Some(
+                "nothing was changed: the pool files it lists could not be protected from removal; remove or replace that file on the target (or publish again, if it was being rewritten)".into(),
             ),
             PublishError::Rsync { .. } | PublishError::Store { .. } => Some(
                 "the previous Release is still in force on the target; run the same publish again to complete it".into(),

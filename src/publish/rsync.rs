@@ -16,28 +16,17 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::{
-    Phase, PublishError, Recorder, Step, read_by_referenced, referenced_in, refuse_changed_pool,
-};
+use super::{Phase, PublishError, Recorder, Step, referenced, refuse_changed_pool};
 
 /// The destination's files, and what its Releases reference, read from a
 /// copy of its Release and Packages files.
 pub(super) fn current(dest: &str) -> Result<(Vec<String>, super::Referenced), PublishError> {
     let dest_dir = format!("{}/", dest.trim_end_matches('/'));
     let (existing, sizes) = list(&dest_dir, dest)?;
-    // Copied, then read whole: no larger than a local index may be (the
-    // scratch copy would fill the disk first).
-    let bound = crate::input::limit::INDEX;
-    let read = || {
-        existing
-            .iter()
-            .zip(&sizes)
-            .filter(|(f, _)| read_by_referenced(f))
-    };
-    if let Some((f, size)) = read().find(|(_, size)| **size > bound) {
-        return Err(too_large(dest, f, &format!("it is {size} bytes")));
-    }
     let scratch = tempfile::tempdir().map_err(FileError::at(&std::env::temp_dir()))?;
+    // Copied, then read whole: none larger than a local index may be (a
+    // huge one would fill the disk before it was refused).
+    let bound = crate::input::limit::INDEX;
     if existing.iter().any(|f| f.starts_with("dists/")) {
         // Filters rather than --files-from: rsync daemons mis-resolve a
         // file list under a module's subdirectory ("file has vanished").
@@ -56,27 +45,30 @@ pub(super) fn current(dest: &str) -> Result<(Vec<String>, super::Referenced), Pu
         .arg("--mkpath");
         run(cmd, b"", dest, &mut |_| {})?;
     }
-    // One grown past the bound since it was listed is not copied: what it
-    // references would not be protected, so the publish stops.
-    if let Some((f, _)) = read().find(|(f, _)| !scratch.path().join(f).is_file()) {
-        return Err(too_large(dest, f, "it grew after it was listed"));
-    }
-    // The target's Releases and indexes, copied here.
-    let previous = referenced_in(scratch.path(), &existing)?;
+    // The target's Releases and the indexes they list, from the copy. One
+    // listed but not copied (too large, or changed since it was listed)
+    // stops the publish: the pool files it lists would go unprotected.
+    let listed: std::collections::HashMap<&str, u64> = existing
+        .iter()
+        .map(String::as_str)
+        .zip(sizes.iter().copied())
+        .collect();
+    let previous = referenced(&existing, &mut |rel| {
+        let path = scratch.path().join(rel);
+        match crate::input::read(&path, bound) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match listed.get(rel) {
+                Some(&size) => Err(PublishError::NotRead {
+                    target: dest.to_string(),
+                    path: rel.to_string(),
+                    size,
+                }),
+                None => Ok(None),
+            },
+            Err(e) => Err(FileError::at(&path)(e).into()),
+        }
+    })?;
     Ok((existing, previous))
-}
-
-/// A target's Release or index that debforge will not read.
-fn too_large(dest: &str, rel: &str, why: &str) -> PublishError {
-    PublishError::Store {
-        target: dest.to_string(),
-        action: "read",
-        key: rel.to_string(),
-        detail: format!(
-            "{why}, more than the {} bytes debforge reads of an index",
-            crate::input::limit::INDEX
-        ),
-    }
 }
 
 pub(super) fn publish(
@@ -251,8 +243,16 @@ fn itemized_file<'a>(line: &'a str, kinds: &[&str]) -> Option<&'a str> {
 /// one's size.
 fn list(dest_dir: &str, dest: &str) -> Result<(Vec<String>, Vec<u64>), PublishError> {
     let mut cmd = rsync(dest);
-    cmd.args(["-r", "--list-only", "--no-human-readable", "--exclude=.*"])
-        .arg(dest_dir);
+    // `-8`: names as they are, not escaped by the locale (`\#303\#274`
+    // for `ü` where it is C); what is still escaped is undone below.
+    cmd.args([
+        "-r",
+        "-8",
+        "--list-only",
+        "--no-human-readable",
+        "--exclude=.*",
+    ])
+    .arg(dest_dir);
     let mut files = Vec::new();
     let res = run(cmd, b"", dest, &mut |line| {
         // -rw-r--r--   1234 2026/12/02 18:00:00 pool/main/a.deb
@@ -265,7 +265,7 @@ fn list(dest_dir: &str, dest: &str) -> Result<(Vec<String>, Vec<u64>), PublishEr
                 .nth(1)
                 .and_then(|s| s.replace(',', "").parse().ok())
                 .unwrap_or(u64::MAX);
-            files.push((line[idx..].to_string(), size));
+            files.push((unescape(&line[idx..]), size));
         }
     });
     match res {
@@ -277,6 +277,32 @@ fn list(dest_dir: &str, dest: &str) -> Result<(Vec<String>, Vec<u64>), PublishEr
     }
     files.sort();
     Ok(files.into_iter().unzip())
+}
+
+/// A name as rsync lists it, its `\#ooo` escapes (octal bytes: control
+/// characters, and any byte its locale cannot print) undone.
+fn unescape(listed: &str) -> String {
+    let bytes = listed.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escape = bytes.get(i..i + 5).filter(|e| {
+            e[0] == b'\\' && e[1] == b'#' && e[2..].iter().all(|d| (b'0'..=b'7').contains(d))
+        });
+        match escape.map(|e| {
+            u32::from(e[2] - b'0') * 64 + u32::from(e[3] - b'0') * 8 + u32::from(e[4] - b'0')
+        }) {
+            Some(byte) if byte <= 0xff => {
+                out.push(byte as u8);
+                i += 5;
+            }
+            _ => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Byte offset of the `n`th (0-based) whitespace-separated field.
@@ -329,8 +355,10 @@ fn run(
             let _ = io::Read::read_to_string(&mut stderr, &mut text);
             text
         });
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            on_line(&line);
+        // Every line, whatever bytes a name holds (a line that is not
+        // UTF-8 ended the reading, and the rest of a listing was lost).
+        for line in BufReader::new(stdout).split(b'\n').map_while(Result::ok) {
+            on_line(&String::from_utf8_lossy(&line));
         }
         let status = child.wait();
         (status, err.join().unwrap_or_default())

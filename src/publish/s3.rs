@@ -134,15 +134,10 @@ async fn listing(
             // a local one (a link to a device or a runaway file, on a disk
             // or behind S3, is refused).
             Ok(r) if r.meta.size > crate::input::limit::INDEX => {
-                return Err(PublishError::Store {
+                return Err(PublishError::NotRead {
                     target: loc.display.to_string(),
-                    action: "read",
-                    key: rel.to_string(),
-                    detail: format!(
-                        "it is {} bytes, more than the {} debforge reads of an index",
-                        r.meta.size,
-                        crate::input::limit::INDEX
-                    ),
+                    path: rel.to_string(),
+                    size: r.meta.size,
                 });
             }
             Ok(r) => {

@@ -270,10 +270,32 @@ fn rsync_targets_fail_clearly() {
     let (code, _, err) = run(&mut publish(&out, &daemon.url("repo/big")));
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("Packages") && err.contains("1073741825 bytes, more than the 1073741824"),
+        err.contains(
+            "Packages is listed (1073741825 bytes) but was not read: more than the 1073741824"
+        ) && err.contains("nothing was changed"),
         "{err}"
     );
     assert!(started.elapsed() < Duration::from_secs(20));
+    // One no Release lists (a stale suite) is not read, so not refused: it
+    // goes as stale. A suite named in UTF-8 is read under the C locale
+    // (rsync lists `ü` as `\#303\#274` there unless told not to).
+    let root = lab.dir.path().join("rsyncd/repo");
+    ok(&mut publish(&out, &daemon.url("repo/more")));
+    let stale = root.join("more/dists/old/main/binary-amd64/Packages");
+    fs::create_dir_all(stale.parent().unwrap()).unwrap();
+    fs::File::create(&stale)
+        .unwrap()
+        .set_len((1 << 30) + 1)
+        .unwrap();
+    let foreign = root.join("more/dists/bionic-\u{fc}");
+    fs::create_dir_all(&foreign).unwrap();
+    fs::copy(
+        root.join("more/dists/bionic/Release"),
+        foreign.join("Release"),
+    )
+    .unwrap();
+    ok(publish(&out, &daemon.url("repo/more")).env("LC_ALL", "C"));
+    assert!(!stale.exists(), "the stale index is removed");
 
     let closed = free_port();
     let (code, _, err) = run(&mut publish(
