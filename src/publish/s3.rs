@@ -127,18 +127,21 @@ async fn listing(
 
     // What the Release in force until now still needs.
     // (`referenced` reads synchronously, so its files are fetched first.)
+    // Each read whole into memory: none larger than a local index may be.
+    // One that is larger is not fetched, and stops the publish only if a
+    // Release lists it (a stale one goes as stale, as on any target).
+    let bound = crate::input::limit::INDEX;
     let mut fetched: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
+    let mut too_large: BTreeMap<&str, u64> = BTreeMap::new();
     for rel in existing.iter().filter(|r| read_by_referenced(r)) {
+        if let Some(&(size, _)) = remote.get(rel).filter(|(size, _)| *size > bound) {
+            too_large.insert(rel, size);
+            continue;
+        }
         match store.get(&key_of(loc, rel)).await {
-            // Read whole into memory: a bucket's index may be no larger than
-            // a local one (a link to a device or a runaway file, on a disk
-            // or behind S3, is refused).
-            Ok(r) if r.meta.size > crate::input::limit::INDEX => {
-                return Err(PublishError::NotRead {
-                    target: loc.display.to_string(),
-                    path: rel.to_string(),
-                    size: r.meta.size,
-                });
+            // Grown since it was listed.
+            Ok(r) if r.meta.size > bound => {
+                too_large.insert(rel, r.meta.size);
             }
             Ok(r) => {
                 fetched.insert(
@@ -150,7 +153,14 @@ async fn listing(
             Err(e) => return Err(err_of(loc, "read", rel)(e)),
         }
     }
-    let previous = referenced(&existing, &mut |rel| Ok(fetched.remove(rel)))?;
+    let previous = referenced(&existing, &mut |rel| match too_large.get(rel) {
+        Some(&size) => Err(PublishError::NotRead {
+            target: loc.display.to_string(),
+            path: rel.to_string(),
+            size,
+        }),
+        None => Ok(fetched.remove(rel)),
+    })?;
     Ok((remote, existing, previous))
 }
 
