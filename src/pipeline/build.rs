@@ -82,7 +82,6 @@ impl Session<'_> {
                 for e in rd.flatten() {
                     if e.file_name() != d.sha256.as_str() {
                         let _ = crate::files::remove_tree(e.path());
-                        let _ = fs::remove_file(e.path());
                     }
                 }
             }

@@ -382,11 +382,21 @@ pub(crate) type ReadTarget<'a> = dyn FnMut(&str) -> Result<Option<Vec<u8>>, Publ
 /// index's bound: a FIFO there would hang a publish, a link to /dev/zero
 /// fill memory.
 pub(crate) fn referenced_in(root: &Path, existing: &[String]) -> Result<Referenced, PublishError> {
+    referenced_in_or(root, existing, &mut |_| Ok(None))
+}
+
+/// [`referenced_in`], `missing` saying what a file `root` lacks means (a
+/// copy of a target that left out what it lists).
+pub(crate) fn referenced_in_or(
+    root: &Path,
+    existing: &[String],
+    missing: &mut ReadTarget<'_>,
+) -> Result<Referenced, PublishError> {
     referenced(existing, &mut |rel| {
         let path = root.join(rel);
         match crate::input::read(&path, crate::input::limit::INDEX) {
             Ok(b) => Ok(Some(b)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => missing(rel),
             Err(e) => Err(FileError::at(&path)(e).into()),
         }
     })

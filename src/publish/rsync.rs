@@ -11,18 +11,19 @@
 //! the rest by checksum, since a rebuilt index may keep its size.
 
 use crate::error::FileError;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::{Phase, PublishError, Recorder, Step, referenced, refuse_changed_pool};
+use super::{Phase, PublishError, Recorder, Step, referenced_in_or, refuse_changed_pool};
 
 /// The destination's files, and what its Releases reference, read from a
 /// copy of its Release and Packages files.
 pub(super) fn current(dest: &str) -> Result<(Vec<String>, super::Referenced), PublishError> {
     let dest_dir = format!("{}/", dest.trim_end_matches('/'));
-    let (existing, sizes) = list(&dest_dir, dest)?;
+    let listed = list(&dest_dir, dest)?;
+    let existing: Vec<String> = listed.keys().cloned().collect();
     let scratch = tempfile::tempdir().map_err(FileError::at(&std::env::temp_dir()))?;
     // Copied, then read whole: none larger than a local index may be (a
     // huge one would fill the disk before it was refused).
@@ -48,26 +49,18 @@ pub(super) fn current(dest: &str) -> Result<(Vec<String>, super::Referenced), Pu
     // The target's Releases and the indexes they list, from the copy. One
     // listed but not copied (too large, or changed since it was listed)
     // stops the publish: the pool files it lists would go unprotected.
-    let listed: std::collections::HashMap<&str, u64> = existing
-        .iter()
-        .map(String::as_str)
-        .zip(sizes.iter().copied())
-        .collect();
-    let previous = referenced(&existing, &mut |rel| {
-        let path = scratch.path().join(rel);
-        match crate::input::read(&path, bound) {
-            Ok(b) => Ok(Some(b)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match listed.get(rel) {
-                Some(&size) => Err(PublishError::NotRead {
-                    target: dest.to_string(),
-                    path: rel.to_string(),
-                    size,
-                }),
-                None => Ok(None),
-            },
-            Err(e) => Err(FileError::at(&path)(e).into()),
-        }
-    })?;
+    let previous = referenced_in_or(
+        scratch.path(),
+        &existing,
+        &mut |rel| match listed.get(rel) {
+            Some(&size) => Err(PublishError::NotRead {
+                target: dest.to_string(),
+                path: rel.to_string(),
+                size,
+            }),
+            None => Ok(None),
+        },
+    )?;
     Ok((existing, previous))
 }
 
@@ -238,10 +231,9 @@ fn itemized_file<'a>(line: &'a str, kinds: &[&str]) -> Option<&'a str> {
     (code.len() == 11 && kinds.iter().any(|k| code.starts_with(k))).then_some(name)
 }
 
-/// The regular files under the target (empty lists if it does not exist
-/// yet), names starting with `.` left out as everywhere, sorted; and each
-/// one's size.
-fn list(dest_dir: &str, dest: &str) -> Result<(Vec<String>, Vec<u64>), PublishError> {
+/// The regular files under the target and their sizes (none if it does not
+/// exist yet), names starting with `.` left out as everywhere.
+fn list(dest_dir: &str, dest: &str) -> Result<BTreeMap<String, u64>, PublishError> {
     let mut cmd = rsync(dest);
     // `-8`: names as they are, not escaped by the locale (`\#303\#274`
     // for `ü` where it is C); what is still escaped is undone below.
@@ -253,7 +245,7 @@ fn list(dest_dir: &str, dest: &str) -> Result<(Vec<String>, Vec<u64>), PublishEr
         "--exclude=.*",
     ])
     .arg(dest_dir);
-    let mut files = Vec::new();
+    let mut files = BTreeMap::new();
     let res = run(cmd, b"", dest, &mut |line| {
         // -rw-r--r--   1234 2026/12/02 18:00:00 pool/main/a.deb
         if line.starts_with('-')
@@ -265,7 +257,7 @@ fn list(dest_dir: &str, dest: &str) -> Result<(Vec<String>, Vec<u64>), PublishEr
                 .nth(1)
                 .and_then(|s| s.replace(',', "").parse().ok())
                 .unwrap_or(u64::MAX);
-            files.push((unescape(&line[idx..]), size));
+            files.insert(unescape(&line[idx..]), size);
         }
     });
     match res {
@@ -275,8 +267,7 @@ fn list(dest_dir: &str, dest: &str) -> Result<(Vec<String>, Vec<u64>), PublishEr
         }
         Err(e) => return Err(e),
     }
-    files.sort();
-    Ok(files.into_iter().unzip())
+    Ok(files)
 }
 
 /// A name as rsync lists it, its `\#ooo` escapes (octal bytes: control
