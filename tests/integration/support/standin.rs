@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::support::common::{EPOCH, debforge, ok};
+use crate::support::common::{EPOCH, debforge, ok, run};
 use crate::support::server::Server;
 
 /// A throwaway GnuPG home with one signing key.
@@ -145,24 +145,33 @@ impl TestKey {
     pub fn sign_detached(&self, release: &Path) {
         let _gpg = gpg_lock();
         let out = release.with_file_name("Release.gpg");
-        ok(self
-            .gpg()
-            .args(["--armor", "--detach-sign", "--output"])
-            .arg(&out)
-            .arg(release));
-        stop_agent(&self.home);
+        self.sign(&["--armor", "--detach-sign", "--output"], &out, release);
     }
 
     /// Writes `InRelease` (cleartext-signed) next to `release`.
     pub fn sign_inline(&self, release: &Path) {
         let _gpg = gpg_lock();
         let out = release.with_file_name("InRelease");
-        ok(self
-            .gpg()
-            .args(["--clearsign", "--output"])
-            .arg(&out)
-            .arg(release));
-        stop_agent(&self.home);
+        self.sign(&["--clearsign", "--output"], &out, release);
+    }
+
+    /// One signature, tried up to three times: gpg starts a fresh agent for
+    /// each use, and one that loses its agent mid-use fails with "signing
+    /// failed: Broken pipe" (CI met it once) with nothing wrong in the input.
+    fn sign(&self, args: &[&str], out: &Path, release: &Path) {
+        let mut last = String::new();
+        for _ in 0..3 {
+            let (code, _, err) = run(self.gpg().args(args).arg(out).arg(release));
+            stop_agent(&self.home);
+            if code == 0 {
+                return;
+            }
+            last = err;
+        }
+        panic!(
+            "gpg could not sign {} three times:\n{last}",
+            release.display()
+        );
     }
 }
 
@@ -176,12 +185,30 @@ pub fn gpg_lock() -> std::sync::MutexGuard<'static, ()> {
 /// The stand-in keys live for the whole run in static homes that are never
 /// dropped: their gpg-agent is stopped after each use, so none outlives the
 /// suite (the next gpg call starts it again).
+///
+/// `gpgconf --kill` only asks the agent to exit; the next gpg call could
+/// reach the dying agent's socket, so this waits (up to 5 s) for the agent
+/// to remove it.
 fn stop_agent(home: &Path) {
+    let socket = Command::new("gpgconf")
+        .arg("--homedir")
+        .arg(home)
+        .args(["--list-dirs", "agent-socket"])
+        .output()
+        .ok()
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
     let _ = Command::new("gpgconf")
         .arg("--homedir")
         .arg(home)
         .args(["--kill", "gpg-agent"])
         .status();
+    let Some(socket) = socket.filter(|s| !s.as_os_str().is_empty()) else {
+        return;
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while socket.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// A fake package at the real paths.
