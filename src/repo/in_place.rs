@@ -53,18 +53,24 @@ pub(super) fn write(
     params: &RepoParams,
     pins: &str,
     observer: &dyn Reporter,
-) -> Result<Option<Written>, RepoError> {
+) -> Result<Option<(Written, Option<PoolWalk>)>, RepoError> {
     let unique = pool_names(packages, &params.config.component)?;
     // The indexes are written (rendering, hashing, compressing what
-    // changed) while the pool is checked (system calls), each on a core:
-    // the indexes list what each package must be, whatever the pool holds.
-    let (present, index) = std::thread::scope(|scope| {
+    // changed) while the pool is walked and checked (system calls), each on
+    // a core: the indexes list what each package must be, whatever the pool
+    // holds. The walk is the pool's part of the output's stamp: the output
+    // is not walked again once written, only what this build changed.
+    let (present, index, walked) = std::thread::scope(|scope| {
         let index = scope.spawn(|| write_dists(staging, &unique, params, observer));
-        let present = present(out, &unique, params);
+        let walked = walk_pool(out);
+        let present = match &walked {
+            Some(entries) => present_in(out, entries, &unique, params),
+            None => present(out, &unique, params),
+        };
         let index = index
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (present, index)
+        (present, index, walked)
     });
     let Some(present) = present? else {
         // Written whole instead, into the same staging directory, which
@@ -127,7 +133,112 @@ pub(super) fn write(
     remove_not_ours(out);
     // The pool files no longer listed go as the output is walked for its
     // stamp (`write::settle`).
-    Ok(Some((pooled, index)))
+    let walked = walked.map(|entries| PoolWalk {
+        entries,
+        placed: std::mem::take(&mut added.rels),
+    });
+    Ok(Some(((pooled, index), walked)))
+}
+
+/// The pool as walked before a build in place changed it, and what the
+/// build placed in it since: the output's walk for its stamp, without
+/// walking the pool again ([`PoolWalk::patched`]). Nothing else changes
+/// the pool meanwhile: the build holds the output's lock, and clients only
+/// read.
+pub struct PoolWalk {
+    entries: Vec<TreeEntry>,
+    placed: Vec<String>,
+}
+
+impl PoolWalk {
+    /// The output's entries now: the rest of the output walked, the pool's
+    /// from the walk, with the files placed since, the directories made for
+    /// them and the ones those were made in stat'ed again, and every other
+    /// name of a placed file's inode (a link changes its change time).
+    pub fn patched(self, out: &Path) -> std::io::Result<Vec<TreeEntry>> {
+        let pool = out.join("pool");
+        let mut rest = crate::files::tree_entries(out, &|p| p.parent() == Some(&*pool))?;
+        let PoolWalk {
+            mut entries,
+            placed,
+        } = self;
+        let mut again: HashSet<&str> = HashSet::new();
+        for rel in &placed {
+            let mut at = rel.as_str();
+            while at != "pool" {
+                again.insert(at);
+                at = at.rsplit_once('/').map_or("pool", |(parent, _)| parent);
+            }
+        }
+        entries.retain(|e| e.rel.starts_with("pool/") && !again.contains(e.rel.as_str()));
+        let mut linked: HashSet<(u64, u64)> = HashSet::new();
+        for rel in again {
+            let Ok(m) = fs::symlink_metadata(out.join(rel)) else {
+                continue;
+            };
+            let e = TreeEntry::of(rel.to_string(), &m);
+            if !e.is_dir() {
+                linked.insert((e.id.dev(), e.id.ino()));
+            }
+            entries.push(e);
+        }
+        for e in entries.iter_mut() {
+            if linked.contains(&(e.id.dev(), e.id.ino()))
+                && let Ok(m) = fs::symlink_metadata(out.join(&e.rel))
+            {
+                *e = TreeEntry::of(std::mem::take(&mut e.rel), &m);
+            }
+        }
+        entries.append(&mut rest);
+        Ok(entries)
+    }
+}
+
+/// The output's pool walked (`pool` and what it holds, links not
+/// followed); `None` where it cannot be (each package is then checked on
+/// its own, and the output walked whole once written).
+fn walk_pool(out: &Path) -> Option<Vec<TreeEntry>> {
+    let pool = out.join("pool");
+    crate::files::tree_entries(out, &|p| p.parent() == Some(out) && p != pool).ok()
+}
+
+/// [`present`], from the pool's walk: a package's file must be a regular
+/// file reached through real directories only, with its bytes.
+fn present_in(
+    out: &Path,
+    walked: &[TreeEntry],
+    unique: &[(String, &PoolInput)],
+    params: &RepoParams,
+) -> Result<Option<Vec<bool>>, RepoError> {
+    let by_rel: std::collections::HashMap<&str, &TreeEntry> =
+        walked.iter().map(|e| (e.rel.as_str(), e)).collect();
+    let mut present = Vec::with_capacity(unique.len());
+    for (rel, p) in unique {
+        // A link (or a file) on the way would put a package outside the
+        // output, or read one from there.
+        let through_dirs = rel
+            .match_indices('/')
+            .all(|(i, _)| by_rel.get(&rel[..i]).is_none_or(|e| e.is_dir()));
+        if !through_dirs {
+            return Ok(None);
+        }
+        match by_rel.get(rel.as_str()) {
+            None => present.push(false),
+            Some(e) if e.mode & libc::S_IFMT == libc::S_IFREG => {
+                let dest = out.join(rel);
+                let d = params
+                    .records
+                    .digests_as(&dest, e.id)
+                    .map_err(FileError::at(&dest))?;
+                if d.sha256 != p.sha256 || d.size != p.size {
+                    return Ok(None);
+                }
+                present.push(true);
+            }
+            Some(_) => return Ok(None),
+        }
+    }
+    Ok(Some(present))
 }
 
 /// An output as walked under its lock (which it holds): what a redate
@@ -539,5 +650,103 @@ mod tests {
             digest_entries(&mut again),
             tree_digest(out, &|_| false).unwrap()
         );
+    }
+
+    /// The pool as walked before the write, patched with what the build
+    /// placed since, then the unlisted files removed: the digest of a fresh
+    /// walk of the whole output (new directories, the directories they were
+    /// made in, another name of a placed file's inode, `dists/` swapped).
+    #[test]
+    fn a_pool_walked_before_the_write_and_patched_digests_as_a_fresh_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let cache = dir.path().join("cache");
+        fs::create_dir_all(&cache).unwrap();
+        let put = |rel: &str, bytes: &str| {
+            let p = out.join(rel);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, bytes).unwrap();
+        };
+        put("dists/s/Release", "old");
+        put("pool/main/a/a/a_1_all.deb", "a");
+        put("pool/main/g/g/g_1_all.deb", "gone");
+        // The cache file the new package is linked from is already in the
+        // pool under another name (kept by a generation).
+        fs::write(cache.join("n.deb"), "n").unwrap();
+        fs::create_dir_all(out.join("pool/contrib/n/n")).unwrap();
+        fs::hard_link(
+            cache.join("n.deb"),
+            out.join("pool/contrib/n/n/n_1_all.deb"),
+        )
+        .unwrap();
+        let walked = walk_pool(&out).expect("the pool walks");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // The build: a new package in a new directory, one beside an
+        // existing one, and dists/ replaced.
+        let placed = ["pool/main/n/n/n_1_all.deb", "pool/main/a/a/a_2_all.deb"];
+        fs::create_dir_all(out.join("pool/main/n/n")).unwrap();
+        fs::hard_link(cache.join("n.deb"), out.join(placed[0])).unwrap();
+        fs::write(out.join(placed[1]), "a2").unwrap();
+        fs::remove_dir_all(out.join("dists")).unwrap();
+        put("dists/s/Release", "new");
+        let walk = PoolWalk {
+            entries: walked,
+            placed: placed.iter().map(|p| p.to_string()).collect(),
+        };
+        let mut entries = walk.patched(&out).unwrap();
+        let listed: HashSet<&str> = placed.into();
+        let kept: HashSet<&str> = ["pool/contrib/n/n/n_1_all.deb"].into();
+        remove_unlisted(&out, &mut entries, &listed, &kept);
+        assert!(!out.join("pool/main/a/a/a_1_all.deb").exists());
+        assert!(!out.join("pool/main/g").exists());
+        assert_eq!(
+            digest_entries(&mut entries),
+            tree_digest(&out, &|_| false).unwrap()
+        );
+    }
+
+    /// A link or a file where a pool directory should be: the package is
+    /// not taken as present (the output is written whole instead).
+    #[test]
+    fn a_walked_pool_with_a_link_on_the_way_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let elsewhere = dir.path().join("elsewhere/a");
+        fs::create_dir_all(&elsewhere).unwrap();
+        fs::write(elsewhere.join("a_1_all.deb"), "a").unwrap();
+        fs::create_dir_all(out.join("pool/main/a")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, out.join("pool/main/a/a")).unwrap();
+        let walked = walk_pool(&out).unwrap();
+        let input = PoolInput {
+            file: Path::new("/nonexistent").into(),
+            control: Default::default(),
+            size: 1,
+            sha256: crate::digest::sha256_hex(b"a"),
+        };
+        let records = super::super::pool::DigestStore::new(None);
+        let params = RepoParams {
+            config: Default::default(),
+            keys: &[],
+            date: 0,
+            records: &records,
+            retain: Vec::new(),
+            retain_from: None,
+            kept_pieces: Default::default(),
+            pause_in_swap: None,
+            base: &[],
+        };
+        let unique = [("pool/main/a/a/a_1_all.deb".to_string(), &input)];
+        assert_eq!(present_in(&out, &walked, &unique, &params).unwrap(), None);
+        assert_eq!(present(&out, &unique, &params).unwrap(), None);
+        // Through real directories, the same file is present.
+        fs::remove_file(out.join("pool/main/a/a")).unwrap();
+        fs::create_dir_all(out.join("pool/main/a/a")).unwrap();
+        fs::write(out.join("pool/main/a/a/a_1_all.deb"), "a").unwrap();
+        let walked = walk_pool(&out).unwrap();
+        assert_eq!(
+            present_in(&out, &walked, &unique, &params).unwrap(),
+            Some(vec![true])
+        );
+        assert_eq!(present(&out, &unique, &params).unwrap(), Some(vec![true]));
     }
 }

@@ -270,9 +270,8 @@ impl DigestStore {
         }
     }
 
-    fn get(&self, meta: &fs::Metadata) -> Option<Digests> {
+    fn get(&self, now: crate::files::FileIdentity) -> Option<Digests> {
         let mut records = self.records.lock().ok()?;
-        let now = crate::files::FileIdentity::of(meta);
         let r = records.digests.get_mut(&(now.dev(), now.ino()))?;
         // Pool files are hard-linked into new outputs: a link alone changes
         // their ctime (and their link count). The record follows the file,
@@ -288,14 +287,13 @@ impl DigestStore {
         Some(r.digests())
     }
 
-    fn put(&self, meta: &fs::Metadata, digests: &Digests) {
+    fn put(&self, identity: crate::files::FileIdentity, digests: &Digests) {
         // What the pool lists a file with, whatever else was computed on
         // the way: the same output for the same bytes.
         let Some(sha256) = sha256_bytes(&digests.sha256) else {
             return;
         };
         if let Ok(mut records) = self.records.lock() {
-            let identity = crate::files::FileIdentity::of(meta);
             records.digests.insert(
                 (identity.dev(), identity.ino()),
                 Record {
@@ -432,7 +430,7 @@ impl DigestStore {
     /// The digests recorded for the file `meta` describes, if its record
     /// still holds.
     pub fn recorded(&self, meta: &fs::Metadata) -> Option<Digests> {
-        self.get(meta)
+        self.get(crate::files::FileIdentity::of(meta))
     }
 
     /// The record of the file at `path` follows its change time and link
@@ -456,12 +454,12 @@ impl DigestStore {
 
     /// Records `digests` for the file `meta` describes.
     pub fn put_digests(&self, meta: &fs::Metadata, digests: &Digests) {
-        self.put(meta, digests);
+        self.put(crate::files::FileIdentity::of(meta), digests);
     }
 
     pub fn record(&self, path: &Path, digests: &Digests) {
         if let Ok(meta) = fs::metadata(path) {
-            self.put(&meta, digests);
+            self.put(crate::files::FileIdentity::of(&meta), digests);
         }
     }
 
@@ -474,7 +472,16 @@ impl DigestStore {
     /// [`DigestStore::digests_of`] with the file's metadata already at
     /// hand (one `stat` per file, not two).
     pub fn digests_with(&self, path: &Path, meta: &fs::Metadata) -> io::Result<Digests> {
-        if let Some(d) = self.get(meta) {
+        self.digests_as(path, crate::files::FileIdentity::of(meta))
+    }
+
+    /// [`DigestStore::digests_with`] with the file's identity from a walk.
+    pub fn digests_as(
+        &self,
+        path: &Path,
+        identity: crate::files::FileIdentity,
+    ) -> io::Result<Digests> {
+        if let Some(d) = self.get(identity) {
             return Ok(d);
         }
         // Opened by type: what was stat'ed may have been replaced since.
@@ -482,7 +489,7 @@ impl DigestStore {
             crate::input::open_regular(path)?,
             Hasher::new(DigestSet::SHA256),
         )?;
-        self.put(meta, &d);
+        self.put(identity, &d);
         Ok(d)
     }
 }
@@ -494,7 +501,7 @@ impl DigestStore {
 pub fn place(src: &Path, dest: &Path, store: &DigestStore) -> io::Result<(Digests, Placed)> {
     let meta = fs::metadata(src)?;
     if fs::hard_link(src, dest).is_ok() {
-        if let Some(d) = store.get(&meta) {
+        if let Some(d) = store.get(crate::files::FileIdentity::of(&meta)) {
             return Ok((d, Placed::Linked));
         }
         let d = digest_with(
@@ -503,7 +510,7 @@ pub fn place(src: &Path, dest: &Path, store: &DigestStore) -> io::Result<(Digest
         )?;
         // The identity of the file as it is now (the link count changed, the
         // identity's fields did not).
-        store.put(&fs::metadata(dest)?, &d);
+        store.put(crate::files::FileIdentity::of(&fs::metadata(dest)?), &d);
         return Ok((d, Placed::LinkedHashed));
     }
     let out = File::create(dest)?;

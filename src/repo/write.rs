@@ -212,9 +212,12 @@ pub fn write_then<T: Send, E: Send>(
         None
     };
     let updated = in_place.is_some();
-    let (pooled, index) = match in_place {
+    let ((pooled, index), walked) = match in_place {
         Some(done) => done,
-        None => write_whole(out, staging, &mut packages, params, pins, observer)?,
+        None => (
+            write_whole(out, staging, &mut packages, params, pins, observer)?,
+            None,
+        ),
     };
     drop(packages);
     // The compressing and placing threads' memory is free: given back
@@ -230,7 +233,7 @@ pub fn write_then<T: Send, E: Send>(
     };
     let (settled, then) = std::thread::scope(|scope| {
         let then = scope.spawn(|| then(&report));
-        let settled = settle(out, &report, updated, params);
+        let settled = settle(out, &report, updated, walked, params);
         let then = then
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -639,18 +642,24 @@ fn tree_identity(out: &Path) -> std::io::Result<String> {
     crate::files::tree_digest(out, &|_| false)
 }
 
-/// The written output, walked once: where it was `updated` in place, the
-/// pool files it no longer lists go ([`super::in_place::remove_unlisted`]);
-/// the records follow the change times the pool's links moved; and the
-/// output's tree digest as it is left. An output that cannot be walked
-/// keeps its unlisted files (they are only unlisted) and gets no stamp.
+/// The written output, walked once (its pool from `walked`, where the
+/// build in place walked it before writing): where it was `updated` in
+/// place, the pool files it no longer lists go
+/// ([`super::in_place::remove_unlisted`]); the records follow the change
+/// times the pool's links moved; and the output's tree digest as it is
+/// left. An output that cannot be walked keeps its unlisted files (they
+/// are only unlisted) and gets no stamp.
 fn settle(
     out: &Path,
     report: &OutputReport,
     updated: bool,
+    walked: Option<super::in_place::PoolWalk>,
     params: &RepoParams,
 ) -> std::io::Result<String> {
-    let mut entries = crate::files::tree_entries(out, &|_| false)?;
+    let mut entries = match walked {
+        Some(pool) => pool.patched(out)?,
+        None => crate::files::tree_entries(out, &|_| false)?,
+    };
     let listed: std::collections::HashSet<&str> = report
         .packages
         .iter()
