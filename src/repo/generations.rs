@@ -251,6 +251,44 @@ pub fn each_of_last(
     Ok(())
 }
 
+/// The pool files (path, SHA256) the last `count` generations list, each
+/// once, sorted: read from their manifests without the rest (a manifest
+/// lists every package with six fields; a build keeping five generations
+/// read four of them whole).
+pub fn pool_files_of_last(out: &Path, count: usize) -> Result<Vec<(String, String)>, RepoError> {
+    /// What is read of a manifest (serde skips the other fields).
+    #[derive(serde::Deserialize)]
+    struct PoolList {
+        number: u32,
+        packages: Vec<PoolFile>,
+    }
+    #[derive(serde::Deserialize)]
+    struct PoolFile {
+        filename: String,
+        sha256: String,
+    }
+    let files = manifests(out)?;
+    let skip = files.len().saturating_sub(count);
+    let mut all: std::collections::BTreeSet<(String, String)> = Default::default();
+    for (number, path) in &files[skip..] {
+        let bytes =
+            crate::input::read(path, crate::input::limit::MANIFEST).map_err(FileError::at(path))?;
+        let list: PoolList =
+            serde_json::from_slice(&bytes).map_err(|err| RepoError::BadGeneration {
+                path: path.to_path_buf(),
+                reason: err.to_string(),
+            })?;
+        if list.number != *number {
+            return Err(RepoError::BadGeneration {
+                path: path.clone(),
+                reason: format!("it says generation {}, its name {number}", list.number),
+            });
+        }
+        all.extend(list.packages.into_iter().map(|p| (p.filename, p.sha256)));
+    }
+    Ok(all.into_iter().collect())
+}
+
 /// The manifests' numbers (from their names) and paths, in order.
 fn manifests(out: &Path) -> Result<Vec<(u32, PathBuf)>, RepoError> {
     let dir = dir_of(out);
@@ -711,6 +749,13 @@ mod tests {
         std::fs::copy(&v1[0].file, &old).unwrap();
         let all = list(&out).unwrap();
         assert_eq!(all.iter().map(|g| g.number).collect::<Vec<_>>(), [1, 2]);
+        // The pool files the last generations keep, each once, sorted.
+        let file = |g: &Generation| (g.packages[0].filename.clone(), g.packages[0].sha256.clone());
+        let mut both = vec![file(&all[0]), file(&all[1])];
+        both.sort();
+        assert_eq!(pool_files_of_last(&out, 2).unwrap(), both);
+        assert_eq!(pool_files_of_last(&out, 9).unwrap(), both);
+        assert_eq!(pool_files_of_last(&out, 1).unwrap(), [file(&all[1])]);
         // Its compressed pieces are offered for reuse, unless they were made
         // otherwise than this debforge makes them (an older manifest says
         // nothing of how).
@@ -727,6 +772,11 @@ mod tests {
         std::fs::write(&first, b"{").unwrap();
         let last_one = last(&out, 1).unwrap();
         assert_eq!(last_one.iter().map(|g| g.number).collect::<Vec<_>>(), [2]);
+        assert_eq!(pool_files_of_last(&out, 1).unwrap(), [file(&all[1])]);
+        assert!(matches!(
+            pool_files_of_last(&out, 2),
+            Err(RepoError::BadGeneration { path, .. }) if path == first
+        ));
         assert!(matches!(
             list(&out),
             Err(RepoError::BadGeneration { path, .. }) if path == first

@@ -572,24 +572,13 @@ fn record_generation(
 /// manifest is read once and dropped before the next (one of thousands of
 /// packages is megabytes; a lab keeps five).
 fn earlier_generations(out: &Path, keep: u32) -> Result<Earlier, WorkflowError> {
-    let retaining = keep > 1;
-    let mut files: Vec<(String, String)> = Vec::new();
-    let mut last = None;
-    generations::each_of_last(out, (keep.saturating_sub(1) as usize).max(1), |mut g| {
-        if retaining {
-            files.extend(
-                g.packages
-                    .iter()
-                    .map(|p| (p.filename.clone(), p.sha256.clone())),
-            );
-            files.sort_unstable();
-            files.dedup();
-        }
-        // Only its indexes are read again.
-        g.packages = Vec::new();
-        last = Some(g);
-    })?;
-    let kept_pieces = last
+    let files = match keep {
+        0 | 1 => Vec::new(),
+        _ => generations::pool_files_of_last(out, keep as usize - 1)?,
+    };
+    // The last generation's indexes are read again.
+    let kept_pieces = generations::last(out, 1)?
+        .pop()
         .map(|g| generations::kept_pieces(out, &g))
         .unwrap_or_default();
     Ok((files, kept_pieces))
