@@ -310,7 +310,8 @@ impl ControlParagraph {
     }
 }
 
-fn canonical_raw(value: &str) -> String {
+/// A value as [`ControlParagraph::set`] stores it (after the colon).
+pub(crate) fn canonical_raw(value: &str) -> String {
     let mut raw = String::new();
     let mut lines = value.split('\n');
     let first = lines.next().unwrap_or("").trim_matches(is_blank);

@@ -118,6 +118,81 @@ pub fn stanza(control: &ControlParagraph, filename: &str, digests: &Digests) -> 
     out
 }
 
+/// [`stanza`]'s text, appended to `out`: the same bytes, written as they
+/// go. A build renders a stanza for each of thousands of packages, and the
+/// paragraph built field by field looked each field up again by name.
+pub fn write_stanza(
+    control: &ControlParagraph,
+    filename: &str,
+    digests: &Digests,
+    out: &mut String,
+) {
+    let field = |out: &mut String, name: &str, raw: &str| {
+        out.push_str(name);
+        out.push(':');
+        out.push_str(raw);
+        out.push('\n');
+    };
+    // As `ControlParagraph::set_verbatim` stores a value.
+    let verbatim = |out: &mut String, name: &str, value: &str| {
+        let space = if value.starts_with('\n') || value.is_empty() {
+            ""
+        } else {
+            " "
+        };
+        out.push_str(name);
+        out.push(':');
+        out.push_str(space);
+        out.push_str(value);
+        out.push('\n');
+    };
+    // The first control field of each known name, by its place in the order.
+    let mut known: [Option<&str>; FIELD_ORDER.len()] = [None; FIELD_ORDER.len()];
+    let mut others = Vec::new();
+    for f in control.fields() {
+        match FIELD_ORDER
+            .iter()
+            .position(|n| n.eq_ignore_ascii_case(f.name()))
+        {
+            Some(i) => {
+                known[i].get_or_insert(f.verbatim());
+            }
+            None => others.push(f),
+        }
+    }
+    for (name, value) in FIELD_ORDER.iter().zip(known) {
+        if FILE_FIELDS.contains(name) {
+            let size = digests.size.to_string();
+            let value = match *name {
+                "Filename" => Some(filename),
+                "Size" => Some(size.as_str()),
+                _ => digests.by_field(name),
+            };
+            if let Some(v) = value {
+                field(out, name, &super::deb822::canonical_raw(v));
+            }
+        } else if let Some(v) = value {
+            verbatim(out, name, v);
+        }
+    }
+    // Sorted by name; a name given twice (in any case) once, where it
+    // first sorts, with the last value (as `set_verbatim` replaces).
+    others.sort_by(|a, b| a.name().cmp(b.name()));
+    let mut unique: Vec<(&str, &str)> = Vec::with_capacity(others.len());
+    for f in others {
+        match unique
+            .iter_mut()
+            .find(|(n, _)| n.eq_ignore_ascii_case(f.name()))
+        {
+            Some(seen) => seen.1 = f.verbatim(),
+            None => unique.push((f.name(), f.verbatim())),
+        }
+    }
+    for (name, value) in unique {
+        verbatim(out, name, value);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,5 +295,62 @@ mod tests {
             ]
         );
         assert_eq!(s.get("Size"), Some("10"));
+    }
+
+    /// The text written as it goes is the paragraph's, byte for byte:
+    /// known and unknown fields in any case and order, given twice,
+    /// multi-line, empty, with trailing blanks, and digests or not.
+    #[test]
+    fn the_written_stanza_is_the_paragraphs_text() {
+        use proptest::prelude::*;
+        let names = prop::sample::select(vec![
+            "Package",
+            "package",
+            "Version",
+            "Architecture",
+            "ARCHITECTURE",
+            "Depends",
+            "Description",
+            "Filename",
+            "Size",
+            "MD5sum",
+            "SHA256",
+            "sha512",
+            "Section",
+            "Installed-Size",
+            "X-Extra",
+            "x-extra",
+            "X-B",
+            "Zeta",
+            "Homepage",
+            "Source",
+        ]);
+        let values = prop::sample::select(vec![
+            "v",
+            " spaced",
+            "trail ",
+            "",
+            "\n line one\n .\n two",
+            "first\n more",
+            "a:b",
+        ]);
+        let digests = (any::<u64>(), any::<bool>()).prop_map(|(size, all)| Digests {
+            size,
+            sha256: "ab".repeat(32),
+            md5: all.then(|| "cd".repeat(16)),
+            sha1: all.then(|| "ef".repeat(20)),
+            sha512: all.then(|| "01".repeat(64)),
+        });
+        let fields = prop::collection::vec((names, values), 1..12);
+        proptest!(ProptestConfig::with_cases(2000), |(fields in fields, d in digests)| {
+            let text: String = fields.iter().map(|(n, v)| format!("{n}: {v}\n")).collect();
+            let Ok(control) = ControlParagraph::parse_single(&text) else {
+                return Ok(());
+            };
+            let mut written = String::new();
+            write_stanza(&control, "pool/main/p/p/p_1_amd64.deb", &d, &mut written);
+            let expected = stanza(&control, "pool/main/p/p/p_1_amd64.deb", &d).to_string();
+            prop_assert_eq!(written, expected);
+        });
     }
 }

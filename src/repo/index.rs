@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::deb::{DebError, DebFile};
 use crate::digest::{DigestSet, Digests, Hasher, digest_with};
-use crate::format::packages::stanza;
+use crate::format::packages::write_stanza;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -121,7 +121,11 @@ pub fn read_deb(file: &Path, filename: &str) -> Result<IndexedDeb, IndexError> {
     Ok(IndexedDeb {
         filename: filename.to_string(),
         architecture: control.get("Architecture").unwrap_or_default().to_string(),
-        stanza: stanza(&control, filename, &digests).to_string(),
+        stanza: {
+            let mut text = String::new();
+            write_stanza(&control, filename, &digests, &mut text);
+            text
+        },
         digests,
     })
 }

@@ -449,7 +449,6 @@ pub(super) fn write_dists(
     params: &RepoParams,
     observer: &dyn Reporter,
 ) -> Result<IndexReport, RepoError> {
-    use std::fmt::Write as _;
     let total = unique.len() as u64;
     let mut dists = DistsWriter::new(root, &params.config, &params.kept_pieces)?;
     let mut stanza = String::new();
@@ -472,8 +471,7 @@ pub(super) fn write_dists(
             sha256: p.sha256.to_string(),
             ..Default::default()
         };
-        let paragraph = crate::format::packages::stanza(&p.control, filename, &digests);
-        write!(stanza, "{paragraph}").expect("a String takes any text");
+        crate::format::packages::write_stanza(&p.control, filename, &digests, &mut stanza);
         let architecture = p.control.get("Architecture").unwrap_or_default();
         dists.add(architecture, filename, &stanza)?;
     }
