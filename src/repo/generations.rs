@@ -256,15 +256,45 @@ pub fn each_of_last(
 /// lists every package with six fields; a build keeping five generations
 /// read four of them whole).
 pub fn pool_files_of_last(out: &Path, count: usize) -> Result<Vec<(String, String)>, RepoError> {
-    /// What is read of a manifest (serde skips the other fields).
+    use std::borrow::Cow;
+    /// A manifest as [`Generation`] reads it (the same fields, the same
+    /// types: one that would not read whole is refused as before), its
+    /// strings borrowed from the file where they can be and dropped.
     #[derive(serde::Deserialize)]
-    struct PoolList {
+    #[allow(dead_code)] // Read to be checked, not used.
+    struct PoolList<'a> {
         number: u32,
-        packages: Vec<PoolFile>,
+        date: i64,
+        #[serde(borrow)]
+        release_sha256: Cow<'a, str>,
+        #[serde(borrow)]
+        packages: Vec<PoolFile<'a>>,
+        #[serde(borrow)]
+        lock_sha256: Cow<'a, str>,
+        #[serde(borrow)]
+        keys: Vec<Cow<'a, str>>,
+        #[serde(borrow)]
+        pins_sha256: Cow<'a, str>,
+        #[serde(default, borrow)]
+        pins: Option<Cow<'a, str>>,
+        #[serde(default)]
+        repository: Option<super::RepoConfig>,
+        #[serde(default)]
+        indexes: Vec<KeptIndex>,
+        #[serde(default, borrow)]
+        forms: Cow<'a, str>,
     }
     #[derive(serde::Deserialize)]
-    struct PoolFile {
+    #[allow(dead_code)]
+    struct PoolFile<'a> {
+        #[serde(borrow)]
+        package: Cow<'a, str>,
+        #[serde(borrow)]
+        version: Cow<'a, str>,
+        #[serde(borrow)]
+        architecture: Cow<'a, str>,
         filename: String,
+        size: u64,
         sha256: String,
     }
     let files = manifests(out)?;
@@ -781,7 +811,21 @@ mod tests {
             list(&out),
             Err(RepoError::BadGeneration { path, .. }) if path == first
         ));
+        // One that would not read whole (a field gone, another of the
+        // wrong type) is refused as the whole reading refuses it.
+        let text = String::from_utf8(kept.clone()).unwrap();
+        let keys_not_a_list = text.replacen("\"keys\": [", "\"keys\": \"x\", \"k\": [", 1);
+        for bad in [text.replacen("\"date\":", "\"dated\":", 1), keys_not_a_list] {
+            assert_ne!(bad, text);
+            std::fs::write(&first, &bad).unwrap();
+            assert!(last(&out, 2).is_err());
+            assert!(matches!(
+                pool_files_of_last(&out, 2),
+                Err(RepoError::BadGeneration { path, .. }) if path == first
+            ));
+        }
         std::fs::write(&first, kept).unwrap();
+        assert_eq!(pool_files_of_last(&out, 2).unwrap(), both);
         let records = DigestStore::new(None);
         let dir1 = materialize(
             &out,

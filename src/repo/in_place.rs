@@ -203,7 +203,11 @@ fn walk_pool(out: &Path) -> Option<Vec<TreeEntry>> {
 }
 
 /// [`present`], from the pool's walk: a package's file must be a regular
-/// file reached through real directories only, with its bytes.
+/// file reached through real directories only, with its bytes. One the
+/// walk did not see is asked of the file system as [`present`] does (a
+/// few in a build in place): a path the file system resolves to another
+/// name (a `.` component, a case-insensitive file system) must never be
+/// taken as absent and written over.
 fn present_in(
     out: &Path,
     walked: &[TreeEntry],
@@ -213,6 +217,7 @@ fn present_in(
     let by_rel: std::collections::HashMap<&str, &TreeEntry> =
         walked.iter().map(|e| (e.rel.as_str(), e)).collect();
     let mut present = Vec::with_capacity(unique.len());
+    let mut real_dirs: HashSet<PathBuf> = HashSet::new();
     for (rel, p) in unique {
         // A link (or a file) on the way would put a package outside the
         // output, or read one from there.
@@ -223,7 +228,10 @@ fn present_in(
             return Ok(None);
         }
         match by_rel.get(rel.as_str()) {
-            None => present.push(false),
+            None => match present_one(out, rel, p, params, &mut real_dirs)? {
+                Some(there) => present.push(there),
+                None => return Ok(None),
+            },
             Some(e) if e.mode & libc::S_IFMT == libc::S_IFREG => {
                 let dest = out.join(rel);
                 let d = params
@@ -379,30 +387,42 @@ fn present(
     let mut present = Vec::with_capacity(unique.len());
     let mut real_dirs: HashSet<PathBuf> = HashSet::new();
     for (rel, p) in unique {
-        let dest = out.join(rel);
-        // Only through real directories of the output: a link on the way
-        // would put a package (or read one) outside it.
-        if !real_ancestors(out, &dest, &mut real_dirs) {
-            return Ok(None);
-        }
-        match fs::symlink_metadata(&dest) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => present.push(false),
-            Err(e) => return Err(FileError::at(&dest)(e).into()),
-            Ok(m) if m.is_file() => {
-                // A link to the cache's file: its record says, nothing read.
-                let d = params
-                    .records
-                    .digests_with(&dest, &m)
-                    .map_err(FileError::at(&dest))?;
-                if d.sha256 != p.sha256 || d.size != p.size {
-                    return Ok(None);
-                }
-                present.push(true);
-            }
-            Ok(_) => return Ok(None),
+        match present_one(out, rel, p, params, &mut real_dirs)? {
+            Some(there) => present.push(there),
+            None => return Ok(None),
         }
     }
     Ok(Some(present))
+}
+
+/// Whether one package is in `out`'s pool with its bytes, asked of the
+/// file system; `None` as in [`present`].
+fn present_one(
+    out: &Path,
+    rel: &str,
+    p: &PoolInput,
+    params: &RepoParams,
+    real_dirs: &mut HashSet<PathBuf>,
+) -> Result<Option<bool>, RepoError> {
+    let dest = out.join(rel);
+    // Only through real directories of the output: a link on the way
+    // would put a package (or read one) outside it.
+    if !real_ancestors(out, &dest, real_dirs) {
+        return Ok(None);
+    }
+    match fs::symlink_metadata(&dest) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Some(false)),
+        Err(e) => Err(FileError::at(&dest)(e).into()),
+        Ok(m) if m.is_file() => {
+            // A link to the cache's file: its record says, nothing read.
+            let d = params
+                .records
+                .digests_with(&dest, &m)
+                .map_err(FileError::at(&dest))?;
+            Ok((d.sha256 == p.sha256 && d.size == p.size).then_some(true))
+        }
+        Ok(_) => Ok(None),
+    }
 }
 
 /// Whether every existing directory between `out` and `path` is a real
@@ -683,10 +703,17 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         // The build: a new package in a new directory, one beside an
         // existing one, and dists/ replaced.
-        let placed = ["pool/main/n/n/n_1_all.deb", "pool/main/a/a/a_2_all.deb"];
+        let placed = [
+            "pool/main/n/n/n_1_all.deb",
+            "pool/main/a/a/a_2_all.deb",
+            "pool/new/x/x/x_1_all.deb",
+        ];
         fs::create_dir_all(out.join("pool/main/n/n")).unwrap();
         fs::hard_link(cache.join("n.deb"), out.join(placed[0])).unwrap();
         fs::write(out.join(placed[1]), "a2").unwrap();
+        // A component new to the pool: a directory right under `pool/`.
+        fs::create_dir_all(out.join("pool/new/x/x")).unwrap();
+        fs::write(out.join(placed[2]), "x").unwrap();
         fs::remove_dir_all(out.join("dists")).unwrap();
         put("dists/s/Release", "new");
         let walk = PoolWalk {
@@ -748,5 +775,18 @@ mod tests {
             Some(vec![true])
         );
         assert_eq!(present(&out, &unique, &params).unwrap(), Some(vec![true]));
+        // The same file under a name the walk does not list: there, as
+        // the file system says, never absent (it would be written over).
+        let alias = [("pool/./main/a/a/a_1_all.deb".to_string(), &input)];
+        assert_eq!(
+            present_in(&out, &walked, &alias, &params).unwrap(),
+            Some(vec![true])
+        );
+        let other = PoolInput {
+            sha256: crate::digest::sha256_hex(b"b"),
+            ..input.clone()
+        };
+        let alias = [("pool/./main/a/a/a_1_all.deb".to_string(), &other)];
+        assert_eq!(present_in(&out, &walked, &alias, &params).unwrap(), None);
     }
 }

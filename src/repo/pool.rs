@@ -484,12 +484,12 @@ impl DigestStore {
         if let Some(d) = self.get(identity) {
             return Ok(d);
         }
-        // Opened by type: what was stat'ed may have been replaced since.
-        let d = digest_with(
-            crate::input::open_regular(path)?,
-            Hasher::new(DigestSet::SHA256),
-        )?;
-        self.put(identity, &d);
+        // Opened by type: what was stat'ed may have been replaced since,
+        // so the digests go under the identity of what was read.
+        let file = crate::input::open_regular(path)?;
+        let read = crate::files::FileIdentity::of(&file.metadata()?);
+        let d = digest_with(file, Hasher::new(DigestSet::SHA256))?;
+        self.put(read, &d);
         Ok(d)
     }
 }
@@ -513,7 +513,9 @@ pub fn place(src: &Path, dest: &Path, store: &DigestStore) -> io::Result<(Digest
         store.put(crate::files::FileIdentity::of(&fs::metadata(dest)?), &d);
         return Ok((d, Placed::LinkedHashed));
     }
-    let out = File::create(dest)?;
+    // Never over a file already there (its name, which the caller took
+    // for absent, may be another's).
+    let out = File::options().write(true).create_new(true).open(dest)?;
     let mut w = HashingWriter::new(
         BufWriter::with_capacity(1 << 20, out),
         Hasher::new(DigestSet::SHA256),

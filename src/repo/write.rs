@@ -1107,6 +1107,12 @@ mod boundary_tests {
         );
         assert_ne!(first.index.files, Vec::<String>::new());
         assert_eq!(second.packages.len(), 2);
+        // The stamp's tree (the pool walked before the write, patched with
+        // what was placed and removed) is a fresh walk's.
+        assert_eq!(
+            second.tree,
+            crate::files::tree_digest(&out, &|_| false).unwrap()
+        );
         let keyring = crate::openpgp::sign::export_public(&keys).0;
         let v = crate::repo::verify::verify(&out, &keyring, 1_600_000_200);
         assert_eq!(
