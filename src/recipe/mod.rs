@@ -904,7 +904,9 @@ fn set_repository_words(
         ("component", raw.component.take(), &mut c.component),
     ] {
         if let Some(v) = value {
-            if !is_word(&v) {
+            // Each names a directory (`dists/<suite>`, `pool/<component>`):
+            // `.` or `..` would name another.
+            if !is_word(&v) || v == "." || v == ".." {
                 return Err(format!("repository.{field} {v:?} must be one word"));
             }
             *slot = v;

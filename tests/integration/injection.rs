@@ -69,6 +69,11 @@ fn values_that_would_add_lines_to_apt_or_dpkg_files_are_refused_where_read() {
             r#"codename = "../x""#,
             "repository.codename \"../x\" must be one word",
         ),
+        (
+            r#"component = "..""#,
+            "repository.component \"..\" must be one word",
+        ),
+        (r#"suite = ".""#, "repository.suite \".\" must be one word"),
     ] {
         let lab = Lab::new();
         repo(&lab, line);
