@@ -616,6 +616,13 @@ mod tests {
     use super::*;
     use crate::files::{digest_entries, tree_digest, tree_entries};
 
+    /// A file `rel` under `out` holding `bytes`, its directories made.
+    fn put(out: &Path, rel: &str, bytes: &str) {
+        let p = out.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, bytes).unwrap();
+    }
+
     /// What is left after the unlisted files go digests as a fresh walk
     /// of the output does: removed files and emptied directories gone, the
     /// directories they were in and the links that shared their inodes as
@@ -624,11 +631,7 @@ mod tests {
     fn entries_after_removal_digest_as_a_fresh_walk() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path();
-        let put = |rel: &str, bytes: &str| {
-            let p = out.join(rel);
-            fs::create_dir_all(p.parent().unwrap()).unwrap();
-            fs::write(p, bytes).unwrap();
-        };
+        let put = |rel: &str, bytes: &str| put(&out, rel, bytes);
         put("dists/s/Release", "r");
         put("pool/main/a/a/a_1_all.deb", "a");
         put("pool/main/b/b/b_1_all.deb", "b1");
@@ -682,11 +685,7 @@ mod tests {
         let out = dir.path().join("out");
         let cache = dir.path().join("cache");
         fs::create_dir_all(&cache).unwrap();
-        let put = |rel: &str, bytes: &str| {
-            let p = out.join(rel);
-            fs::create_dir_all(p.parent().unwrap()).unwrap();
-            fs::write(p, bytes).unwrap();
-        };
+        let put = |rel: &str, bytes: &str| put(&out, rel, bytes);
         put("dists/s/Release", "old");
         put("pool/main/a/a/a_1_all.deb", "a");
         put("pool/main/g/g/g_1_all.deb", "gone");
