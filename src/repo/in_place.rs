@@ -631,7 +631,7 @@ mod tests {
     fn entries_after_removal_digest_as_a_fresh_walk() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path();
-        let put = |rel: &str, bytes: &str| put(&out, rel, bytes);
+        let put = |rel: &str, bytes: &str| put(out, rel, bytes);
         put("dists/s/Release", "r");
         put("pool/main/a/a/a_1_all.deb", "a");
         put("pool/main/b/b/b_1_all.deb", "b1");
