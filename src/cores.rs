@@ -36,6 +36,10 @@ where
 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let chunk = items.len().div_ceil(cores).max(64);
+    // One chunk: one worker would do it all while this thread waits.
+    if items.len() <= chunk {
+        return items.iter().map(|i| keep(work(i))).collect();
+    }
     let mut slots: Vec<Option<K>> = std::iter::repeat_with(|| None).take(items.len()).collect();
     std::thread::scope(|scope| {
         let (send, receive) = mpsc::sync_channel(IN_FLIGHT * cores);

@@ -53,6 +53,15 @@ impl ControlTexts {
         }
     }
 
+    /// The index copied into the calling thread's memory (see
+    /// `Records::kept`); the spill moves.
+    pub(super) fn kept(self) -> ControlTexts {
+        ControlTexts {
+            index: self.index.clone(),
+            ..self
+        }
+    }
+
     pub(super) fn len(&self) -> usize {
         self.index.len()
     }

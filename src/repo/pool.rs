@@ -36,6 +36,10 @@ pub enum Placed {
 pub struct DigestStore {
     path: Option<PathBuf>,
     records: std::sync::Mutex<Records>,
+    /// The records file still being read, on a thread of its own: a build
+    /// reads and parses its lock meanwhile (each is a single-threaded tenth
+    /// of a one-recipe-gone build). Joined by the first use of the records.
+    reading: std::sync::Mutex<Option<std::thread::JoinHandle<Records>>>,
     changed: std::sync::atomic::AtomicBool,
     /// The controls live in a file of their own beside `path`
     /// ([`DigestStore::forget_controls`] writes and drops them once the
@@ -128,6 +132,18 @@ struct FileRecord {
 }
 
 impl Records {
+    /// The tables copied into the calling thread's memory, the reader's
+    /// freed (they are held to the end of the build: see the `cores`
+    /// module). Each is one block of plain entries.
+    fn kept(self) -> Records {
+        Records {
+            digests: self.digests.clone(),
+            controls: self.controls.kept(),
+            controls_forgotten: self.controls_forgotten,
+            data_checked: self.data_checked.clone(),
+        }
+    }
+
     /// The records in `path` and the controls beside it, each file on its
     /// own: a torn records file costs its digests, not the controls (a
     /// package's control is a function of its bytes, named by their SHA256).
@@ -261,17 +277,41 @@ impl DigestStore {
     /// The records in `path` (a file); `None` keeps none (everything is
     /// hashed, every control member read).
     pub fn new(path: Option<PathBuf>) -> DigestStore {
-        let records = path.as_deref().map(Records::read).unwrap_or_default();
+        let reading = path.clone().and_then(|p| {
+            std::thread::Builder::new()
+                .name("records".into())
+                .spawn(move || Records::read(&p))
+                .ok()
+        });
+        // Without a thread, read here.
+        let records = match (&path, &reading) {
+            (Some(p), None) => Records::read(p),
+            _ => Records::default(),
+        };
         DigestStore {
             path,
             records: std::sync::Mutex::new(records),
+            reading: std::sync::Mutex::new(reading),
             changed: std::sync::atomic::AtomicBool::new(false),
             controls_changed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
+    /// The records, once read (see `reading`).
+    fn records(
+        &self,
+    ) -> std::sync::LockResult<std::sync::MutexGuard<'_, Records>> {
+        let mut records = self.records.lock()?;
+        let read = self.reading.lock().ok().and_then(|mut r| r.take());
+        if let Some(read) = read {
+            // A reader that panicked leaves none: files are read again.
+            *records = read.join().map(Records::kept).unwrap_or_default();
+        }
+        Ok(records)
+    }
+
     fn get(&self, now: crate::files::FileIdentity) -> Option<Digests> {
-        let mut records = self.records.lock().ok()?;
+        let mut records = self.records().ok()?;
         let r = records.digests.get_mut(&(now.dev(), now.ino()))?;
         // Pool files are hard-linked into new outputs: a link alone changes
         // their ctime (and their link count). The record follows the file,
@@ -293,7 +333,7 @@ impl DigestStore {
         let Some(sha256) = sha256_bytes(&digests.sha256) else {
             return;
         };
-        if let Ok(mut records) = self.records.lock() {
+        if let Ok(mut records) = self.records() {
             records.digests.insert(
                 (identity.dev(), identity.ino()),
                 Record {
@@ -311,13 +351,13 @@ impl DigestStore {
     /// this SHA256 (read back from where the records keep it).
     pub fn with_control<R>(&self, sha256: &str, read: impl FnOnce(&str) -> R) -> Option<R> {
         let key = sha256_bytes(sha256)?;
-        let text = self.records.lock().ok()?.controls.get(&key)?;
+        let text = self.records().ok()?.controls.get(&key)?;
         Some(read(&text))
     }
 
     pub fn control(&self, sha256: &str) -> Option<String> {
         let key = sha256_bytes(sha256)?;
-        self.records.lock().ok()?.controls.get(&key)
+        self.records().ok()?.controls.get(&key)
     }
 
     /// Whether the file with this SHA256 had its data member read to its
@@ -334,7 +374,7 @@ impl DigestStore {
         let Some(key) = sha256_bytes(sha256) else {
             return;
         };
-        if let Ok(mut records) = self.records.lock() {
+        if let Ok(mut records) = self.records() {
             records.data_checked.insert(key);
             self.changed
                 .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -349,7 +389,7 @@ impl DigestStore {
     /// parsed paragraph of every package at once.
     pub fn take_control(&self, sha256: &str) -> Option<String> {
         let key = sha256_bytes(sha256)?;
-        let mut records = self.records.lock().ok()?;
+        let mut records = self.records().ok()?;
         if !records.controls_forgotten {
             self.write_controls(&records);
             records.controls_forgotten = true;
@@ -370,7 +410,7 @@ impl DigestStore {
     /// Room for `n` files' records in all, made by the calling thread (the
     /// tables are held to the end of the build: see the `cores` module).
     pub fn reserve(&self, n: usize) {
-        if let Ok(mut records) = self.records.lock() {
+        if let Ok(mut records) = self.records() {
             let r = &mut *records;
             r.digests.reserve(n.saturating_sub(r.digests.len()));
             r.controls.reserve(n.saturating_sub(r.controls.len()));
@@ -383,7 +423,7 @@ impl DigestStore {
         let Some(key) = sha256_bytes(sha256) else {
             return;
         };
-        if let Ok(mut records) = self.records.lock()
+        if let Ok(mut records) = self.records()
             && !records.controls_forgotten
         {
             records.controls.insert(key, text);
@@ -396,7 +436,7 @@ impl DigestStore {
     /// anything was added. A failure only costs reading files again.
     pub fn save(&self) {
         let Some(path) = &self.path else { return };
-        let Ok(records) = self.records.lock() else {
+        let Ok(records) = self.records() else {
             return;
         };
         use std::sync::atomic::Ordering::SeqCst;
@@ -413,7 +453,7 @@ impl DigestStore {
     /// that a build does not hold every package's control twice while it
     /// writes the repository.
     pub fn forget_controls(&self) {
-        let Ok(mut records) = self.records.lock() else {
+        let Ok(mut records) = self.records() else {
             return;
         };
         if !records.controls_forgotten {
@@ -439,7 +479,7 @@ impl DigestStore {
     /// the change time starts from what this one left. `now`: the file's
     /// identity as it is now.
     pub fn refresh(&self, now: crate::files::FileIdentity) {
-        let Ok(mut records) = self.records.lock() else {
+        let Ok(mut records) = self.records() else {
             return;
         };
         if let Some(r) = records.digests.get_mut(&(now.dev(), now.ino()))
