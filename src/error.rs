@@ -14,9 +14,10 @@ pub trait Hint {
     }
 }
 
-/// An I/O error on a file, with the file's path.
+/// An I/O error on a file, with the file's path (its middle left out
+/// where it is longer than a screen: see [`ShortPath`]).
 #[derive(Debug, thiserror::Error)]
-#[error("{}: {source}", path.display())]
+#[error("{}: {source}", ShortPath(path))]
 pub struct FileError {
     pub path: PathBuf,
     #[source]
@@ -43,16 +44,79 @@ impl FileError {
 
 impl Hint for FileError {
     fn hint(&self) -> Option<String> {
-        match self.source.kind() {
-            io::ErrorKind::PermissionDenied => {
-                Some("check the file's owner and mode (or run as its owner)".into())
-            }
-            io::ErrorKind::StorageFull => {
-                Some("the disk is full: free space, then run the command again".into())
-            }
-            _ => None,
-        }
+        io_hint(&self.path, &self.source)
     }
+}
+
+/// What to do about `e`, an I/O error on `path`, where there is something.
+pub fn io_hint(path: &Path, e: &io::Error) -> Option<String> {
+    // A walk's error names the path it failed at (see `walk_error`).
+    if let Some(inner) = e.get_ref().and_then(|i| i.downcast_ref::<FileError>()) {
+        return inner.hint();
+    }
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => {
+            Some("check the file's owner and mode (or run as its owner)".into())
+        }
+        io::ErrorKind::StorageFull => {
+            Some("the disk is full: free space, then run the command again".into())
+        }
+        _ if e.raw_os_error() == Some(libc::ENAMETOOLONG) => Some(format!(
+            "the path is {} bytes long, more than the system takes ({} at most): a tree that deep cannot be read by path; move or remove what is that deep",
+            path.as_os_str().len(),
+            libc::PATH_MAX - 1
+        )),
+        _ => None,
+    }
+}
+
+/// A path as an error shows it: whole up to [`ShortPath::MAX`] characters;
+/// longer (a tree thousands of directories deep reaches the system's bound
+/// of 4,096 bytes), its start and its end with how much was left out
+/// between them, so that the message stays readable.
+pub struct ShortPath<'a>(pub &'a Path);
+
+impl ShortPath<'_> {
+    pub const MAX: usize = 200;
+    const HEAD: usize = 60;
+    const TAIL: usize = 100;
+}
+
+impl fmt::Display for ShortPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self.0.display().to_string();
+        let chars = text.chars().count();
+        if chars <= ShortPath::MAX {
+            return f.write_str(&text);
+        }
+        let head: String = text.chars().take(ShortPath::HEAD).collect();
+        let tail: String = text.chars().skip(chars - ShortPath::TAIL).collect();
+        let left_out = chars - ShortPath::HEAD - ShortPath::TAIL;
+        write!(f, "{head}…({left_out} characters)…{tail}")
+    }
+}
+
+/// A directory walk's error as a [`FileError`] at the path it failed at
+/// (`root` where it names none): walkdir's own message holds the whole
+/// path, which a tree thousands of levels deep makes kilobytes long.
+pub fn walk_file_error(e: walkdir::Error, root: &Path) -> FileError {
+    let path = e.path().unwrap_or(root).to_path_buf();
+    let source = if e.io_error().is_some() {
+        e.into_io_error().expect("an I/O error")
+    } else {
+        // A loop of links, where links are followed.
+        io::Error::from(e)
+    };
+    FileError { path, source }
+}
+
+/// [`walk_file_error`] as an I/O error (its kind, the file error inside).
+pub fn walk_error(e: walkdir::Error) -> io::Error {
+    if e.path().is_none() {
+        return io::Error::from(e);
+    }
+    let f = walk_file_error(e, Path::new(""));
+    io::Error::new(f.source.kind(), f)
 }
 
 /// An error with its hint, as the binary shows it: the message, and on the
@@ -66,5 +130,31 @@ impl<E: fmt::Display + Hint + ?Sized> fmt::Display for Shown<'_, E> {
             write!(f, "\n  hint: {h}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_longer_than_a_screen_shows_its_ends_and_what_was_left_out() {
+        let short = Path::new("/var/cache/debforge/debs/x.deb");
+        assert_eq!(ShortPath(short).to_string(), short.display().to_string());
+        let exact = "/".to_string() + &"é".repeat(ShortPath::MAX - 1);
+        assert_eq!(ShortPath(Path::new(&exact)).to_string(), exact);
+        let deep = format!("/tmp/deeppkg{}/file", "/a".repeat(2_000));
+        let e = FileError::new(&deep, io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+        let shown = Shown(&e).to_string();
+        assert!(shown.starts_with("/tmp/deeppkg/a/a/"), "{shown}");
+        assert!(shown.contains("…(3857 characters)…"), "{shown}");
+        assert!(shown.contains("/a/a/file: File name too long"), "{shown}");
+        assert!(
+            shown.contains(
+                "hint: the path is 4017 bytes long, more than the system takes (4095 at most)"
+            ),
+            "{shown}"
+        );
+        assert!(shown.len() < 500, "{shown}");
     }
 }

@@ -88,7 +88,7 @@ pub fn beside(path: &Path, what: &str) -> PathBuf {
 pub fn sorted_files(root: &Path) -> std::io::Result<Vec<String>> {
     let mut out = Vec::new();
     for entry in walkdir::WalkDir::new(root).min_depth(1).sort_by_file_name() {
-        let entry = entry.map_err(std::io::Error::from)?;
+        let entry = entry.map_err(crate::error::walk_error)?;
         if entry.file_type().is_file() {
             let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
             out.push(rel.to_string_lossy().into_owned());

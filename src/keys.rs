@@ -16,15 +16,22 @@ use crate::openpgp::sign::{self, KeyAlgo, SignError, SigningKey};
 pub enum KeyError {
     #[error(transparent)]
     Io(#[from] crate::error::FileError),
-    #[error("{}: secret key file is readable by group or others (mode {mode:04o}); run `chmod 600 {}`", path.display(), path.display())]
+    #[error(
+        "{}: secret key file is readable by group or others (mode {mode:04o}); run `chmod 600 {}`",
+        crate::error::ShortPath(path),
+        crate::error::ShortPath(path)
+    )]
     Permissions { path: PathBuf, mode: u32 },
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}", crate::error::ShortPath(path))]
     Key { path: PathBuf, source: SignError },
-    #[error("no signing key in {}: run `debforge keygen` (or copy your key there, mode 0600)", dir.display())]
+    #[error(
+        "no signing key in {}: run `debforge keygen` (or copy your key there, mode 0600)",
+        crate::error::ShortPath(dir)
+    )]
     NoKeys { dir: PathBuf },
     #[error("{0}")]
     Generate(SignError),
-    #[error("{} already holds a signing key ({}); every key there signs, so a second one is a rotation: pass --add if that is what you want", dir.display(), existing.join(", "))]
+    #[error("{} already holds a signing key ({}); every key there signs, so a second one is a rotation: pass --add if that is what you want", crate::error::ShortPath(dir), existing.join(", "))]
     AlreadyHasKey { dir: PathBuf, existing: Vec<String> },
 }
 

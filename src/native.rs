@@ -19,7 +19,7 @@ use crate::repo::RepoConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NativeError {
-    #[error("{}: {message}", file.display())]
+    #[error("{}: {message}", crate::error::ShortPath(file))]
     Recipe { file: PathBuf, message: String },
     #[error(transparent)]
     Io(#[from] crate::error::FileError),
@@ -417,7 +417,7 @@ fn build_deb(root: &Path, out_dir: &Path, date: i64) -> Result<PathBuf, NativeEr
 
 fn set_dir_modes(dir: &Path) -> Result<(), NativeError> {
     for entry in walkdir::WalkDir::new(dir) {
-        let entry = entry.map_err(|e| FileError::new(dir, std::io::Error::from(e)))?;
+        let entry = entry.map_err(|e| FileError::new(dir, crate::error::walk_error(e)))?;
         if entry.file_type().is_dir() {
             fs::set_permissions(entry.path(), fs::Permissions::from_mode(0o755))
                 .map_err(FileError::at(entry.path()))?;

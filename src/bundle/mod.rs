@@ -22,9 +22,12 @@ use install::install_script;
 pub enum BundleError {
     #[error(transparent)]
     Io(#[from] crate::error::FileError),
-    #[error("{}: not a built repository (no dists/<suite>/Release); run `debforge build` first", path.display())]
+    #[error(
+        "{}: not a built repository (no dists/<suite>/Release); run `debforge build` first",
+        crate::error::ShortPath(path)
+    )]
     NotARepository { path: PathBuf },
-    #[error("{}: not a debforge bundle ({why})", path.display())]
+    #[error("{}: not a debforge bundle ({why})", crate::error::ShortPath(path))]
     NotABundle { path: PathBuf, why: String },
     #[error("the base bundle is of suite {base}, the output of suite {out}")]
     OtherSuite { base: String, out: String },

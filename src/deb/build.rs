@@ -65,25 +65,49 @@ pub struct BuildReport {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("{}: cannot read the package tree: {source}", path.display())]
+    #[error(
+        "{}: cannot read the package tree: {source}",
+        crate::error::ShortPath(path)
+    )]
     UnreadableTree { path: PathBuf, source: io::Error },
-    #[error("{}: not found; a package tree needs DEBIAN/control (see `debforge deb build --help`)", path.display())]
+    #[error(
+        "{}: not found; a package tree needs DEBIAN/control (see `debforge deb build --help`)",
+        crate::error::ShortPath(path)
+    )]
     NoControl { path: PathBuf },
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}", crate::error::ShortPath(path))]
     Control { path: PathBuf, source: ControlError },
-    #[error("{}: is not a plain file; DEBIAN/ may hold only plain files", path.display())]
+    #[error(
+        "{}: is not a plain file; DEBIAN/ may hold only plain files",
+        crate::error::ShortPath(path)
+    )]
     ControlNotPlainFile { path: PathBuf },
-    #[error("{}: maintainer script has bad permissions {mode:04o} (must be >=0555 and <=0775); run `chmod 0755` on it", path.display())]
+    #[error(
+        "{}: maintainer script has bad permissions {mode:04o} (must be >=0555 and <=0775); run `chmod 0755` on it",
+        crate::error::ShortPath(path)
+    )]
     ScriptMode { path: PathBuf, mode: u32 },
-    #[error("{}: conffile {name:?} is not a plain file in the package tree", path.display())]
+    #[error(
+        "{}: conffile {name:?} is not a plain file in the package tree",
+        crate::error::ShortPath(path)
+    )]
     MissingConffile { path: PathBuf, name: String },
-    #[error("{}: conffile {name:?} must be an absolute path", path.display())]
+    #[error(
+        "{}: conffile {name:?} must be an absolute path",
+        crate::error::ShortPath(path)
+    )]
     RelativeConffile { path: PathBuf, name: String },
-    #[error("{}: sockets cannot be packaged", path.display())]
+    #[error("{}: sockets cannot be packaged", crate::error::ShortPath(path))]
     Socket { path: PathBuf },
-    #[error("{}: file changed size while it was being packaged", path.display())]
+    #[error(
+        "{}: file changed size while it was being packaged",
+        crate::error::ShortPath(path)
+    )]
     Changed { path: PathBuf },
-    #[error("{}: its files and the generated md5sums make a control member of {size} bytes, more than the {limit} a package's control may hold (dpkg reads it into memory; so does debforge)", path.display())]
+    #[error(
+        "{}: its files and the generated md5sums make a control member of {size} bytes, more than the {limit} a package's control may hold (dpkg reads it into memory; so does debforge)",
+        crate::error::ShortPath(path)
+    )]
     ControlTooLarge {
         path: PathBuf,
         size: u64,
@@ -919,6 +943,7 @@ impl crate::error::Hint for BuildError {
     fn hint(&self) -> Option<String> {
         match self {
             BuildError::Io(e) => crate::error::Hint::hint(e),
+            BuildError::UnreadableTree { path, source } => crate::error::io_hint(path, source),
             _ => None,
         }
     }

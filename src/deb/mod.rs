@@ -28,7 +28,7 @@ use crate::format::control::ControlError;
 
 /// A `.deb` that cannot be read, naming the file.
 #[derive(Debug, thiserror::Error)]
-#[error("{}: {kind}", path.display())]
+#[error("{}: {kind}", crate::error::ShortPath(path))]
 pub struct DebError {
     pub path: PathBuf,
     pub kind: DebErrorKind,

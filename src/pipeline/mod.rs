@@ -57,7 +57,7 @@ pub struct Settings {
 pub enum PipelineError {
     #[error("{0}")]
     Recipe(#[from] RecipeError),
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}", crate::error::ShortPath(path))]
     Lock { path: PathBuf, source: LockError },
     #[error("{0}")]
     Upstream(Box<UpstreamError>),
@@ -71,9 +71,12 @@ pub enum PipelineError {
         "source '{source_name}': not in sources.toml, or not reachable here (offline, no --source-dir snapshot of it)"
     )]
     NoSuchSource { source_name: String },
-    #[error("{} does not exist: run `debforge lock` first (--locked needs it)", path.display())]
+    #[error(
+        "{} does not exist: run `debforge lock` first (--locked needs it)",
+        crate::error::ShortPath(path)
+    )]
     NoLock { path: PathBuf },
-    #[error("the lock file {} does not match what the recipes resolve to:\n  {}", path.display(), differences.join("\n  "))]
+    #[error("the lock file {} does not match what the recipes resolve to:\n  {}", crate::error::ShortPath(path), differences.join("\n  "))]
     LockMismatch {
         path: PathBuf,
         differences: Vec<String>,
@@ -88,14 +91,14 @@ pub enum PipelineError {
     },
     #[error(
         "{}: the snapshot of source '{source_name}' has no {missing}: it is incomplete (the signed Release is what vouches for every file in it); make it again with `debforge fetch --to DIR` where the upstream is reachable",
-        dir.display()
+        crate::error::ShortPath(dir)
     )]
     SnapshotIncomplete {
         source_name: String,
         dir: PathBuf,
         missing: String,
     },
-    #[error("{}: {reason}", path.display())]
+    #[error("{}: {reason}", crate::error::ShortPath(path))]
     BadPackage { path: PathBuf, reason: String },
     #[error("{package}: {file} is not in any --source-dir ({dirs})")]
     FileNotFound {
@@ -103,14 +106,14 @@ pub enum PipelineError {
         file: String,
         dirs: String,
     },
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}", crate::error::ShortPath(path))]
     Deb {
         path: PathBuf,
         source: crate::deb::DebError,
     },
     #[error("{0}")]
     Repo(Box<crate::repo::RepoError>),
-    #[error("{}: {message}", path.display())]
+    #[error("{}: {message}", crate::error::ShortPath(path))]
     Script { path: PathBuf, message: String },
     #[error("{package}: {source}")]
     Native {
@@ -153,7 +156,7 @@ impl From<UpstreamError> for PipelineError {
 #[derive(Debug, thiserror::Error)]
 #[error(
     "{package}: {} is not the package {vouched} vouched for: its control says {field} {found:?}, {vouched} says {expected:?}",
-    file.display()
+    crate::error::ShortPath(file)
 )]
 pub struct IdentityMismatch {
     pub package: String,

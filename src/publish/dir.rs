@@ -167,7 +167,7 @@ fn remove_parts(dir: &Path) -> io::Result<()> {
         .into_iter()
         .filter_entry(|e| e.depth() == 0 || !(e.file_type().is_dir() && dot(e)));
     for entry in walk {
-        let entry = entry.map_err(io::Error::from)?;
+        let entry = entry.map_err(crate::error::walk_error)?;
         let name = entry.file_name().to_string_lossy();
         if !entry.file_type().is_dir() && name.starts_with('.') && name.ends_with(PART_SUFFIX) {
             fs::remove_file(entry.path())?;

@@ -31,7 +31,10 @@ use crate::format::release::{HashAlgo, Release};
 pub enum PublishError {
     #[error(transparent)]
     Io(#[from] crate::error::FileError),
-    #[error("{}: not a built repository (no dists/*/Release); run `debforge build` first", path.display())]
+    #[error(
+        "{}: not a built repository (no dists/*/Release); run `debforge build` first",
+        crate::error::ShortPath(path)
+    )]
     NotARepository { path: PathBuf },
     #[error("--to {text}: {why}")]
     BadTarget { text: String, why: String },
@@ -101,6 +104,7 @@ impl crate::error::Hint for PublishError {
             PublishError::Rsync { .. } | PublishError::Store { .. } => Some(
                 "the previous Release is still in force on the target; run the same publish again to complete it".into(),
             ),
+            PublishError::Io(e) => crate::error::Hint::hint(e),
             _ => None,
         }
     }
@@ -276,7 +280,7 @@ pub(crate) fn tree_files(root: &Path) -> io::Result<Vec<String>> {
         .into_iter()
         .filter_entry(|e| !hidden(e))
     {
-        let entry = entry.map_err(io::Error::from)?;
+        let entry = entry.map_err(crate::error::walk_error)?;
         let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
         if entry.file_type().is_symlink() {
             // No link is published, but the one a generation published

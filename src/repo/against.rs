@@ -35,15 +35,18 @@ const MAX_BASE: u64 = 1 << 30;
 pub enum AgainstError {
     #[error(transparent)]
     Io(#[from] FileError),
-    #[error("{}: line {line}: {message}", path.display())]
+    #[error("{}: line {line}: {message}", crate::error::ShortPath(path))]
     Syntax {
         path: PathBuf,
         line: usize,
         message: String,
     },
-    #[error("{}: neither a dpkg status file (Status fields) nor a Packages index (Filename fields)", path.display())]
+    #[error(
+        "{}: neither a dpkg status file (Status fields) nor a Packages index (Filename fields)",
+        crate::error::ShortPath(path)
+    )]
     NotABase { path: PathBuf },
-    #[error("{}: more than {} MiB once decompressed", path.display(), MAX_BASE >> 20)]
+    #[error("{}: more than {} MiB once decompressed", crate::error::ShortPath(path), MAX_BASE >> 20)]
     TooLarge { path: PathBuf },
 }
 

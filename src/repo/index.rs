@@ -28,7 +28,10 @@ pub enum IndexError {
     Io(#[from] crate::error::FileError),
     #[error("{0}")]
     Deb(#[from] DebError),
-    #[error("{}: the file name is not UTF-8; debforge writes Packages indexes as text and cannot name it there: rename it (e.g. `convmv` or `mv`)", path.display())]
+    #[error(
+        "{}: the file name is not UTF-8; debforge writes Packages indexes as text and cannot name it there: rename it (e.g. `convmv` or `mv`)",
+        crate::error::ShortPath(path)
+    )]
     NotUtf8Name { path: PathBuf },
 }
 
@@ -142,10 +145,7 @@ pub fn walk_debs<E: From<IndexError>>(
         return Ok(());
     }
     for entry in walkdir::WalkDir::new(&start).sort_by_file_name() {
-        let entry = entry.map_err(|e| {
-            let path = e.path().unwrap_or(&start).to_path_buf();
-            IndexError::Io(crate::error::FileError::new(path, io::Error::from(e)))
-        })?;
+        let entry = entry.map_err(|e| IndexError::Io(crate::error::walk_file_error(e, &start)))?;
         let is_dir = entry.file_type().is_dir();
         let bytes = entry.file_name().as_encoded_bytes();
         if entry.depth() == 0 || !(is_dir || bytes.ends_with(b".deb")) {

@@ -53,24 +53,38 @@ pub enum RepoError {
     Io(#[from] crate::error::FileError),
     #[error("{0}")]
     Sign(#[from] SignError),
-    #[error("{}: {reason}", path.display())]
+    #[error("{}: {reason}", crate::error::ShortPath(path))]
     BadPackage { path: PathBuf, reason: String },
     #[error(
         "{}: the file changed since it was verified (sha256 {expected} expected, {found} found); remove it from the cache and build again",
-        path.display()
+        crate::error::ShortPath(path)
     )]
     Changed {
         path: PathBuf,
         expected: String,
         found: String,
     },
-    #[error("another debforge build is writing {} (it holds {}); wait for it to finish", out.display(), lock.display())]
+    #[error(
+        "another debforge build is writing {} (it holds {}); wait for it to finish",
+        crate::error::ShortPath(out),
+        crate::error::ShortPath(lock)
+    )]
     Busy { out: PathBuf, lock: PathBuf },
-    #[error("{}: not written by debforge (it holds {files}); `debforge build` replaces its output directory whole", out.display())]
+    #[error(
+        "{}: not written by debforge (it holds {files}); `debforge build` replaces its output directory whole",
+        crate::error::ShortPath(out)
+    )]
     OutputNotOurs { out: PathBuf, files: String },
-    #[error("{}: not a readable generation manifest: {reason}", path.display())]
+    #[error(
+        "{}: not a readable generation manifest: {reason}",
+        crate::error::ShortPath(path)
+    )]
     BadGeneration { path: PathBuf, reason: String },
-    #[error("generation {generation}: {} is no longer in the pool of {} (builds keep the last --keep generations' files)", file.display(), out.display())]
+    #[error(
+        "generation {generation}: {} is no longer in the pool of {} (builds keep the last --keep generations' files)",
+        crate::error::ShortPath(file),
+        crate::error::ShortPath(out)
+    )]
     NotKept {
         generation: u32,
         out: PathBuf,
@@ -80,18 +94,21 @@ pub enum RepoError {
         "generation {generation} was recorded without its {what} (by an older debforge); it cannot be published again"
     )]
     IncompleteGeneration { generation: u32, what: &'static str },
-    #[error("{}: is a file, not a directory; `debforge build` writes a repository (a directory) there", out.display())]
+    #[error(
+        "{}: is a file, not a directory; `debforge build` writes a repository (a directory) there",
+        crate::error::ShortPath(out)
+    )]
     OutputNotADirectory { out: PathBuf },
     #[error(
         "the repository would not install: {}\n  nothing was written; {} is as it was",
         problems.join("\n  "),
-        out.display()
+        crate::error::ShortPath(out)
     )]
     NotInstallable { out: PathBuf, problems: Vec<String> },
     #[error(
         "the repository would not install on the lab's base (repository.toml [base]), where nothing else can be fetched:\n  {}\n  nothing was written; {} is as it was",
         missing.join("\n  "),
-        out.display()
+        crate::error::ShortPath(out)
     )]
     NotInstallableOnBase { out: PathBuf, missing: Vec<String> },
     #[error("{filename}: architecture {arch} is not one of the repository's ({archs})")]

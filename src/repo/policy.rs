@@ -14,18 +14,24 @@ use crate::format::version::Version;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("{}: cannot read the preferences: {source}", path.display())]
+    #[error(
+        "{}: cannot read the preferences: {source}",
+        crate::error::ShortPath(path)
+    )]
     Preferences {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{}: {message}", path.display())]
+    #[error("{}: {message}", crate::error::ShortPath(path))]
     BadPreferences { path: PathBuf, message: String },
     #[error(transparent)]
     Io(#[from] crate::error::FileError),
-    #[error("{}: lz4 indexes are not read; decompress it with `lz4 -d`", path.display())]
+    #[error(
+        "{}: lz4 indexes are not read; decompress it with `lz4 -d`",
+        crate::error::ShortPath(path)
+    )]
     Lz4 { path: PathBuf },
-    #[error("{}: {message}", path.display())]
+    #[error("{}: {message}", crate::error::ShortPath(path))]
     BadIndex { path: PathBuf, message: String },
 }
 

@@ -298,9 +298,7 @@ impl DigestStore {
     }
 
     /// The records, once read (see `reading`).
-    fn records(
-        &self,
-    ) -> std::sync::LockResult<std::sync::MutexGuard<'_, Records>> {
+    fn records(&self) -> std::sync::LockResult<std::sync::MutexGuard<'_, Records>> {
         let mut records = self.records.lock()?;
         let read = self.reading.lock().ok().and_then(|mut r| r.take());
         if let Some(read) = read {

@@ -39,9 +39,9 @@ pub struct UpstreamError {
 pub enum UpstreamErrorKind {
     #[error("{0}")]
     Fetch(#[from] FetchError),
-    #[error("key file {}: {source}", path.display())]
+    #[error("key file {}: {source}", crate::error::ShortPath(path))]
     Keyring { path: PathBuf, source: KeyringError },
-    #[error("cannot read key file {}: {source}", path.display())]
+    #[error("cannot read key file {}: {source}", crate::error::ShortPath(path))]
     KeyFile {
         path: PathBuf,
         source: std::io::Error,

@@ -74,13 +74,20 @@ pub enum WorkflowError {
         crate::format::date::format_rfc2822(*until)
     )]
     AlreadyExpired { date: i64, until: i64 },
-    #[error("none of the keys in {} is one the lab trusts (the keyring the base bundle left, else {}'s): the air-gapped side would refuse the delta", keys.display(), out.display())]
+    #[error(
+        "none of the keys in {} is one the lab trusts (the keyring the base bundle left, else {}'s): the air-gapped side would refuse the delta",
+        crate::error::ShortPath(keys),
+        crate::error::ShortPath(out)
+    )]
     NotTheRepositorysKeys { keys: PathBuf, out: PathBuf },
-    #[error("{}: no [base] (files = [...] or sources = [...]): the closure is what that base lacks", file.display())]
+    #[error(
+        "{}: no [base] (files = [...] or sources = [...]): the closure is what that base lacks",
+        crate::error::ShortPath(file)
+    )]
     NoBase { file: PathBuf },
     #[error(
         "the packages the base lacks are not the ones {} records (--locked):{}{}",
-        lock.display(),
+        crate::error::ShortPath(lock),
         if added.is_empty() { String::new() } else { format!("\n  lacking now: {}", added.join(", ")) },
         if removed.is_empty() { String::new() } else { format!("\n  no longer needed: {}", removed.join(", ")) }
     )]
@@ -91,7 +98,7 @@ pub enum WorkflowError {
     },
     #[error("--mirror {mirror:?}: {reason}")]
     BadMirror { mirror: String, reason: String },
-    #[error("{}: no generations recorded (none in {})", out.display(), crate::repo::generations::dir_of(out).display())]
+    #[error("{}: no generations recorded (none in {})", crate::error::ShortPath(out), crate::repo::generations::dir_of(out).display())]
     NoGenerations { out: PathBuf },
     #[error("no generation {number} in {} (it has {have})", crate::repo::generations::dir_of(out).display())]
     NoSuchGeneration {
@@ -112,7 +119,7 @@ pub enum WorkflowError {
     NothingBefore { target: String, number: u32 },
     #[error(
         "generation {number} was signed by {signed}; the keys in {} are {ours}: machines that went back to it would refuse every later Release",
-        keys.display()
+        crate::error::ShortPath(keys)
     )]
     KeyNotTrusted {
         number: u32,

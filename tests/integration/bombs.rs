@@ -731,6 +731,38 @@ fn a_project_or_output_thousands_of_directories_deep_is_built_not_crashed() {
     };
     let builds = [small_stack(), small_stack()];
     let removed = !out.join("deep").exists();
+    // What reads such a tree by path (a package tree, the pool published or
+    // bundled) stops at the system's bound on a path's length: each says
+    // where and why in a line, not with the path's 200,000 bytes.
+    fs::create_dir_all(lab.recipes.join("deep/DEBIAN")).unwrap();
+    fs::write(
+        lab.recipes.join("deep/DEBIAN/control"),
+        "Package: deep\nVersion: 1\nArchitecture: all\nMaintainer: Lab <lab@example.org>\nDescription: deep\n",
+    )
+    .unwrap();
+    let too_long = [
+        crate::support::common::run(
+            crate::support::common::debforge()
+                .args(["deb", "build"])
+                .arg(lab.recipes.join("deep"))
+                .arg("-o")
+                .arg(lab.dir.path().join("deep.deb")),
+        ),
+        crate::support::common::run(
+            crate::support::common::debforge()
+                .args(["publish", "--out"])
+                .arg(&out)
+                .arg("--to")
+                .arg(lab.dir.path().join("docroot")),
+        ),
+        crate::support::common::run(
+            crate::support::common::debforge()
+                .args(["bundle", "--out"])
+                .arg(&out)
+                .arg("-o")
+                .arg(lab.dir.path().join("lab.tar")),
+        ),
+    ];
     // Removed before any assertion: the temporary directory's own removal
     // would overflow this test's stack.
     for d in &deep {
@@ -738,6 +770,16 @@ fn a_project_or_output_thousands_of_directories_deep_is_built_not_crashed() {
     }
     for (code, _, err) in &builds {
         assert_eq!(*code, 0, "{err}");
+    }
+    for (code, _, err) in &too_long {
+        assert_ne!(*code, 0, "{err}");
+        assert!(
+            err.len() < 1_000
+                && err.contains("characters)…/a/a/a")
+                && err.contains("File name too long")
+                && err.contains("hint: the path is"),
+            "{err}"
+        );
     }
     assert!(
         removed,
