@@ -110,5 +110,22 @@ mod tests {
                 .all(|(i, s)| *s == (2 * i).to_string())
         );
         assert!(map_kept(&[] as &[u32], |n| *n, |n| n).is_empty());
+        // A single chunk, done on this thread: the same order, each kept once.
+        let caller = std::thread::current().id();
+        let mut kept = 0;
+        let few = map_kept(
+            &items[..10],
+            |n| (*n, std::thread::current().id()),
+            |r| {
+                kept += 1;
+                r
+            },
+        );
+        assert_eq!(kept, 10);
+        assert!(
+            few.iter()
+                .enumerate()
+                .all(|(i, (n, t))| *n == i as u32 && *t == caller)
+        );
     }
 }

@@ -61,11 +61,7 @@ pub fn io_hint(path: &Path, e: &io::Error) -> Option<String> {
         io::ErrorKind::StorageFull => {
             Some("the disk is full: free space, then run the command again".into())
         }
-        _ if e.raw_os_error() == Some(libc::ENAMETOOLONG) => Some(format!(
-            "the path is {} bytes long, more than the system takes ({} at most): a tree that deep cannot be read by path; move or remove what is that deep",
-            path.as_os_str().len(),
-            libc::PATH_MAX - 1
-        )),
+        _ if e.raw_os_error() == Some(libc::ENAMETOOLONG) => Some(too_long(path)),
         _ => None,
     }
 }
@@ -94,6 +90,27 @@ impl fmt::Display for ShortPath<'_> {
         let left_out = chars - ShortPath::HEAD - ShortPath::TAIL;
         write!(f, "{head}…({left_out} characters)…{tail}")
     }
+}
+
+/// What is too long in `path`, which the system refused as such: the whole
+/// path (a tree too deep) or one name in it.
+fn too_long(path: &Path) -> String {
+    const PATH_MAX: usize = libc::PATH_MAX as usize - 1;
+    const NAME_MAX: usize = 255;
+    let len = path.as_os_str().len();
+    let longest = path
+        .components()
+        .map(|c| c.as_os_str().len())
+        .max()
+        .unwrap_or(0);
+    if len <= PATH_MAX && longest > NAME_MAX {
+        return format!(
+            "a name in the path is {longest} bytes long, more than the system takes ({NAME_MAX} at most): rename it"
+        );
+    }
+    format!(
+        "the path is {len} bytes long, more than the system takes ({PATH_MAX} at most): a tree that deep cannot be read by path; move or remove what is that deep"
+    )
 }
 
 /// A directory walk's error as a [`FileError`] at the path it failed at
@@ -156,5 +173,13 @@ mod tests {
             "{shown}"
         );
         assert!(shown.len() < 500, "{shown}");
+        let long_name = format!("/tmp/{}", "a".repeat(300));
+        let e = FileError::new(&long_name, io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+        assert_eq!(
+            e.hint().as_deref(),
+            Some(
+                "a name in the path is 300 bytes long, more than the system takes (255 at most): rename it"
+            )
+        );
     }
 }

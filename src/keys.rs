@@ -19,7 +19,7 @@ pub enum KeyError {
     #[error(
         "{}: secret key file is readable by group or others (mode {mode:04o}); run `chmod 600 {}`",
         crate::error::ShortPath(path),
-        crate::error::ShortPath(path)
+        path.display()
     )]
     Permissions { path: PathBuf, mode: u32 },
     #[error("{}: {source}", crate::error::ShortPath(path))]

@@ -36,8 +36,18 @@ pub struct RecipeError {
 impl fmt::Display for RecipeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.line {
-            Some(line) => write!(f, "{}:{line}: {}", self.file.display(), self.message),
-            None => write!(f, "{}: {}", self.file.display(), self.message),
+            Some(line) => write!(
+                f,
+                "{}:{line}: {}",
+                crate::error::ShortPath(&self.file),
+                self.message
+            ),
+            None => write!(
+                f,
+                "{}: {}",
+                crate::error::ShortPath(&self.file),
+                self.message
+            ),
         }
     }
 }

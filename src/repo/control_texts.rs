@@ -54,8 +54,13 @@ impl ControlTexts {
     }
 
     /// The index copied into the calling thread's memory (see
-    /// `Records::kept`); the spill moves.
-    pub(super) fn kept(self) -> ControlTexts {
+    /// `Records::kept`); the spill's file moves, its buffer written out
+    /// and made again here.
+    pub(super) fn kept(mut self) -> ControlTexts {
+        self.flush();
+        if let Some(spill) = &mut self.spill {
+            spill.pending = Vec::new();
+        }
         ControlTexts {
             index: self.index.clone(),
             ..self

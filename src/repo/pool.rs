@@ -132,6 +132,14 @@ struct FileRecord {
 }
 
 impl Records {
+    /// No records, their controls spilled beside `path` (the records file).
+    fn none_beside(path: Option<&Path>) -> Records {
+        Records {
+            controls: ControlTexts::in_dir(path.and_then(Path::parent).map(Path::to_path_buf)),
+            ..Records::default()
+        }
+    }
+
     /// The tables copied into the calling thread's memory, the reader's
     /// freed (they are held to the end of the build: see the `cores`
     /// module). Each is one block of plain entries.
@@ -148,7 +156,7 @@ impl Records {
     /// own: a torn records file costs its digests, not the controls (a
     /// package's control is a function of its bytes, named by their SHA256).
     fn read(path: &Path) -> Records {
-        let mut controls = ControlTexts::in_dir(path.parent().map(Path::to_path_buf));
+        let mut controls = Records::none_beside(Some(path)).controls;
         Self::read_controls(&controls_path(path), &mut controls);
         let f: Option<RecordsFile> =
             parse_file(path).filter(|f: &RecordsFile| f.version == RECORDS_VERSION);
@@ -303,7 +311,10 @@ impl DigestStore {
         let read = self.reading.lock().ok().and_then(|mut r| r.take());
         if let Some(read) = read {
             // A reader that panicked leaves none: files are read again.
-            *records = read.join().map(Records::kept).unwrap_or_default();
+            *records = match read.join() {
+                Ok(read) => read.kept(),
+                Err(_) => Records::none_beside(self.path.as_deref()),
+            };
         }
         Ok(records)
     }
@@ -361,11 +372,8 @@ impl DigestStore {
     /// Whether the file with this SHA256 had its data member read to its
     /// end without a fault.
     pub fn data_checked(&self, sha256: &str) -> bool {
-        sha256_bytes(sha256).is_some_and(|key| {
-            self.records
-                .lock()
-                .is_ok_and(|r| r.data_checked.contains(&key))
-        })
+        sha256_bytes(sha256)
+            .is_some_and(|key| self.records().is_ok_and(|r| r.data_checked.contains(&key)))
     }
 
     pub fn put_data_checked(&self, sha256: &str) {
@@ -589,6 +597,13 @@ mod tests {
         store.save();
         let first = fs::read(&path).unwrap();
 
+        // Each kind of record answers as the first question to a store
+        // whose file is still being read.
+        assert!(DigestStore::new(Some(path.clone())).data_checked(&sha));
+        assert_eq!(
+            DigestStore::new(Some(path.clone())).control(&sha).as_deref(),
+            Some("Package: a\n")
+        );
         let again = DigestStore::new(Some(path.clone()));
         for (f, d) in files.iter().zip(&digests) {
             assert_eq!(again.recorded(&fs::metadata(f).unwrap()).as_ref(), Some(d));

@@ -98,9 +98,9 @@ pub enum WorkflowError {
     },
     #[error("--mirror {mirror:?}: {reason}")]
     BadMirror { mirror: String, reason: String },
-    #[error("{}: no generations recorded (none in {})", crate::error::ShortPath(out), crate::repo::generations::dir_of(out).display())]
+    #[error("{}: no generations recorded (none in {})", crate::error::ShortPath(out), crate::error::ShortPath(&crate::repo::generations::dir_of(out)))]
     NoGenerations { out: PathBuf },
-    #[error("no generation {number} in {} (it has {have})", crate::repo::generations::dir_of(out).display())]
+    #[error("no generation {number} in {} (it has {have})", crate::error::ShortPath(&crate::repo::generations::dir_of(out)))]
     NoSuchGeneration {
         number: u32,
         out: PathBuf,
@@ -108,7 +108,7 @@ pub enum WorkflowError {
     },
     #[error(
         "{target}: what it serves ({packages} packages) is none of the generations recorded in {}",
-        crate::repo::generations::dir_of(out).display()
+        crate::error::ShortPath(&crate::repo::generations::dir_of(out))
     )]
     ServesNoGeneration {
         target: String,
