@@ -601,7 +601,9 @@ mod tests {
         // whose file is still being read.
         assert!(DigestStore::new(Some(path.clone())).data_checked(&sha));
         assert_eq!(
-            DigestStore::new(Some(path.clone())).control(&sha).as_deref(),
+            DigestStore::new(Some(path.clone()))
+                .control(&sha)
+                .as_deref(),
             Some("Package: a\n")
         );
         let again = DigestStore::new(Some(path.clone()));

@@ -787,9 +787,21 @@ fn a_project_or_output_thousands_of_directories_deep_is_built_not_crashed() {
     );
     // Without them the output's stamp (its walk) answers the next build
     // again. (The lab's project asks signed sources: it has no build stamp,
-    // but its walk runs all the same, which overflowed.)
-    ok(lab.cmd("build").arg("--out").arg(&out));
-    let (_, stdout, _) = crate::support::common::run(lab.cmd("build").arg("--out").arg(&out));
+    // but its walk runs all the same, which overflowed.) Both dated alike:
+    // dated by the clock, a second build in the next second is another
+    // Release, and wrote it.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .to_string();
+    let dated = || {
+        let mut c = lab.cmd("build");
+        c.arg("--out").arg(&out).env("SOURCE_DATE_EPOCH", &now);
+        c
+    };
+    ok(&mut dated());
+    let (_, stdout, _) = crate::support::common::run(&mut dated());
     assert!(
         stdout.contains("unchanged since the last build: nothing was written"),
         "{stdout}"
