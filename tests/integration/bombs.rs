@@ -740,28 +740,24 @@ fn a_project_or_output_thousands_of_directories_deep_is_built_not_crashed() {
         "Package: deep\nVersion: 1\nArchitecture: all\nMaintainer: Lab <lab@example.org>\nDescription: deep\n",
     )
     .unwrap();
+    let run_on = |args: [&str; 2], input: &Path, flag: &str, dest: &str| {
+        crate::support::common::run(
+            debforge()
+                .args(args)
+                .arg(input)
+                .arg(flag)
+                .arg(lab.dir.path().join(dest)),
+        )
+    };
     let too_long = [
-        crate::support::common::run(
-            crate::support::common::debforge()
-                .args(["deb", "build"])
-                .arg(lab.recipes.join("deep"))
-                .arg("-o")
-                .arg(lab.dir.path().join("deep.deb")),
+        run_on(
+            ["deb", "build"],
+            &lab.recipes.join("deep"),
+            "-o",
+            "deep.deb",
         ),
-        crate::support::common::run(
-            crate::support::common::debforge()
-                .args(["publish", "--out"])
-                .arg(&out)
-                .arg("--to")
-                .arg(lab.dir.path().join("docroot")),
-        ),
-        crate::support::common::run(
-            crate::support::common::debforge()
-                .args(["bundle", "--out"])
-                .arg(&out)
-                .arg("-o")
-                .arg(lab.dir.path().join("lab.tar")),
-        ),
+        run_on(["publish", "--out"], &out, "--to", "docroot"),
+        run_on(["bundle", "--out"], &out, "-o", "lab.tar"),
     ];
     // Removed before any assertion: the temporary directory's own removal
     // would overflow this test's stack.
