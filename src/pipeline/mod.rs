@@ -603,20 +603,23 @@ impl<'a> Session<'a> {
         cached.as_ref().map(|(_, _, sha256)| sha256.clone())
     }
 
-    /// Writes the lock file atomically (temporary name, then rename); the
-    /// SHA256 of the bytes written, taken as they are written.
-    pub fn write_lock(&self, lock: &Lock) -> Result<String, PipelineError> {
-        let existing = crate::files::Existing::Replace;
-        let mut sha256 = String::new();
-        let mut text = |w: &mut dyn std::io::Write| {
-            let hasher = crate::digest::Hasher::new(crate::digest::DigestSet::SHA256);
-            let mut hashing = crate::digest::HashingWriter::new(w, hasher);
-            lock.write_text(&mut hashing)?;
-            sha256 = hashing.finish().1.sha256;
-            Ok(())
+    /// Writes the lock file atomically (temporary name, then rename) unless
+    /// it holds these bytes already (compared as they are written: the file
+    /// is not parsed). Whether it was written, and the SHA256 of its bytes
+    /// now, taken as they are written.
+    pub fn write_lock_unless_same(&self, lock: &Lock) -> Result<(bool, String), PipelineError> {
+        // By type: a FIFO or a device in its place is an error, not replaced.
+        let mut old = match crate::input::open_regular(&self.lock_path) {
+            Ok(f) => Some(f),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(FileError::at(&self.lock_path)(e).into()),
         };
-        crate::files::write_atomic_with(&self.lock_path, existing, &mut text)?;
-        Ok(sha256)
+        let old = old.as_mut().map(|f| f as &mut dyn std::io::Read);
+        let mut sha256 = String::new();
+        let mut text = lock_text(lock, &mut sha256);
+        let written = crate::files::write_atomic_unless_same(&self.lock_path, old, &mut text)?;
+        drop(text);
+        Ok((written, sha256))
     }
 
     fn transport(&self, source: &str) -> Option<&(dyn Transport + 'a)> {
@@ -624,6 +627,20 @@ impl<'a> Session<'a> {
             Some(SourceTransport::Open(t)) => Some(t.as_ref()),
             _ => None,
         }
+    }
+}
+
+/// Writes `lock`'s text, its SHA256 into `sha256` as it is written.
+fn lock_text<'l>(
+    lock: &'l Lock,
+    sha256: &'l mut String,
+) -> impl FnMut(&mut dyn std::io::Write) -> std::io::Result<()> + use<'l> {
+    move |w| {
+        let hasher = crate::digest::Hasher::new(crate::digest::DigestSet::SHA256);
+        let mut hashing = crate::digest::HashingWriter::new(w, hasher);
+        lock.write_text(&mut hashing)?;
+        *sha256 = hashing.finish().1.sha256;
+        Ok(())
     }
 }
 

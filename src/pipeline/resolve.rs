@@ -86,10 +86,19 @@ impl Session<'_> {
     /// Resolves every recipe. Upstream packages go through their source's
     /// signed Release and index; offline, a source with no snapshot falls back
     /// to the lock file's hashes and a plain directory of debs.
-    pub fn resolve(
-        &self,
-        lock: Option<&Lock>,
-    ) -> Result<(Vec<Resolved>, Vec<OpenSourceFiles>), PipelineError> {
+    ///
+    /// The lock file is read only where a recipe needs it (a direct URL's
+    /// SHA512, a plain directory's hashes): for path and upstream recipes
+    /// it says nothing the resolution does not, and a lock of thousands of
+    /// entries is the slowest file a build parses.
+    pub fn resolve(&self) -> Result<(Vec<Resolved>, Vec<OpenSourceFiles>), PipelineError> {
+        let mut lock: Option<Option<Arc<Lock>>> = None;
+        let mut lock = move || -> Result<Option<Arc<Lock>>, PipelineError> {
+            if lock.is_none() {
+                lock = Some(self.read_lock()?);
+            }
+            Ok(lock.clone().flatten())
+        };
         let mut opened = Vec::new();
         let mut by_source: BTreeMap<&str, Vec<&Arc<PackageRecipe>>> = BTreeMap::new();
         // The path recipes' results become the list of every package (the
@@ -104,7 +113,7 @@ impl Session<'_> {
                     by_source.entry(source.as_str()).or_default().push(p)
                 }
                 Origin::Url { url, sha256, size } => {
-                    urls.push(self.resolve_url(p, url, sha256, *size, lock)?)
+                    urls.push(self.resolve_url(p, url, sha256, *size, lock()?.as_deref())?)
                 }
                 Origin::Path { .. } => {
                     if paths[next_path].is_err() {
@@ -138,8 +147,9 @@ impl Session<'_> {
                     opened.push(files);
                 }
                 None => {
+                    let lock = lock()?;
                     for p in recipes {
-                        out.push(self.resolve_plain(p, name, lock)?);
+                        out.push(self.resolve_plain(p, name, lock.as_deref())?);
                     }
                 }
             }
@@ -487,60 +497,53 @@ impl Session<'_> {
     /// With `--locked`, before anything is fetched: any difference from
     /// the lock file is an error.
     pub fn check_locked(&self, resolved: &[Resolved]) -> Result<(), PipelineError> {
-        let entries = resolved.iter().map(|r| Arc::clone(&r.locked));
-        self.compare_lock(entries, true).map(drop)
+        let new = Lock::new(resolved.iter().map(|r| Arc::clone(&r.locked)));
+        self.compare_lock(&new).map(drop)
     }
 
-    /// Compares with the lock file: with `locked`, any difference is an error;
-    /// otherwise the lock is (re)written when it changed. Returns the lock in
-    /// force, whether it changed, and the SHA256 of the lock file's bytes as
-    /// read (`None`: there was none).
-    pub fn check_lock(
+    /// The lock in force after fetching. With `locked`, the lock file's,
+    /// and any difference from what was fetched is an error. Otherwise the
+    /// lock `entries` make, written where the file does not hold its text
+    /// already: the file is not parsed, only compared (a lock file that says
+    /// the same in other words is written in debforge's). Returns the lock,
+    /// and the SHA256 of the lock file's bytes and whether this wrote them.
+    pub fn settle_lock(
         &self,
         entries: impl Iterator<Item = Arc<LockedPackage>>,
         locked: bool,
-    ) -> Result<(Lock, bool, Option<String>), PipelineError> {
-        let (old, new, changed) = self.compare_lock(entries, locked)?;
-        let read = self.read_lock_sha256();
+    ) -> Result<(Lock, String, bool), PipelineError> {
+        let new = Lock::new(entries);
+        if !locked {
+            // A reading a resolve needed goes: its share is not held on.
+            self.forget_lock();
+            let (written, sha256) = self.write_lock_unless_same(&new)?;
+            return Ok((new, sha256, written));
+        }
+        let old = self.compare_lock(&new)?;
+        let read = self.read_lock_sha256().unwrap_or_default();
         // The last reading: the cache's share goes, so that the lock in
         // force is not a copy (an entry per package).
         self.forget_lock();
-        Ok(match (old, locked) {
-            (Some(old), true) => {
-                drop(new);
-                (Arc::unwrap_or_clone(old), false, read)
-            }
-            _ => (new, changed, read),
-        })
+        drop(new);
+        Ok((Arc::unwrap_or_clone(old), read, false))
     }
 
-    /// The lock file, the lock `resolved` makes, and whether they differ.
-    fn compare_lock(
-        &self,
-        entries: impl Iterator<Item = Arc<LockedPackage>>,
-        locked: bool,
-    ) -> Result<(Option<Arc<Lock>>, Lock, bool), PipelineError> {
-        let new = Lock::new(entries);
-        let old = self.read_lock()?;
-        match (&old, locked) {
-            (None, true) => Err(PipelineError::NoLock {
+    /// The lock file, where it says what `new` says; an error where it
+    /// differs or there is none.
+    fn compare_lock(&self, new: &Lock) -> Result<Arc<Lock>, PipelineError> {
+        let Some(old) = self.read_lock()? else {
+            return Err(PipelineError::NoLock {
                 path: self.lock_path.clone(),
-            }),
-            (Some(o), true) => {
-                let differences = o.differences(&new);
-                if differences.is_empty() {
-                    Ok((old, new, false))
-                } else {
-                    Err(PipelineError::LockMismatch {
-                        path: self.lock_path.clone(),
-                        differences,
-                    })
-                }
-            }
-            (_, false) => {
-                let changed = old.as_deref() != Some(&new);
-                Ok((old, new, changed))
-            }
+            });
+        };
+        let differences = old.differences(new);
+        if differences.is_empty() {
+            Ok(old)
+        } else {
+            Err(PipelineError::LockMismatch {
+                path: self.lock_path.clone(),
+                differences,
+            })
         }
     }
 }

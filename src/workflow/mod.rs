@@ -217,16 +217,14 @@ pub fn resolve_and_fetch(
     locked: bool,
     reporter: &dyn Reporter,
 ) -> Result<Fetched, WorkflowError> {
-    let old = session.read_lock()?;
-    if locked && old.is_none() {
-        // Said before the network: --locked cannot work without the lock.
+    // Said before the network: --locked cannot work without the lock.
+    if locked && session.read_lock()?.is_none() {
         return Err(PipelineError::NoLock {
             path: session.lock_path().to_path_buf(),
         }
         .into());
     }
-    let (resolved, sources) = session.resolve(old.as_deref())?;
-    drop(old);
+    let (resolved, sources) = session.resolve()?;
     if locked {
         session.check_locked(&resolved)?;
     }
@@ -241,14 +239,10 @@ pub fn resolve_and_fetch(
     let entries = packages
         .iter()
         .map(|f| std::sync::Arc::clone(&f.resolved.locked));
-    let (lock, changed, read) = session.check_lock(entries, locked)?;
-    let lock_sha256 = if changed {
-        let written = session.write_lock(&lock)?;
+    let (lock, lock_sha256, written) = session.settle_lock(entries, locked)?;
+    if written {
         crate::report::note(reporter, format!("wrote {}", session.lock_path().display()));
-        written
-    } else {
-        read.unwrap_or_default()
-    };
+    }
     Ok(Fetched {
         packages,
         sources,

@@ -391,3 +391,66 @@ fn apt_on_ubuntu_18_04_reads_indexes_in_pieces_and_ones_made_of_kept_pieces() {
     let (code, text) = c.run("apt-cache show piece060 2>&1");
     assert_ne!(code, 0, "{text}");
 }
+
+/// A build without `--locked` writes the lock its resolution makes; the old
+/// lock file is only compared with it, never parsed (path recipes need
+/// nothing it says): left as it is when it holds those bytes, written in
+/// debforge's words where it says the same in others, written again where it
+/// is no lock at all. A FIFO in its place is an error, and stays.
+#[test]
+fn a_build_without_locked_compares_the_old_lock_and_never_parses_it() {
+    use std::os::unix::fs::FileTypeExt;
+    let p = Project::new(&["alpha", "beta"]);
+    let lock = p.root().join("recipes/debforge.lock");
+    let build = |extra: &[&str]| {
+        let (code, _, err) = run(&mut p.build(extra));
+        assert_eq!(code, 0, "{err}");
+        err
+    };
+    let identity = || {
+        let m = fs::metadata(&lock).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        (m.ino(), m.ctime(), m.ctime_nsec())
+    };
+    assert!(build(&[]).contains("wrote "), "the first build writes it");
+    let canonical = fs::read_to_string(&lock).unwrap();
+    let first = identity();
+    // A recipe touched: built again, the lock compared and left alone.
+    let recipe = p.root().join("recipes/packages/beta.toml");
+    let text = fs::read(&recipe).unwrap();
+    fs::write(&recipe, &text).unwrap();
+    let err = build(&[]);
+    assert!(!err.contains("debforge.lock"), "{err}");
+    assert_eq!(identity(), first);
+
+    // The same lock in other words (a comment of the lab's): written in
+    // debforge's, and said.
+    fs::write(&lock, format!("{canonical}# reviewed\n")).unwrap();
+    let err = build(&[]);
+    assert!(
+        err.contains("wrote ") && err.contains("debforge.lock"),
+        "{err}"
+    );
+    assert_eq!(fs::read_to_string(&lock).unwrap(), canonical);
+
+    // No lock at all (a merge gone wrong): written again. `--locked` still
+    // reads it, and says what is wrong.
+    fs::write(&lock, "<<<<<<< ours\nversion = 1\n").unwrap();
+    let (code, _, err) = run(&mut p.build(&["--locked"]));
+    assert_ne!(code, 0);
+    assert!(err.contains("debforge.lock"), "{err}");
+    fs::write(&recipe, &text).unwrap();
+    build(&[]);
+    assert_eq!(fs::read_to_string(&lock).unwrap(), canonical);
+    p.locked();
+
+    // A FIFO in its place: an error, and it stays.
+    fs::remove_file(&lock).unwrap();
+    let status = Command::new("mkfifo").arg(&lock).status().unwrap();
+    assert!(status.success());
+    fs::write(&recipe, &text).unwrap();
+    let (code, _, err) = run(&mut p.build(&[]));
+    assert_ne!(code, 0);
+    assert!(err.contains("FIFO"), "{err}");
+    assert!(fs::symlink_metadata(&lock).unwrap().file_type().is_fifo());
+}

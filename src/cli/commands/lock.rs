@@ -10,8 +10,8 @@ pub(crate) fn run_lock(cx: &Context, project: &ProjectArgs) -> Result<u8, Failur
     }
     let fetched = debforge::workflow::resolve_and_fetch(&session, false, &cx.printer);
     cx.printer.finish();
+    // Written by `resolve_and_fetch`, where it did not hold this already.
     let fetched = fetched?;
-    session.write_lock(&fetched.lock)?;
     output::fetched(
         &fetched.packages,
         &format!(
