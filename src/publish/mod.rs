@@ -38,18 +38,31 @@ pub enum PublishError {
     NotARepository { path: PathBuf },
     #[error("--to {text}: {why}")]
     BadTarget { text: String, why: String },
-    #[error("{target}: the target is not writable: {detail}")]
+    #[error(
+        "{tgt}: the target is not writable: {detail}",
+        tgt = crate::error::ShortPath(std::path::Path::new(target))
+    )]
     ReadOnly { target: String, detail: String },
-    #[error("{target}: the target cannot be reached: {detail}")]
+    #[error(
+        "{tgt}: the target cannot be reached: {detail}",
+        tgt = crate::error::ShortPath(std::path::Path::new(target))
+    )]
     Unreachable { target: String, detail: String },
-    #[error("{target}: credentials refused: {detail}")]
+    #[error(
+        "{tgt}: credentials refused: {detail}",
+        tgt = crate::error::ShortPath(std::path::Path::new(target))
+    )]
     Credentials { target: String, detail: String },
-    #[error("{target}: rsync failed ({detail})")]
+    #[error(
+        "{tgt}: rsync failed ({detail})",
+        tgt = crate::error::ShortPath(std::path::Path::new(target))
+    )]
     Rsync { target: String, detail: String },
     #[error("`rsync` is not installed (apt-get install rsync)")]
     RsyncMissing,
     #[error(
-        "{target}: {path} would change under clients of the Release in force: it lists sha256 {published}, this build has {built}; a package rebuilt at the same name, version and architecture with other bytes"
+        "{tgt}: {path} would change under clients of the Release in force: it lists sha256 {published}, this build has {built}; a package rebuilt at the same name, version and architecture with other bytes",
+        tgt = crate::error::ShortPath(std::path::Path::new(target))
     )]
     ChangedInPlace {
         target: String,
@@ -58,23 +71,29 @@ pub enum PublishError {
         built: String,
     },
     #[error(
-        "{target}: another debforge publish is writing it (it holds {lock}); wait for it to finish"
+        "{tgt}: another debforge publish is writing it (it holds {lk}); wait for it to finish",
+        tgt = crate::error::ShortPath(std::path::Path::new(target)),
+        lk = crate::error::ShortPath(std::path::Path::new(lock))
     )]
     Busy { target: String, lock: String },
     #[error(
-        "{target}: {path} is listed ({size} bytes) but was not read: {}",
+        "{tgt}: {path} is listed ({size} bytes) but was not read: {}",
         if *size > crate::input::limit::INDEX {
             format!("more than the {} bytes debforge reads of an index", crate::input::limit::INDEX)
         } else {
             "it changed while it was copied".to_string()
-        }
+        },
+        tgt = crate::error::ShortPath(std::path::Path::new(target))
     )]
     NotRead {
         target: String,
         path: String,
         size: u64,
     },
-    #[error("{target}: {action} {key}: {detail}")]
+    #[error(
+        "{tgt}: {action} {key}: {detail}",
+        tgt = crate::error::ShortPath(std::path::Path::new(target))
+    )]
     Store {
         target: String,
         action: &'static str,
@@ -563,6 +582,28 @@ pub(crate) fn stale<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A target thousands of characters long (a directory that deep) is
+    /// shown by its start and end, as every path in an error is.
+    #[test]
+    fn a_long_target_is_shortened_in_every_message() {
+        let target = format!("/srv/{}/repo", "deep/".repeat(800));
+        let errors = [
+            PublishError::Busy {
+                target: target.clone(),
+                lock: format!("{target}/.lock"),
+            },
+            PublishError::ReadOnly {
+                target: target.clone(),
+                detail: "Read-only file system".into(),
+            },
+        ];
+        for e in errors {
+            let text = e.to_string();
+            assert!(text.len() < 600, "{text}");
+            assert!(text.contains("characters)…"), "{text}");
+        }
+    }
 
     /// The publish order at the boundary: a repository written by
     /// `repo::write` published to a directory, every step reported in the
