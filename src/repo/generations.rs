@@ -123,15 +123,21 @@ fn try_keep_indexes(out: &Path, suite: &str, files: &[String]) -> Option<Vec<Kep
 /// nothing but time: the forms a build copies into are checked to
 /// decompress to its plain index).
 pub fn kept_pieces(out: &Path, g: &Generation) -> super::KeptPieces {
+    kept_pieces_of(out, &g.forms, &g.indexes)
+}
+
+/// [`kept_pieces`] of a generation that kept `indexes`, compressed as
+/// `forms` says.
+fn kept_pieces_of(out: &Path, forms: &str, indexes: &[KeptIndex]) -> super::KeptPieces {
     use crate::format::path::is_hex_digest;
     let mut kept = super::KeptPieces::default();
-    if g.forms != INDEX_FORMS {
+    if forms != INDEX_FORMS {
         return kept;
     }
     let store = indexes_dir(out);
-    for k in g.indexes.iter().filter(|k| k.path.ends_with(".xz")) {
+    for k in indexes.iter().filter(|k| k.path.ends_with(".xz")) {
         let listed =
-            |sha: &str| is_hex_digest(sha, 64) && g.indexes.iter().any(|i| i.digests.sha256 == sha);
+            |sha: &str| is_hex_digest(sha, 64) && indexes.iter().any(|i| i.digests.sha256 == sha);
         let path = store.join(format!("{}.pieces", k.digests.sha256));
         let Ok(text) = crate::input::read_to_string(&path, crate::input::limit::PIECE_MAP) else {
             continue;
@@ -256,6 +262,16 @@ pub fn each_of_last(
 /// lists every package with six fields; a build keeping five generations
 /// read four of them whole).
 pub fn pool_files_of_last(out: &Path, count: usize) -> Result<Vec<(String, String)>, RepoError> {
+    Ok(earlier(out, count)?.0)
+}
+
+/// [`pool_files_of_last`], and the last generation's [`kept_pieces`]: what a
+/// build reads of the generations before it writes, each manifest read once
+/// (the last one was read twice, whole the second time).
+pub fn earlier(
+    out: &Path,
+    count: usize,
+) -> Result<(Vec<(String, String)>, super::KeptPieces), RepoError> {
     use std::borrow::Cow;
     /// A manifest as [`Generation`] reads it (the same fields, the same
     /// types: one that would not read whole is refused as before), its
@@ -293,14 +309,20 @@ pub fn pool_files_of_last(out: &Path, count: usize) -> Result<Vec<(String, Strin
         version: Cow<'a, str>,
         #[serde(borrow)]
         architecture: Cow<'a, str>,
-        filename: String,
+        #[serde(borrow)]
+        filename: Cow<'a, str>,
         size: u64,
-        sha256: String,
+        #[serde(borrow)]
+        sha256: Cow<'a, str>,
     }
     let files = manifests(out)?;
-    let skip = files.len().saturating_sub(count);
-    let mut all: std::collections::BTreeSet<(String, String)> = Default::default();
-    for (number, path) in &files[skip..] {
+    // The last one is read for its pieces even where no pool file is kept.
+    let skip = files.len().saturating_sub(count.max(1));
+    // By path: most generations list the same files, each allocated once
+    // (thousands a manifest), not once a manifest.
+    let mut all: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut kept = super::KeptPieces::default();
+    for (i, (number, path)) in files.iter().enumerate().skip(skip) {
         let bytes =
             crate::input::read(path, crate::input::limit::MANIFEST).map_err(FileError::at(path))?;
         let list: PoolList =
@@ -314,9 +336,27 @@ pub fn pool_files_of_last(out: &Path, count: usize) -> Result<Vec<(String, Strin
                 reason: format!("it says generation {}, its name {number}", list.number),
             });
         }
-        all.extend(list.packages.into_iter().map(|p| (p.filename, p.sha256)));
+        if files.len() - i <= count {
+            for p in list.packages {
+                match all.get_mut(&*p.filename) {
+                    Some(shas) if shas.iter().any(|s| *s == p.sha256) => {}
+                    Some(shas) => shas.push(p.sha256.into_owned()),
+                    None => {
+                        all.insert(p.filename.into_owned(), vec![p.sha256.into_owned()]);
+                    }
+                }
+            }
+        }
+        if i + 1 == files.len() {
+            kept = kept_pieces_of(out, &list.forms, &list.indexes);
+        }
     }
-    Ok(all.into_iter().collect())
+    let mut out = Vec::new();
+    for (filename, mut shas) in all {
+        shas.sort_unstable();
+        out.extend(shas.into_iter().map(|sha| (filename.clone(), sha)));
+    }
+    Ok((out, kept))
 }
 
 /// The manifests' numbers (from their names) and paths, in order.

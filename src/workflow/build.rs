@@ -572,16 +572,7 @@ fn record_generation(
 /// manifest is read once and dropped before the next (one of thousands of
 /// packages is megabytes; a lab keeps five).
 fn earlier_generations(out: &Path, keep: u32) -> Result<Earlier, WorkflowError> {
-    let files = match keep {
-        0 | 1 => Vec::new(),
-        _ => generations::pool_files_of_last(out, keep as usize - 1)?,
-    };
-    // The last generation's indexes are read again.
-    let kept_pieces = generations::last(out, 1)?
-        .pop()
-        .map(|g| generations::kept_pieces(out, &g))
-        .unwrap_or_default();
-    Ok((files, kept_pieces))
+    Ok(generations::earlier(out, keep.saturating_sub(1) as usize)?)
 }
 
 /// The repo-config package's pool file and the apt source line it installs.
