@@ -177,9 +177,12 @@ fn signer<'a>(
     let (first, rest) = keys
         .split_first()
         .ok_or_else(|| SignError::Sign("no signing key".into()))?;
-    // A fixed creation time (the Release's Date) makes the signatures, like
-    // everything else, the same bytes for the same inputs (Ed25519 and
-    // PKCS#1 v1.5 signatures are deterministic).
+    // A fixed creation time (the Release's Date), so that the signatures
+    // say when what they sign was made. They still differ from one build to
+    // the next: Sequoia salts every v4 signature (a random
+    // `salt@notations.sequoia-pgp.org` notation, found by the test that
+    // compares builds in place with builds from nothing); what they sign
+    // is the same bytes for the same inputs.
     let mut s = Signer::new(message, first.keypair.clone())
         .map_err(err)?
         .hash_algo(HashAlgorithm::SHA512)
