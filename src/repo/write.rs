@@ -696,14 +696,26 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
     for b in params.base {
         h.update(format!("\0base {}", b.sha256).as_bytes());
     }
-    // Only what is kept beyond this build's own files changes the output.
+    // Only what is kept beyond this build's own files changes the output:
+    // an earlier file under a name one of them takes is never kept (a
+    // package rebuilt at its version), so it keys nothing; else the key
+    // moved with the generations kept, and a build of the same inputs
+    // wrote the output again.
     let own: std::collections::HashSet<&str> = packages.iter().map(|p| p.sha256.as_str()).collect();
-    for (rel, sha) in params
+    let mut earlier = params
         .retain
         .iter()
         .filter(|(_, sha)| !own.contains(sha.as_str()))
-    {
-        h.update(format!("\0retain {rel} {sha}").as_bytes());
+        .peekable();
+    if earlier.peek().is_some() {
+        let component = &params.config.component;
+        let names: std::collections::HashSet<String> = packages
+            .iter()
+            .filter_map(|p| crate::format::packages::pool_path(component, &p.control).ok())
+            .collect();
+        for (rel, sha) in earlier.filter(|(rel, _)| !names.contains(rel)) {
+            h.update(format!("\0retain {rel} {sha}").as_bytes());
+        }
     }
     h.finish_hex()
 }
