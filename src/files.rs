@@ -55,67 +55,56 @@ pub fn write_atomic_with(
 
 /// [`write_atomic_with`], unless `old` (the file at `path`, opened by the
 /// caller by type, `None` where there is none) holds exactly the bytes
-/// `write` writes: then the file is left as it is (not even its times
-/// change) and the answer is `false`. `old` is compared as the new file is
-/// written, and no more of it is read than that and one byte: it is never
-/// held, and a huge one is not read whole.
+/// `write` writes: then nothing is made or changed, not even a temporary
+/// file (the directory may be read-only, and its times are watched by the
+/// build stamp), and the answer is `false`. `old` is compared with a first
+/// run of `write`, and no more of it is read than that and one byte: it is
+/// never held, and a huge one is not read whole; only where it differs does
+/// `write` run again, into the file.
 pub fn write_atomic_unless_same(
     path: &Path,
     old: Option<&mut dyn std::io::Read>,
     write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<bool, FileError> {
-    let old = old.map(std::io::BufReader::new);
-    let dir = parent(path);
-    fs::create_dir_all(dir).map_err(FileError::at(dir))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(FileError::at(dir))?;
-    let same = {
+    if let Some(old) = old {
         let mut compare = Compare {
-            out: std::io::BufWriter::new(tmp.as_file_mut()),
-            old,
+            old: Some(std::io::BufReader::new(old)),
             buf: Vec::new(),
         };
         write(&mut compare).map_err(FileError::at(path))?;
-        compare.out.flush().map_err(FileError::at(path))?;
-        compare.old.is_some_and(|mut old| {
-            // Nothing after the bytes written.
-            matches!(std::io::Read::read(&mut old, &mut [0]), Ok(0))
-        })
-    };
-    if same {
-        // The temporary file goes with `tmp`.
-        return Ok(false);
+        // Nothing after the bytes written.
+        let same = compare
+            .old
+            .is_some_and(|mut old| matches!(std::io::Read::read(&mut old, &mut [0]), Ok(0)));
+        if same {
+            return Ok(false);
+        }
     }
-    tmp.as_file()
-        .set_permissions(fs::Permissions::from_mode(0o644))
-        .map_err(FileError::at(path))?;
-    tmp.as_file().sync_all().map_err(FileError::at(path))?;
-    tmp.persist(path)
-        .map_err(|e| FileError::new(path, e.error))?;
+    write_atomic_with(path, Existing::Replace, write)?;
     Ok(true)
 }
 
-/// Writes to `out`, comparing each byte with the next of `old` until one
-/// differs (or `old` ends, or cannot be read): then `old` is `None`.
-struct Compare<W, R> {
-    out: W,
+/// A sink that compares each byte written with the next of `old` until one
+/// differs (or `old` ends, or cannot be read): then `old` is `None`, and the
+/// rest is only counted.
+struct Compare<R> {
     old: Option<R>,
     buf: Vec<u8>,
 }
 
-impl<W: Write, R: std::io::Read> Write for Compare<W, R> {
+impl<R: std::io::Read> Write for Compare<R> {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        let n = self.out.write(data)?;
         if let Some(old) = &mut self.old {
-            self.buf.resize(n, 0);
-            if old.read_exact(&mut self.buf).is_err() || self.buf[..] != data[..n] {
+            self.buf.resize(data.len(), 0);
+            if old.read_exact(&mut self.buf).is_err() || self.buf[..] != *data {
                 self.old = None;
             }
         }
-        Ok(n)
+        Ok(data.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.out.flush()
+        Ok(())
     }
 }
 
@@ -560,40 +549,6 @@ impl FileIdentity {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_file_that_holds_the_bytes_already_is_left_as_it_is() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        let write = |text: &'static [u8]| {
-            let mut w = |w: &mut dyn std::io::Write| {
-                // In pieces, as a lock is written.
-                for piece in text.chunks(3) {
-                    w.write_all(piece)?;
-                }
-                Ok(())
-            };
-            let mut old = std::fs::File::open(&path).ok();
-            let old = old.as_mut().map(|f| f as &mut dyn std::io::Read);
-            super::write_atomic_unless_same(&path, old, &mut w)
-        };
-        assert!(write(b"hello world").unwrap());
-        let identity = || super::FileIdentity::of(&std::fs::metadata(&path).unwrap());
-        let before = identity();
-        assert!(!write(b"hello world").unwrap());
-        assert_eq!(identity(), before);
-        // Longer, shorter, or other bytes: replaced.
-        for text in [&b"hello world!"[..], b"hello worl", b"hello_world"] {
-            let text: &'static [u8] = Box::leak(text.to_vec().into_boxed_slice());
-            assert!(write(text).unwrap());
-            assert_eq!(std::fs::read(&path).unwrap(), text);
-        }
-        // Only the file is left in the directory: no temporary file.
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-        // None there: written.
-        std::fs::remove_file(&path).unwrap();
-        assert!(write(b"hello world").unwrap());
-    }
-
     use super::*;
 
     #[test]
@@ -843,5 +798,41 @@ mod tests {
         let put_back = FileIdentity::of(&fs::metadata(&p).unwrap());
         assert_eq!(put_back.mtime, id.mtime);
         assert!(!id.same_bytes_ignoring_links(&put_back));
+    }
+
+    #[test]
+    fn a_file_that_holds_the_bytes_already_is_left_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let write = |text: &[u8]| {
+            let mut w = |w: &mut dyn std::io::Write| {
+                // In pieces, as a lock is written.
+                for piece in text.chunks(3) {
+                    w.write_all(piece)?;
+                }
+                Ok(())
+            };
+            let mut old = std::fs::File::open(&path).ok();
+            let old = old.as_mut().map(|f| f as &mut dyn std::io::Read);
+            super::write_atomic_unless_same(&path, old, &mut w)
+        };
+        assert!(write(b"hello world").unwrap());
+        let identity = |p: &Path| super::FileIdentity::of(&std::fs::metadata(p).unwrap());
+        let (file, directory) = (identity(&path), identity(dir.path()));
+        assert!(!write(b"hello world").unwrap());
+        // Nothing made, not even a temporary file: the directory's times
+        // did not move (it may be read-only; the build stamp watches it).
+        assert_eq!(identity(&path), file);
+        assert_eq!(identity(dir.path()), directory);
+        // Longer, shorter, or other bytes: replaced.
+        for text in [&b"hello world!"[..], b"hello worl", b"hello_world"] {
+            assert!(write(text).unwrap());
+            assert_eq!(std::fs::read(&path).unwrap(), text);
+        }
+        // Only the file is in the directory: no temporary file left.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // None there: written.
+        std::fs::remove_file(&path).unwrap();
+        assert!(write(b"hello world").unwrap());
     }
 }

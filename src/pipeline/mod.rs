@@ -614,12 +614,36 @@ impl<'a> Session<'a> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(FileError::at(&self.lock_path)(e).into()),
         };
+        if let Some(file) = &mut old {
+            self.refuse_newer_lock(file)?;
+        }
         let old = old.as_mut().map(|f| f as &mut dyn std::io::Read);
         let mut sha256 = String::new();
         let mut text = lock_text(lock, &mut sha256);
         let written = crate::files::write_atomic_unless_same(&self.lock_path, old, &mut text)?;
         drop(text);
         Ok((written, sha256))
+    }
+
+    /// An error where the lock file says it is of a newer debforge (its
+    /// first lines): such a lock is never written over with an older
+    /// version. `file` is read from its start, and left there.
+    fn refuse_newer_lock(&self, file: &mut std::fs::File) -> Result<(), PipelineError> {
+        use std::io::{Read, Seek};
+        let mut head = Vec::new();
+        let io = FileError::at(&self.lock_path);
+        (&mut *file)
+            .take(4096)
+            .read_to_end(&mut head)
+            .map_err(&io)?;
+        file.rewind().map_err(&io)?;
+        match Lock::declared_version(&String::from_utf8_lossy(&head)) {
+            Some(v) if v > crate::recipe::lock::LOCK_VERSION => Err(PipelineError::Lock {
+                path: self.lock_path.clone(),
+                source: LockError::Version(v),
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn transport(&self, source: &str) -> Option<&(dyn Transport + 'a)> {

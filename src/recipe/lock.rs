@@ -300,6 +300,24 @@ impl Lock {
         }
     }
 
+    /// The version a lock file's text says before its first table, where
+    /// it says one in the first lines (`head`: as much of the file as was
+    /// read): what a build that writes the lock without parsing the old one
+    /// checks, so that a lock of a newer debforge is never written over.
+    pub fn declared_version(head: &str) -> Option<u32> {
+        #[derive(Deserialize)]
+        struct Head {
+            version: u32,
+        }
+        let lines = head.rfind('\n').map_or("", |end| &head[..end + 1]);
+        let top = lines
+            .match_indices('\n')
+            .map(|(i, _)| i + 1)
+            .find(|&i| lines[i..].trim_start().starts_with('['))
+            .map_or(lines, |i| &lines[..i]);
+        toml::from_str::<Head>(top).ok().map(|h| h.version)
+    }
+
     pub fn parse(text: &str) -> Result<Lock, LockError> {
         let lock = match Lock::parse_by_package(text) {
             Some(lock) => lock,
@@ -673,5 +691,23 @@ mod tests {
         other.sha512 = Some("b".repeat(128));
         let d = old.differences(&Lock::new(vec![LockedPackage::from(other)]));
         assert_eq!(d, vec!["libc-ares2 (amd64): sha512 differs".to_string()]);
+    }
+
+    #[test]
+    fn the_version_a_lock_declares_is_read_from_its_first_lines() {
+        let lock =
+            "# Written by debforge.\nversion = 2\n\n[[package]]\nname = \"a\"\nversion = \"1.0\"\n";
+        assert_eq!(Lock::declared_version(lock), Some(2));
+        // Cut anywhere after its version line: the same.
+        assert_eq!(Lock::declared_version(&lock[..40]), Some(2));
+        // Cut inside it: none.
+        assert_eq!(Lock::declared_version(&lock[..30]), None);
+        // Only a table's version, or none, or not TOML: none.
+        assert_eq!(
+            Lock::declared_version("[[package]]\nversion = \"3\"\n"),
+            None
+        );
+        assert_eq!(Lock::declared_version("<<<<<<< ours\nversion = 1\n"), None);
+        assert_eq!(Lock::declared_version(""), None);
     }
 }

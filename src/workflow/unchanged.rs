@@ -299,6 +299,8 @@ impl<'s> Probe<'s> {
             h.update(crate::files::tree_digest_without_links(&root, &skip).ok()?);
         }
         let lock_identity = match std::fs::symlink_metadata(&lock) {
+            // Through a link, a change to what it points to would not show.
+            Ok(m) if m.file_type().is_symlink() => return None,
             Ok(m) => Some(FileIdentity::of(&m)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(_) => return None,

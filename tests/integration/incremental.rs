@@ -444,6 +444,14 @@ fn a_build_without_locked_compares_the_old_lock_and_never_parses_it() {
     assert_eq!(fs::read_to_string(&lock).unwrap(), canonical);
     p.locked();
 
+    // A lock of a newer debforge: never written over with an older version.
+    let newer = canonical.replacen("version = 1", "version = 2", 1);
+    fs::write(&lock, &newer).unwrap();
+    let (code, _, err) = run(&mut p.build(&[]));
+    assert_ne!(code, 0);
+    assert!(err.contains("version 2 is not supported"), "{err}");
+    assert_eq!(fs::read_to_string(&lock).unwrap(), newer);
+
     // A FIFO in its place: an error, and it stays.
     fs::remove_file(&lock).unwrap();
     let status = Command::new("mkfifo").arg(&lock).status().unwrap();
@@ -749,4 +757,31 @@ fn a_package_rebuilt_at_its_version_twice_leaves_nothing_to_write_after() {
     }
     let out = build(&["--locked"]);
     assert!(out.contains(UNCHANGED) || out.contains(FROM_STATS), "{out}");
+}
+
+/// A lock file that is a symbolic link: a change to the file it points to
+/// must not be answered from the build stamp (the link's own identity does
+/// not move), so `--locked` sees it.
+#[test]
+fn a_lock_through_a_link_is_read_by_every_locked_build() {
+    let p = Project::new(&["alpha"]);
+    ok(&mut p.build(&[]));
+    let lock = p.root().join("recipes/debforge.lock");
+    let target = p.root().join("lock-elsewhere");
+    fs::rename(&lock, &target).unwrap();
+    std::os::unix::fs::symlink(&target, &lock).unwrap();
+    p.locked();
+    p.locked();
+    let text = fs::read_to_string(&target).unwrap();
+    let sha = text
+        .lines()
+        .find_map(|l| l.strip_prefix("sha256 = \""))
+        .unwrap()
+        .trim_end_matches('"')
+        .to_string();
+    let other: String = sha.chars().rev().collect();
+    fs::write(&target, text.replacen(&sha, &other, 1)).unwrap();
+    let (code, _, err) = run(&mut p.build(&["--locked"]));
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("does not match"), "{err}");
 }
