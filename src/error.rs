@@ -92,6 +92,16 @@ impl fmt::Display for ShortPath<'_> {
     }
 }
 
+/// A target named by text (a directory, an rsync or S3 URL), shown as
+/// [`ShortPath`] shows a path.
+pub struct ShortText<'a>(pub &'a str);
+
+impl fmt::Display for ShortText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        ShortPath(Path::new(self.0)).fmt(f)
+    }
+}
+
 /// What is too long in `path`, which the system refused as such: the whole
 /// path (a tree too deep) or one name in it.
 fn too_long(path: &Path) -> String {

@@ -604,10 +604,10 @@ impl<'a> Session<'a> {
     }
 
     /// Writes the lock file atomically (temporary name, then rename) unless
-    /// it holds these bytes already (compared as they are written: the file
-    /// is not parsed). Whether it was written, and the SHA256 of its bytes
-    /// now, taken as they are written.
-    pub fn write_lock_unless_same(&self, lock: &Lock) -> Result<(bool, String), PipelineError> {
+    /// it holds these bytes already (compared first, never parsed; one of a
+    /// newer debforge is an error). The SHA256 of its bytes now, taken as
+    /// they are made, and whether they were written.
+    pub fn write_lock_unless_same(&self, lock: &Lock) -> Result<(String, bool), PipelineError> {
         // By type: a FIFO or a device in its place is an error, not replaced.
         let mut old = match crate::input::open_regular(&self.lock_path) {
             Ok(f) => Some(f),
@@ -622,7 +622,7 @@ impl<'a> Session<'a> {
         let mut text = lock_text(lock, &mut sha256);
         let written = crate::files::write_atomic_unless_same(&self.lock_path, old, &mut text)?;
         drop(text);
-        Ok((written, sha256))
+        Ok((sha256, written))
     }
 
     /// An error where the lock file says it is of a newer debforge (its

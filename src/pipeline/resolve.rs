@@ -87,17 +87,19 @@ impl Session<'_> {
     /// signed Release and index; offline, a source with no snapshot falls back
     /// to the lock file's hashes and a plain directory of debs.
     ///
-    /// The lock file is read only where a recipe needs it (a direct URL's
-    /// SHA512, a plain directory's hashes): for path and upstream recipes
-    /// it says nothing the resolution does not, and a lock of thousands of
-    /// entries is the slowest file a build parses.
+    /// The lock file is read here only where a recipe needs it (a direct
+    /// URL's SHA512, a plain directory's hashes): for path and upstream
+    /// recipes it says nothing the resolution does not, and a lock of
+    /// thousands of entries is the slowest file a build parses. (`--locked`
+    /// reads it before, and the base's closure when the session opens.)
     pub fn resolve(&self) -> Result<(Vec<Resolved>, Vec<OpenSourceFiles>), PipelineError> {
-        let mut lock: Option<Option<Arc<Lock>>> = None;
+        // Read at the first recipe that needs it, then kept ("none" too).
+        let mut read: Option<Option<Arc<Lock>>> = None;
         let mut lock = move || -> Result<Option<Arc<Lock>>, PipelineError> {
-            if lock.is_none() {
-                lock = Some(self.read_lock()?);
+            if read.is_none() {
+                read = Some(self.read_lock()?);
             }
-            Ok(lock.clone().flatten())
+            Ok(read.clone().flatten())
         };
         let mut opened = Vec::new();
         let mut by_source: BTreeMap<&str, Vec<&Arc<PackageRecipe>>> = BTreeMap::new();
@@ -147,9 +149,9 @@ impl Session<'_> {
                     opened.push(files);
                 }
                 None => {
-                    let lock = lock()?;
+                    let old = lock()?;
                     for p in recipes {
-                        out.push(self.resolve_plain(p, name, lock.as_deref())?);
+                        out.push(self.resolve_plain(p, name, old.as_deref())?);
                     }
                 }
             }
@@ -516,7 +518,7 @@ impl Session<'_> {
         if !locked {
             // A reading a resolve needed goes: its share is not held on.
             self.forget_lock();
-            let (written, sha256) = self.write_lock_unless_same(&new)?;
+            let (sha256, written) = self.write_lock_unless_same(&new)?;
             return Ok((new, sha256, written));
         }
         let old = self.compare_lock(&new)?;

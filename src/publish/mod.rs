@@ -36,33 +36,33 @@ pub enum PublishError {
         crate::error::ShortPath(path)
     )]
     NotARepository { path: PathBuf },
-    #[error("--to {text}: {why}")]
+    #[error("--to {}: {why}", crate::error::ShortText(text))]
     BadTarget { text: String, why: String },
     #[error(
         "{tgt}: the target is not writable: {detail}",
-        tgt = crate::error::ShortPath(std::path::Path::new(target))
+        tgt = crate::error::ShortText(target)
     )]
     ReadOnly { target: String, detail: String },
     #[error(
         "{tgt}: the target cannot be reached: {detail}",
-        tgt = crate::error::ShortPath(std::path::Path::new(target))
+        tgt = crate::error::ShortText(target)
     )]
     Unreachable { target: String, detail: String },
     #[error(
         "{tgt}: credentials refused: {detail}",
-        tgt = crate::error::ShortPath(std::path::Path::new(target))
+        tgt = crate::error::ShortText(target)
     )]
     Credentials { target: String, detail: String },
     #[error(
         "{tgt}: rsync failed ({detail})",
-        tgt = crate::error::ShortPath(std::path::Path::new(target))
+        tgt = crate::error::ShortText(target)
     )]
     Rsync { target: String, detail: String },
     #[error("`rsync` is not installed (apt-get install rsync)")]
     RsyncMissing,
     #[error(
         "{tgt}: {path} would change under clients of the Release in force: it lists sha256 {published}, this build has {built}; a package rebuilt at the same name, version and architecture with other bytes",
-        tgt = crate::error::ShortPath(std::path::Path::new(target))
+        tgt = crate::error::ShortText(target)
     )]
     ChangedInPlace {
         target: String,
@@ -72,8 +72,8 @@ pub enum PublishError {
     },
     #[error(
         "{tgt}: another debforge publish is writing it (it holds {lk}); wait for it to finish",
-        tgt = crate::error::ShortPath(std::path::Path::new(target)),
-        lk = crate::error::ShortPath(std::path::Path::new(lock))
+        tgt = crate::error::ShortText(target),
+        lk = crate::error::ShortText(lock)
     )]
     Busy { target: String, lock: String },
     #[error(
@@ -83,7 +83,7 @@ pub enum PublishError {
         } else {
             "it changed while it was copied".to_string()
         },
-        tgt = crate::error::ShortPath(std::path::Path::new(target))
+        tgt = crate::error::ShortText(target)
     )]
     NotRead {
         target: String,
@@ -92,7 +92,7 @@ pub enum PublishError {
     },
     #[error(
         "{tgt}: {action} {key}: {detail}",
-        tgt = crate::error::ShortPath(std::path::Path::new(target))
+        tgt = crate::error::ShortText(target)
     )]
     Store {
         target: String,

@@ -258,16 +258,11 @@ pub fn each_of_last(
 }
 
 /// The pool files (path, SHA256) the last `count` generations list, each
-/// once, sorted: read from their manifests without the rest (a manifest
-/// lists every package with six fields; a build keeping five generations
-/// read four of them whole).
-pub fn pool_files_of_last(out: &Path, count: usize) -> Result<Vec<(String, String)>, RepoError> {
-    Ok(earlier(out, count)?.0)
-}
-
-/// [`pool_files_of_last`], and the last generation's [`kept_pieces`]: what a
-/// build reads of the generations before it writes, each manifest read once
-/// (the last one was read twice, whole the second time).
+/// once, sorted, and the last generation's [`kept_pieces`]: what a build
+/// reads of the generations before it writes. Each manifest is read once,
+/// without the rest (a manifest lists every package with six fields; a
+/// build keeping five generations read four of them whole, and the last
+/// one twice).
 pub fn earlier(
     out: &Path,
     count: usize,
@@ -823,9 +818,9 @@ mod tests {
         let file = |g: &Generation| (g.packages[0].filename.clone(), g.packages[0].sha256.clone());
         let mut both = vec![file(&all[0]), file(&all[1])];
         both.sort();
-        assert_eq!(pool_files_of_last(&out, 2).unwrap(), both);
-        assert_eq!(pool_files_of_last(&out, 9).unwrap(), both);
-        assert_eq!(pool_files_of_last(&out, 1).unwrap(), [file(&all[1])]);
+        assert_eq!(earlier(&out, 2).unwrap().0, both);
+        assert_eq!(earlier(&out, 9).unwrap().0, both);
+        assert_eq!(earlier(&out, 1).unwrap().0, [file(&all[1])]);
         // Its compressed pieces are offered for reuse, unless they were made
         // otherwise than this debforge makes them (an older manifest says
         // nothing of how).
@@ -842,9 +837,9 @@ mod tests {
         std::fs::write(&first, b"{").unwrap();
         let last_one = last(&out, 1).unwrap();
         assert_eq!(last_one.iter().map(|g| g.number).collect::<Vec<_>>(), [2]);
-        assert_eq!(pool_files_of_last(&out, 1).unwrap(), [file(&all[1])]);
+        assert_eq!(earlier(&out, 1).unwrap().0, [file(&all[1])]);
         assert!(matches!(
-            pool_files_of_last(&out, 2),
+            earlier(&out, 2).map(|(files, _)| files),
             Err(RepoError::BadGeneration { path, .. }) if path == first
         ));
         assert!(matches!(
@@ -860,12 +855,12 @@ mod tests {
             std::fs::write(&first, &bad).unwrap();
             assert!(last(&out, 2).is_err());
             assert!(matches!(
-                pool_files_of_last(&out, 2),
+                earlier(&out, 2).map(|(files, _)| files),
                 Err(RepoError::BadGeneration { path, .. }) if path == first
             ));
         }
         std::fs::write(&first, kept).unwrap();
-        assert_eq!(pool_files_of_last(&out, 2).unwrap(), both);
+        assert_eq!(earlier(&out, 2).unwrap().0, both);
         let records = DigestStore::new(None);
         let dir1 = materialize(
             &out,
@@ -935,5 +930,86 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, RepoError::Changed { .. }), "{err}");
         remove_materialized(&materialized_dir(&out));
+    }
+
+    /// `earlier` reads each manifest once and says what reading the last
+    /// `count` whole and the last one again said: the same pool files, the
+    /// pieces of the last one (none where its forms are another
+    /// debforge's), the same errors; with 0 to 4 manifests there.
+    #[test]
+    fn the_earlier_generations_read_once_say_what_they_said_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = [key()];
+        let out = dir.path().join("repo-out");
+        for g in 0..4i64 {
+            let debs: Vec<_> = (0..=g)
+                .map(|i| tiny_deb(dir.path(), &format!("lib{i}"), &format!("1.{g}-1"), None))
+                .collect();
+            let date = 1_600_000_000 + 100 * g;
+            let r = write_repo(&out, &debs, &keys, date, "").unwrap();
+            record(&out, generation(&out, &r, &keys, date)).unwrap();
+        }
+        let gdir = dir_of(&out);
+        let aside = dir.path().join("aside");
+        std::fs::create_dir_all(&aside).unwrap();
+        let old = |count: usize| -> Result<(Vec<(String, String)>, String), RepoError> {
+            let mut files = std::collections::BTreeSet::new();
+            if count > 0 {
+                for g in last(&out, count)? {
+                    files.extend(
+                        g.packages
+                            .iter()
+                            .map(|p| (p.filename.clone(), p.sha256.clone())),
+                    );
+                }
+            }
+            let kept = last(&out, 1)?
+                .pop()
+                .map(|g| kept_pieces(&out, &g))
+                .unwrap_or_default();
+            Ok((files.into_iter().collect(), format!("{kept:?}")))
+        };
+        let new = |count: usize| earlier(&out, count).map(|(f, k)| (f, format!("{k:?}")));
+        for present in (0..=4).rev() {
+            for count in [0, 1, 2, 3, 4, 5, 9] {
+                let (o, n) = (old(count).unwrap(), new(count).unwrap());
+                assert_eq!(o, n, "present {present} count {count}");
+                if present > 0 {
+                    assert_eq!(n.1.matches("xz_file").count(), 1, "{}", n.1);
+                }
+            }
+            if present > 0 {
+                let name = format!("{present:06}.json");
+                std::fs::rename(gdir.join(&name), aside.join(&name)).unwrap();
+            }
+        }
+        for i in 1..=4 {
+            let name = format!("{i:06}.json");
+            std::fs::rename(aside.join(&name), gdir.join(&name)).unwrap();
+        }
+        // A corrupt first manifest: read only where the count reaches it.
+        let first = gdir.join("000001.json");
+        let kept = std::fs::read(&first).unwrap();
+        std::fs::write(&first, b"{").unwrap();
+        for count in [0, 1, 2, 3, 4, 5] {
+            assert_eq!(old(count).is_ok(), new(count).is_ok(), "count {count}");
+        }
+        std::fs::write(&first, &kept).unwrap();
+        // A corrupt last one: an error whatever the count.
+        let lastp = gdir.join("000004.json");
+        let kept = std::fs::read(&lastp).unwrap();
+        std::fs::write(&lastp, b"{").unwrap();
+        for count in [0, 1, 3] {
+            assert!(old(count).is_err() && new(count).is_err(), "count {count}");
+        }
+        // The last one's pieces come from its own manifest: other forms, none.
+        let text = String::from_utf8(kept.clone()).unwrap();
+        let other = text.replacen(crate::deb::INDEX_FORMS, "other forms", 1);
+        assert_ne!(other, text);
+        std::fs::write(&lastp, other).unwrap();
+        for count in [0, 1, 3] {
+            assert_eq!(old(count).unwrap(), new(count).unwrap());
+            assert_eq!(new(count).unwrap().1.matches("xz_file").count(), 0);
+        }
     }
 }
