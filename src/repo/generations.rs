@@ -349,7 +349,10 @@ pub fn earlier(
     let mut out = Vec::new();
     for (filename, mut shas) in all {
         shas.sort_unstable();
+        // The name moved to its last (usually only) file, not copied.
+        let last = shas.pop();
         out.extend(shas.into_iter().map(|sha| (filename.clone(), sha)));
+        out.extend(last.map(|sha| (filename, sha)));
     }
     Ok((out, kept))
 }

@@ -708,12 +708,17 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
         .filter(|(_, sha)| !own.contains(sha.as_str()))
         .peekable();
     if earlier.peek().is_some() {
+        // By hash (8 bytes a package, not a path): a collision would only
+        // leave a file out of the key, and the output's tree is checked too.
+        use std::hash::BuildHasher;
+        let state = std::collections::hash_map::RandomState::new();
         let component = &params.config.component;
-        let names: std::collections::HashSet<String> = packages
+        let names: std::collections::HashSet<u64> = packages
             .iter()
             .filter_map(|p| crate::format::packages::pool_path(component, &p.control).ok())
+            .map(|rel| state.hash_one(rel))
             .collect();
-        for (rel, sha) in earlier.filter(|(rel, _)| !names.contains(rel)) {
+        for (rel, sha) in earlier.filter(|(rel, _)| !names.contains(&state.hash_one(rel))) {
             h.update(format!("\0retain {rel} {sha}").as_bytes());
         }
     }
