@@ -82,12 +82,7 @@ fn a_lock_digest_is_never_a_path() {
     ok(&mut lab.cmd("lock"));
     let lock = lab.recipes.join("debforge.lock");
     let text = fs::read_to_string(&lock).unwrap();
-    let sha = text
-        .lines()
-        .find_map(|l| l.strip_prefix("sha256 = \""))
-        .unwrap()
-        .trim_end_matches('"')
-        .to_string();
+    let sha = crate::support::common::first_sha256(&text);
     fs::write(
         &lock,
         text.replacen(&sha, "../../../../../../tmp/debforge-escape", 1),

@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::common::{EPOCH, debforge, ok, run};
+use crate::support::common::{EPOCH, debforge, first_sha256, ok, run};
 
 const FROM_STATS: &str =
     "unchanged since the last build (no input or output file changed): nothing was read or written";
@@ -74,22 +74,7 @@ impl Project {
     }
 
     fn build(&self, extra: &[&str]) -> Command {
-        let mut c = debforge();
-        c.current_dir(self.root())
-            .args([
-                "build",
-                "--recipes",
-                "recipes",
-                "--cache",
-                "cache",
-                "--keys",
-                "keys",
-                "--out",
-                "repo-out",
-            ])
-            .args(extra)
-            .env("SOURCE_DATE_EPOCH", EPOCH);
-        c
+        build_in(self.root(), extra)
     }
 
     /// A `--locked` build that must succeed: (stdout, stderr).
@@ -98,6 +83,26 @@ impl Project {
         assert_eq!(code, 0, "{err}");
         (stdout, err)
     }
+}
+
+/// `debforge build` of the project in `root` into `root/repo-out`, dated.
+fn build_in(root: &Path, extra: &[&str]) -> Command {
+    let mut c = debforge();
+    c.current_dir(root)
+        .args([
+            "build",
+            "--recipes",
+            "recipes",
+            "--cache",
+            "cache",
+            "--keys",
+            "keys",
+            "--out",
+            "repo-out",
+        ])
+        .args(extra)
+        .env("SOURCE_DATE_EPOCH", EPOCH);
+    c
 }
 
 /// The Release without its Date line.
@@ -656,21 +661,7 @@ fn random_edits(seed: u64) {
             .unwrap();
         }
         copy_tree(&p.root().join("keys"), &fresh.path().join("keys"));
-        let mut c = debforge();
-        c.current_dir(fresh.path())
-            .args([
-                "build",
-                "--recipes",
-                "recipes",
-                "--cache",
-                "cache",
-                "--keys",
-                "keys",
-                "--out",
-                "repo-out",
-            ])
-            .env("SOURCE_DATE_EPOCH", EPOCH);
-        let (code, _, err) = run(&mut c);
+        let (code, _, err) = run(&mut build_in(fresh.path(), &[]));
         assert_eq!(code, 0, "{context}: the build from nothing failed:\n{err}");
         let (a, b) = (p.out(), fresh.path().join("repo-out"));
         assert_eq!(
@@ -780,12 +771,7 @@ fn a_lock_through_a_link_is_read_by_every_locked_build() {
     p.locked();
     p.locked();
     let text = fs::read_to_string(&target).unwrap();
-    let sha = text
-        .lines()
-        .find_map(|l| l.strip_prefix("sha256 = \""))
-        .unwrap()
-        .trim_end_matches('"')
-        .to_string();
+    let sha = first_sha256(&text);
     let other: String = sha.chars().rev().collect();
     fs::write(&target, text.replacen(&sha, &other, 1)).unwrap();
     let (code, _, err) = run(&mut p.build(&["--locked"]));

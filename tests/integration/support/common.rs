@@ -132,3 +132,12 @@ pub fn skipped_offline(test: &str) -> bool {
     }
     false
 }
+
+/// The first `sha256 = "…"` of a lock file's text.
+pub fn first_sha256(lock: &str) -> String {
+    lock.lines()
+        .find_map(|l| l.strip_prefix("sha256 = \""))
+        .expect("a sha256 line")
+        .trim_end_matches('"')
+        .to_string()
+}
