@@ -490,26 +490,41 @@ fn random_edits_build_in_place_what_a_build_from_nothing_writes() {
             vec![1796548245506906491, 1796548513106625368, clock]
         }
     };
-    for seed in seeds {
-        random_edits(seed);
+    for &seed in &seeds {
+        random_edits(seed, 24, 40);
     }
+    // Once with an index of several compressed pieces, so that pieces kept
+    // from the last generation are copied (24 small packages are one).
+    let p = random_edits(seeds[0], 1200, 8);
+    let pieces = fs::read_dir(p.root().join(".repo-out.generations/indexes"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "pieces"))
+        .map(|p| fs::read_to_string(p).unwrap().matches("\"xz\"").count())
+        .max()
+        .unwrap_or(0);
+    assert!(pieces >= 3, "the index was cut in {pieces} pieces");
 }
 
-fn random_edits(seed: u64) {
-    eprintln!("DEBFORGE_TEST_SEED={seed}");
+/// `rounds` rounds of random edits to a project of `count` packages (half
+/// of them in it at first); the project, for the caller to look at.
+fn random_edits(seed: u64, count: usize, rounds: usize) -> Project {
+    eprintln!("DEBFORGE_TEST_SEED={seed} ({count} packages)");
     let mut rng = XorShift(seed | 1);
     let p = Project::described(&[], "first");
-    let names: Vec<String> = (0..24).map(|i| format!("p{i:02}")).collect();
+    let names: Vec<String> = (0..count).map(|i| format!("p{i:03}")).collect();
+    let base = names[0].clone();
     let debs = p.root().join("debs");
-    // Every package at two versions; each but p00 depends on p00.
+    // Each package at two versions (each made when first needed); each but
+    // the first depends on the first.
     let make = |name: &str, version: &str, note: &str| {
         let tree = p.root().join("tree").join(format!("{name}-{version}"));
         let _ = fs::remove_dir_all(&tree);
         fs::create_dir_all(tree.join("DEBIAN")).unwrap();
-        let depends = if name == "p00" {
-            ""
+        let depends = if name == base {
+            String::new()
         } else {
-            "Depends: p00 (>= 1.0)\n"
+            format!("Depends: {base} (>= 1.0)\n")
         };
         fs::write(
             tree.join("DEBIAN/control"),
@@ -524,15 +539,13 @@ fn random_edits(seed: u64) {
             .arg("-o")
             .arg(&deb));
     };
-    for name in &names {
-        for version in ["1.0", "2.0"] {
-            make(name, version, "first");
-        }
-    }
     let recipes = p.root().join("recipes/packages");
     let recipe = |name: &str| recipes.join(format!("{name}.toml"));
     let write_recipe = |name: &str, version: &str, pin: bool| {
         let deb = debs.join(format!("{name}_{version}_all.deb"));
+        if !deb.exists() {
+            make(name, version, "first");
+        }
         let pin = if pin { "pin = true\n" } else { "" };
         fs::write(
             recipe(name),
@@ -553,7 +566,7 @@ fn random_edits(seed: u64) {
         v
     };
     let read_recipe = |name: &str| fs::read_to_string(recipe(name)).unwrap();
-    for name in names.iter().take(12) {
+    for name in names.iter().take(count / 2) {
         write_recipe(name, "1.0", false);
     }
     let build_in_place = |round: usize| {
@@ -561,13 +574,13 @@ fn random_edits(seed: u64) {
         assert_eq!(code, 0, "round {round} (DEBFORGE_TEST_SEED={seed}):\n{err}");
     };
     build_in_place(0);
-    for round in 1..=40 {
+    for round in 1..=rounds {
         let mut said = Vec::new();
         // None to three edits: a round with none is answered from the stamp.
         for _ in 0..rng.below(4) {
             let here = present();
             let pick = |rng: &mut XorShift, from: &[String]| from[rng.below(from.len())].clone();
-            let others: Vec<String> = here.iter().filter(|n| *n != "p00").cloned().collect();
+            let others: Vec<String> = here.iter().filter(|n| **n != base).cloned().collect();
             let absent: Vec<String> = names
                 .iter()
                 .filter(|n| !here.contains(n))
@@ -707,6 +720,7 @@ fn random_edits(seed: u64) {
         ok(debforge().arg("verify").arg(&a));
         ok(debforge().arg("verify").arg(&b));
     }
+    p
 }
 
 /// A small xorshift generator: the test's edits follow from its seed.
