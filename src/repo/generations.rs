@@ -116,18 +116,19 @@ fn try_keep_indexes(out: &Path, suite: &str, files: &[String]) -> Option<Vec<Kep
     Some(kept)
 }
 
-/// The compressed pieces `g`'s kept indexes hold, by the SHA256 of their
-/// plain bytes ([`super::pieces`]): what a build copies instead of
-/// compressing again. Only from maps written by a debforge that compresses
-/// as this one does, each of whose two forms `g` kept (a wrong map costs
-/// nothing but time: the forms a build copies into are checked to
-/// decompress to its plain index).
+/// [`kept_pieces_of`] a generation read whole: the old reading, which the
+/// tests hold [`earlier`] to.
+#[cfg(test)]
 pub fn kept_pieces(out: &Path, g: &Generation) -> super::KeptPieces {
     kept_pieces_of(out, &g.forms, &g.indexes)
 }
 
-/// [`kept_pieces`] of a generation that kept `indexes`, compressed as
-/// `forms` says.
+/// The compressed pieces a generation's kept `indexes` hold, by the SHA256
+/// of their plain bytes ([`super::pieces`]): what a build copies instead of
+/// compressing again. Only from maps written by a debforge that compresses
+/// as this one does (`forms`), each of whose two forms the generation kept
+/// (a wrong map costs nothing but time: the forms a build copies into are
+/// checked to decompress to its plain index).
 fn kept_pieces_of(out: &Path, forms: &str, indexes: &[KeptIndex]) -> super::KeptPieces {
     use crate::format::path::is_hex_digest;
     let mut kept = super::KeptPieces::default();
@@ -258,7 +259,7 @@ pub fn each_of_last(
 }
 
 /// The pool files (path, SHA256) the last `count` generations list, each
-/// once, sorted, and the last generation's [`kept_pieces`]: what a build
+/// once, sorted, and the last generation's kept index pieces: what a build
 /// reads of the generations before it writes. Each manifest is read once,
 /// without the rest (a manifest lists every package with six fields; a
 /// build keeping five generations read four of them whole, and the last
