@@ -127,8 +127,9 @@ pub fn kept_pieces(out: &Path, g: &Generation) -> super::KeptPieces {
 /// of their plain bytes ([`super::pieces`]): what a build copies instead of
 /// compressing again. Only from maps written by a debforge that compresses
 /// as this one does (`forms`), each of whose two forms the generation kept
-/// (a wrong map costs nothing but time: the forms a build copies into are
-/// checked to decompress to its plain index).
+/// (a wrong map costs nothing but time: a piece copied is checked by the
+/// digests of its forms its record keeps, or, in an older map without
+/// them, the forms it is copied into by decompressing them).
 fn kept_pieces_of(out: &Path, forms: &str, indexes: &[KeptIndex]) -> super::KeptPieces {
     use crate::format::path::is_hex_digest;
     let mut kept = super::KeptPieces::default();
@@ -159,18 +160,25 @@ fn kept_pieces_of(out: &Path, forms: &str, indexes: &[KeptIndex]) -> super::Kept
 }
 
 /// Keeps each piece map of `index` whose two forms were kept, beside them
-/// as `<xz sha256>.pieces` (written once; best effort, like the forms).
+/// as `<xz sha256>.pieces` (best effort, like the forms). The same forms
+/// have the same map, left as it is; one an older debforge wrote of them
+/// (without the digests of each piece's forms) is replaced.
 fn keep_piece_maps(out: &Path, kept: &[KeptIndex], index: &super::IndexReport) {
     let store = indexes_dir(out);
     let is_kept = |sha: &str| kept.iter().any(|k| k.digests.sha256 == sha);
     for map in &index.pieces {
         let path = store.join(format!("{}.pieces", map.xz_sha256));
-        if !is_kept(&map.xz_sha256) || !is_kept(&map.gz_sha256) || path.is_file() {
+        if !is_kept(&map.xz_sha256) || !is_kept(&map.gz_sha256) {
             continue;
         }
-        if let Ok(json) = serde_json::to_vec(map) {
-            let _ = crate::files::write_atomic(&path, &json, crate::files::Existing::Replace);
+        let Ok(json) = serde_json::to_vec(map) else {
+            continue;
+        };
+        let old = crate::input::read(&path, crate::input::limit::PIECE_MAP);
+        if old.is_ok_and(|old| old == json) {
+            continue;
         }
+        let _ = crate::files::write_atomic(&path, &json, crate::files::Existing::Replace);
     }
 }
 

@@ -6,8 +6,12 @@
 //! a package added or removed changes the piece it is in and leaves the
 //! others as they were. A piece an earlier generation compressed is copied
 //! from its kept forms (each kept with a [`PieceMap`]) instead of being
-//! compressed again; the forms are then checked to decompress to the plain
-//! index, and written whole where they do not.
+//! compressed again. A copied piece is checked by the digests of its
+//! compressed bytes, which its record keeps from when it was compressed:
+//! decompressing the whole index to check it took longer than the rest of
+//! a build that changes one package. Forms with a piece whose record has no
+//! such digests (kept by an older debforge) are checked to decompress to
+//! the plain index, and written whole where they do not.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -40,6 +44,10 @@ pub struct PieceRecord {
     pub xz: [u64; 3],
     /// Offset and length of its deflate segment.
     pub gz: [u64; 2],
+    /// [`block_digest`] of its xz block and of its deflate segment, taken
+    /// when they were compressed; empty in a map of a debforge before them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forms_sha256: Option<[String; 2]>,
 }
 
 /// The pieces of one index's `.xz` and `.gz` forms (named by their SHA256),
@@ -98,6 +106,20 @@ struct Compressed {
     xz: Vec<u8>,
     xz_unpadded: u64,
     gz: Vec<u8>,
+    /// [`block_digest`]s of `xz` and `gz`; `None` where they are copied.
+    forms_sha256: Option<[String; 2]>,
+}
+
+/// The digest a piece's record keeps of one of its compressed forms: its
+/// bytes and, for an xz block, its unpadded size (which the stream's index
+/// repeats, so a damaged one is caught too).
+fn block_digest(unpadded: Option<u64>, bytes: &[u8]) -> String {
+    let mut h = crate::digest::KeyHasher::new();
+    if let Some(n) = unpadded {
+        h.update(n.to_le_bytes());
+    }
+    h.update(bytes);
+    h.finish_hex()
 }
 
 /// Both compressed forms of one plain index, written as its stanzas come.
@@ -117,6 +139,8 @@ pub struct FormsWriter<'k> {
     kept: &'k KeptPieces,
     open: HashMap<Arc<Path>, File>,
     reused: usize,
+    /// Copied pieces whose record had no digests of its forms.
+    unchecked: usize,
     threads: usize,
 }
 
@@ -127,6 +151,8 @@ pub struct Forms {
     pub pieces: Vec<PieceRecord>,
     /// How many pieces were copied from kept forms.
     pub reused: usize,
+    /// How many of those had no digests of their forms to check them by.
+    pub unchecked: usize,
 }
 
 impl<'k> FormsWriter<'k> {
@@ -156,6 +182,7 @@ impl<'k> FormsWriter<'k> {
             kept,
             open: HashMap::new(),
             reused: 0,
+            unchecked: 0,
             threads: std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .min(4),
@@ -228,18 +255,29 @@ impl<'k> FormsWriter<'k> {
         let [gz_at, gz_len] = piece.record.gz;
         let xz = read_at(&mut self.open, &piece.xz_file, xz_at, xz_len);
         let gz = read_at(&mut self.open, &piece.gz_file, gz_at, gz_len);
-        match (xz, gz) {
-            (Some(xz), Some(gz)) => {
-                self.reused += 1;
-                Ok(Compressed {
-                    xz,
-                    xz_unpadded: unpadded,
-                    gz,
-                    ..c
-                })
+        let (Some(xz), Some(gz)) = (xz, gz) else {
+            return compress_piece(plain, &KeptPieces::default());
+        };
+        // The bytes compressed for this piece, or none of them: a damaged
+        // kept file or record is compressed anew. A record without digests
+        // gets them: its forms are checked by decompressing before they are
+        // kept (`finish_for`), and later builds need not check them so.
+        let forms_sha256 = [block_digest(Some(unpadded), &xz), block_digest(None, &gz)];
+        match &piece.record.forms_sha256 {
+            Some(recorded) if *recorded != forms_sha256 => {
+                return compress_piece(plain, &KeptPieces::default());
             }
-            _ => compress_piece(plain, &KeptPieces::default()),
+            Some(_) => {}
+            None => self.unchecked += 1,
         }
+        self.reused += 1;
+        Ok(Compressed {
+            xz,
+            xz_unpadded: unpadded,
+            gz,
+            forms_sha256: Some(forms_sha256),
+            ..c
+        })
     }
 
     fn write(&mut self, plain: &[u8], c: Compressed) -> Result<(), RepoError> {
@@ -256,6 +294,7 @@ impl<'k> FormsWriter<'k> {
             size: c.size,
             xz: [self.xz_at, c.xz.len() as u64, c.xz_unpadded],
             gz: [self.gz_at, c.gz.len() as u64],
+            forms_sha256: c.forms_sha256,
         });
         self.xz_at += c.xz.len() as u64;
         self.gz_at += c.gz.len() as u64;
@@ -263,12 +302,13 @@ impl<'k> FormsWriter<'k> {
     }
 
     /// Finishes both forms of the plain index `plain` (SHA256
-    /// `plain_sha256`, written beside them). Forms with copied pieces are
-    /// checked to decompress to it, and written anew where they do not.
+    /// `plain_sha256`, written beside them). Forms with a copied piece that
+    /// had no digests to check it by are checked to decompress to it, and
+    /// written anew where they do not.
     pub fn finish_for(self, plain: &Path, plain_sha256: &str) -> Result<Forms, RepoError> {
         let (xz, gz) = (self.xz_path.clone(), self.gz_path.clone());
         let forms = self.finish()?;
-        if forms.reused == 0 || decompress_to(&xz, &gz, plain_sha256) {
+        if forms.unchecked == 0 || decompress_to(&xz, &gz, plain_sha256) {
             return Ok(forms);
         }
         let sizes: Vec<u64> = forms.pieces.iter().map(|p| p.size).collect();
@@ -291,6 +331,7 @@ impl<'k> FormsWriter<'k> {
             size,
             records,
             reused,
+            unchecked,
             ..
         } = self;
         let done = |w: HashingWriter<BufWriter<File>>, path: &Path| {
@@ -309,6 +350,7 @@ impl<'k> FormsWriter<'k> {
             gz,
             pieces: records,
             reused,
+            unchecked,
         })
     }
 }
@@ -329,16 +371,22 @@ fn compress_piece(plain: &[u8], kept: &KeptPieces) -> std::io::Result<Compressed
             xz: Vec::new(),
             xz_unpadded: 0,
             gz: Vec::new(),
+            forms_sha256: None,
         });
     }
     let (xz, xz_unpadded) = blocks::xz_block(plain)?;
     let gz = blocks::deflate_segment(plain)?;
+    let forms_sha256 = Some([
+        block_digest(Some(xz_unpadded), &xz),
+        block_digest(None, &gz),
+    ]);
     Ok(Compressed {
         sha256,
         size,
         xz,
         xz_unpadded,
         gz,
+        forms_sha256,
     })
 }
 
@@ -476,17 +524,77 @@ mod tests {
         assert_eq!(second.pieces, fresh.pieces);
     }
 
-    #[test]
-    fn kept_pieces_that_are_not_what_their_map_says_are_written_anew() {
+    /// Damages the kept forms in `dir` (written as `first`) as `damage`
+    /// says, then writes the same stanzas from them: they must come out as
+    /// the bytes of forms with nothing to copy. Returns how many pieces
+    /// were copied and how many of those were not checked by digests.
+    fn written_over_damage(
+        damage: impl FnOnce(&Path, &mut Forms),
+        strip_digests: bool,
+    ) -> (usize, usize, usize) {
         let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-        let (first, mut xz, _) = write(dirs[0].path(), &stanzas(None), &KeptPieces::default());
-        // A kept xz block with other bytes (its check no longer holds).
-        let [at, len, _] = first.pieces[2].xz;
-        xz[(at + len / 2) as usize] ^= 0x55;
-        std::fs::write(dirs[0].path().join("Packages.xz"), &xz).unwrap();
+        let (mut first, _, _) = write(dirs[0].path(), &stanzas(None), &KeptPieces::default());
+        if strip_digests {
+            first.pieces.iter_mut().for_each(|p| p.forms_sha256 = None);
+        }
+        damage(dirs[0].path(), &mut first);
         let kept = kept_from(dirs[0].path(), &first);
         let (forms, xz, gz) = write(dirs[1].path(), &stanzas(None), &kept);
-        let (_, fresh_xz, fresh_gz) = write(dirs[2].path(), &stanzas(None), &KeptPieces::default());
-        assert_eq!((forms.reused, xz, gz), (0, fresh_xz, fresh_gz));
+        let (fresh, fresh_xz, fresh_gz) =
+            write(dirs[2].path(), &stanzas(None), &KeptPieces::default());
+        assert_eq!((&xz, &gz), (&fresh_xz, &fresh_gz));
+        assert_eq!(forms.pieces, fresh.pieces);
+        (fresh.pieces.len(), forms.reused, forms.unchecked)
+    }
+
+    /// Flips a byte in the middle of piece 2's xz block.
+    fn flip_xz_byte(dir: &Path, first: &mut Forms) {
+        let path = dir.join("Packages.xz");
+        let mut xz = std::fs::read(&path).unwrap();
+        let [at, len, _] = first.pieces[2].xz;
+        xz[(at + len / 2) as usize] ^= 0x55;
+        std::fs::write(path, &xz).unwrap();
+    }
+
+    #[test]
+    fn a_kept_piece_that_is_not_what_its_record_says_is_compressed_anew() {
+        // Other bytes in a block (its own check no longer holds).
+        let (n, reused, unchecked) = written_over_damage(flip_xz_byte, false);
+        assert_eq!((reused, unchecked), (n - 1, 0));
+        // A record pointing at another piece's forms (a damaged map).
+        let (n, reused, _) = written_over_damage(
+            |_, first| {
+                let (xz, gz) = (first.pieces[3].xz, first.pieces[3].gz);
+                (first.pieces[2].xz, first.pieces[2].gz) = (xz, gz);
+            },
+            false,
+        );
+        assert_eq!(reused, n - 1);
+        // A block's unpadded size off by one (the stream's index repeats it).
+        let (n, reused, _) = written_over_damage(|_, first| first.pieces[2].xz[2] -= 1, false);
+        assert_eq!(reused, n - 1);
+        // A deflate segment with other bytes.
+        let (n, reused, _) = written_over_damage(
+            |dir, first| {
+                let path = dir.join("Packages.gz");
+                let mut gz = std::fs::read(&path).unwrap();
+                let [at, len] = first.pieces[4].gz;
+                gz[(at + len / 2) as usize] ^= 0x55;
+                std::fs::write(path, &gz).unwrap();
+            },
+            false,
+        );
+        assert_eq!(reused, n - 1);
+    }
+
+    #[test]
+    fn kept_pieces_of_a_map_without_digests_are_checked_by_decompressing() {
+        // Undamaged: copied, and checked by decompressing the forms.
+        let (n, reused, unchecked) = written_over_damage(|_, _| {}, true);
+        assert_eq!((reused, unchecked), (n, n));
+        // Damaged: the forms do not decompress to the index, and are
+        // written anew whole.
+        let (_, reused, _) = written_over_damage(flip_xz_byte, true);
+        assert_eq!(reused, 0);
     }
 }
