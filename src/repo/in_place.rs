@@ -154,8 +154,9 @@ impl PoolWalk {
     /// The output's entries now: the rest of the output walked, the pool's
     /// from the walk, with the files placed since, the directories made for
     /// them and the ones those were made in stat'ed again, and every other
-    /// name of a placed file's inode (a link changes its change time).
-    pub fn patched(self, out: &Path) -> std::io::Result<Vec<TreeEntry>> {
+    /// name of a placed file's inode (a link changes its change time); and
+    /// those inodes (device, inode).
+    pub fn patched(self, out: &Path) -> std::io::Result<(Vec<TreeEntry>, Inodes)> {
         let pool = out.join("pool");
         let mut rest = crate::files::tree_entries(out, &|p| p.parent() == Some(&*pool))?;
         let PoolWalk {
@@ -190,9 +191,12 @@ impl PoolWalk {
             }
         }
         entries.append(&mut rest);
-        Ok(entries)
+        Ok((entries, linked))
     }
 }
+
+/// Files by device and inode number.
+pub type Inodes = HashSet<(u64, u64)>;
 
 /// The output's pool walked (`pool` and what it holds, links not
 /// followed); `None` where it cannot be (each package is then checked on
@@ -500,14 +504,15 @@ fn top_files() -> [String; 4] {
 /// generation needs ([`kept_by_generations`]), then the directories left empty;
 /// `entries` (the output's, as walked) follow: the removed go, and the
 /// directories they were in and the files that shared their inodes (a
-/// removed link moves their change time) are stat'ed again. Best effort: a
-/// file that stays is only unlisted.
+/// removed link moves their change time) are stat'ed again. Returns the
+/// inodes that lost a link. Best effort: a file that stays is only
+/// unlisted.
 pub(super) fn remove_unlisted(
     out: &Path,
     entries: &mut Vec<TreeEntry>,
     listed: &HashSet<&str>,
     kept: &HashSet<&str>,
-) {
+) -> Inodes {
     // Directories that lost a file (deepest first: only those can be
     // empty), and the inodes that lost a link.
     let mut emptied: Vec<&str> = Vec::new();
@@ -534,7 +539,7 @@ pub(super) fn remove_unlisted(
         }
     }
     if removed.is_empty() {
-        return;
+        return unlinked;
     }
     let depth = |d: &str| d.matches('/').count();
     emptied.sort_by(|a, b| (depth(b), a).cmp(&(depth(a), b)));
@@ -555,6 +560,7 @@ pub(super) fn remove_unlisted(
             *e = TreeEntry::of(std::mem::take(&mut e.rel), &m);
         }
     }
+    unlinked
 }
 
 /// The retained generations' pool files (not `listed`) that are still
@@ -719,7 +725,7 @@ mod tests {
             entries: walked,
             placed: placed.iter().map(|p| p.to_string()).collect(),
         };
-        let mut entries = walk.patched(&out).unwrap();
+        let (mut entries, _) = walk.patched(&out).unwrap();
         let listed: HashSet<&str> = placed.into();
         let kept: HashSet<&str> = ["pool/contrib/n/n/n_1_all.deb"].into();
         remove_unlisted(&out, &mut entries, &listed, &kept);

@@ -25,7 +25,7 @@ pub(crate) mod test_support;
 pub mod verify;
 mod write;
 
-pub use in_place::{Walked, redate};
+pub use in_place::{Inodes, Walked, redate};
 pub use write::{
     OUTPUT_MARKER, OutputLock, OutputReport, PoolEntry, PoolInput, RepoParams, check_output,
     lock_output, write, write_kept, write_then,

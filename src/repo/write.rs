@@ -84,6 +84,11 @@ pub struct OutputReport {
     /// not be taken.
     #[serde(default)]
     pub tree: String,
+    /// The files this build linked into the pool or unlinked from it (their
+    /// change times moved); `None` where it cannot say (the output written
+    /// whole, or not walked). Not recorded.
+    #[serde(skip)]
+    pub relinked: Option<super::Inodes>,
 }
 
 /// The file that marks a directory as a debforge output (a dot file: never
@@ -191,6 +196,7 @@ pub fn write_then<T: Send, E: Send>(
         .map(|s| s.report.into_owned())
     {
         report.unchanged = true;
+        report.relinked = Some(Default::default());
         let then = then(&report);
         return Ok((report, then));
     }
@@ -230,6 +236,7 @@ pub fn write_then<T: Send, E: Send>(
         preferences: PREFERENCES_NAME.to_string(),
         unchanged: false,
         tree: String::new(),
+        relinked: None,
     };
     let (settled, then) = std::thread::scope(|scope| {
         let then = scope.spawn(|| then(&report));
@@ -244,9 +251,10 @@ pub fn write_then<T: Send, E: Send>(
     // these same inputs before `then` runs again (a generation never
     // recorded).
     match settled {
-        Ok(tree) if then.is_err() => report.tree = tree,
-        Ok(tree) => {
+        Ok((tree, relinked)) if then.is_err() => (report.tree, report.relinked) = (tree, relinked),
+        Ok((tree, relinked)) => {
             report.tree = tree.clone();
+            report.relinked = relinked;
             // Borrowed and streamed: a report lists every package.
             let stamp = Stamp {
                 key: key.as_str().into(),
@@ -645,18 +653,22 @@ fn tree_identity(out: &Path) -> std::io::Result<String> {
 /// place, the pool files it no longer lists go
 /// ([`super::in_place::remove_unlisted`]); the records follow the change
 /// times the pool's links moved; and the output's tree digest as it is
-/// left. An output that cannot be walked keeps its unlisted files (they
-/// are only unlisted) and gets no stamp.
+/// left, with the files whose links this build changed where it knows
+/// them ([`OutputReport::relinked`]). An output that cannot be walked keeps
+/// its unlisted files (they are only unlisted) and gets no stamp.
 fn settle(
     out: &Path,
     report: &OutputReport,
     updated: bool,
     walked: Option<super::in_place::PoolWalk>,
     params: &RepoParams,
-) -> std::io::Result<String> {
-    let mut entries = match walked {
-        Some(pool) => pool.patched(out)?,
-        None => crate::files::tree_entries(out, &|_| false)?,
+) -> std::io::Result<(String, Option<super::in_place::Inodes>)> {
+    let (mut entries, mut relinked) = match walked {
+        Some(pool) => {
+            let (entries, linked) = pool.patched(out)?;
+            (entries, Some(linked))
+        }
+        None => (crate::files::tree_entries(out, &|_| false)?, None),
     };
     let listed: std::collections::HashSet<&str> = report
         .packages
@@ -665,12 +677,15 @@ fn settle(
         .collect();
     if updated {
         let kept = super::in_place::kept_by_generations(out, &listed, params);
-        super::in_place::remove_unlisted(out, &mut entries, &listed, &kept);
+        let unlinked = super::in_place::remove_unlisted(out, &mut entries, &listed, &kept);
+        if let Some(r) = &mut relinked {
+            r.extend(unlinked);
+        }
     }
     for e in entries.iter().filter(|e| listed.contains(e.rel.as_str())) {
         params.records.refresh(e.id);
     }
-    Ok(crate::files::digest_entries(&mut entries))
+    Ok((crate::files::digest_entries(&mut entries), relinked))
 }
 
 /// A digest of everything `write` would turn into the output: each

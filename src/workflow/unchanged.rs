@@ -337,20 +337,9 @@ impl<'s> Probe<'s> {
         if report.output.tree.is_empty() || !before.lock_written(lock_sha256) {
             return;
         }
-        // A package file whose change time moved with its link count since
-        // it was first stat'ed was linked into the pool by this build.
-        let Some(now) = identities(&inputs.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>())
-        else {
+        let Some(now) = identities_after(&inputs, report.output.relinked.as_ref()) else {
             return;
         };
-        if inputs.len() != now.len()
-            || inputs
-                .iter()
-                .zip(&now)
-                .any(|((_, a), (_, b))| !a.same_bytes_ignoring_links(b))
-        {
-            return;
-        }
         let Some(identity) = before.with(&now) else {
             return;
         };
@@ -443,6 +432,35 @@ impl Before {
         self.lock = now;
         true
     }
+}
+
+/// The package files' identities once the build linked them into the pool
+/// (`inputs` as they were before it read them). Only a file whose links
+/// the build changed (`relinked`; `None`: any) is stat'ed again: a link
+/// moves its change time, and must be all that did. Any other is named as
+/// it was read, so a change made to it since shows next time. `None` where
+/// one changed, or is gone.
+fn identities_after(
+    inputs: &[(std::sync::Arc<Path>, FileIdentity)],
+    relinked: Option<&crate::repo::Inodes>,
+) -> Option<Vec<(std::sync::Arc<Path>, FileIdentity)>> {
+    let again = |id: &FileIdentity| relinked.is_none_or(|r| r.contains(&(id.dev(), id.ino())));
+    let stat: Vec<_> = inputs
+        .iter()
+        .filter(|(_, id)| again(id))
+        .map(|(f, _)| f.clone())
+        .collect();
+    let mut now = identities(&stat)?.into_iter();
+    inputs
+        .iter()
+        .map(|(f, read)| {
+            if !again(read) {
+                return Some((f.clone(), *read));
+            }
+            let (_, id) = now.next()?;
+            read.same_bytes_ignoring_links(&id).then(|| (f.clone(), id))
+        })
+        .collect()
 }
 
 /// The identity of each package file (`None` if one is gone): of what it
