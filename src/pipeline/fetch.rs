@@ -215,6 +215,11 @@ impl Session<'_> {
         if let FetchFrom::InPlace(path) = &r.from {
             // The project's own file is used where it is (the pool links it):
             // a copy in the cache would only cost a directory and a link.
+            // Resolved this run, it was stat'ed and its digests taken from it
+            // then; the pool checks the file it links by its identity again.
+            if r.seen.is_some() {
+                return Ok(path.to_path_buf());
+            }
             return self
                 .check_project_file(path, &r.expected())
                 .map_err(|source| PipelineError::Fetch {

@@ -401,8 +401,17 @@ impl Session<'_> {
         let full: &Path = file;
         // A package file may live outside recipes/ (a build's output
         // directory), but it must be a regular file: `/dev/zero` would be
-        // read for ever.
-        let meta = match fs::metadata(full) {
+        // read for ever. A link's target is the file (the pool links it;
+        // a link as the last component would be linked as a link).
+        let (file, meta) = match fs::symlink_metadata(full) {
+            Ok(m) if m.is_symlink() => {
+                let target = fs::canonicalize(full).map_err(FileError::at(full))?;
+                let m = fs::metadata(&target).map_err(FileError::at(&target))?;
+                (Arc::from(target.as_path()), Ok(m))
+            }
+            lstat => (Arc::clone(file), lstat),
+        };
+        let meta = match meta {
             Ok(m) if m.is_file() => m,
             Ok(_) => {
                 return Err(PipelineError::BadPackage {
@@ -432,7 +441,7 @@ impl Session<'_> {
                 d.sha256,
                 d.sha512,
             )),
-            from: FetchFrom::InPlace(Arc::clone(file)),
+            from: FetchFrom::InPlace(file),
             seen: Some(crate::files::FileIdentity::of(&meta)),
         };
         Ok((resolved, control))
