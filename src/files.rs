@@ -42,6 +42,11 @@ pub fn write_atomic_with(
         write(&mut buffered).map_err(FileError::at(path))?;
         buffered.flush().map_err(FileError::at(path))?;
     }
+    persist(tmp, path, existing)
+}
+
+/// A written temporary file made 0644, fsynced and renamed to `path`.
+fn persist(tmp: tempfile::NamedTempFile, path: &Path, existing: Existing) -> Result<(), FileError> {
     tmp.as_file()
         .set_permissions(fs::Permissions::from_mode(0o644))
         .map_err(FileError::at(path))?;
@@ -57,49 +62,100 @@ pub fn write_atomic_with(
 /// caller by type, `None` where there is none) holds exactly the bytes
 /// `write` writes: then nothing is made or changed, not even a temporary
 /// file (the directory may be read-only, and its times are watched by the
-/// build stamp), and the answer is `false`. `old` is compared with a first
-/// run of `write`, and no more of it is read than that and one byte: it is
-/// never held, and a huge one is not read whole; only where it differs does
-/// `write` run again, into the file.
+/// build stamp), and the answer is `false`. `write` runs once: its bytes
+/// are compared with `old` until one differs, and from there go into the
+/// temporary file, after the bytes that were the same (read from `old`
+/// again). No more of `old` is read than that and one byte: it is never
+/// held, and a huge one is not read whole.
 pub fn write_atomic_unless_same(
     path: &Path,
-    old: Option<&mut dyn std::io::Read>,
+    old: Option<&mut fs::File>,
     write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<bool, FileError> {
-    if let Some(old) = old {
-        let mut compare = Compare {
-            old: Some(std::io::BufReader::new(old)),
-            buf: Vec::new(),
-        };
-        write(&mut compare).map_err(FileError::at(path))?;
-        // Nothing after the bytes written.
-        let same = compare
-            .old
-            .is_some_and(|mut old| matches!(std::io::Read::read(&mut old, &mut [0]), Ok(0)));
-        if same {
-            return Ok(false);
-        }
+    let Some(old) = old else {
+        write_atomic_with(path, Existing::Replace, write)?;
+        return Ok(true);
+    };
+    let mut sink = UnlessSame {
+        dir: parent(path),
+        old: std::io::BufReader::new(old),
+        same: 0,
+        crc: crc32fast::Hasher::new(),
+        buf: Vec::new(),
+        new: None,
+    };
+    write(&mut sink).map_err(FileError::at(path))?;
+    // The same bytes, and nothing after them in `old`.
+    if sink.new.is_none() && matches!(std::io::Read::read(&mut sink.old, &mut [0]), Ok(0)) {
+        return Ok(false);
     }
-    write_atomic_with(path, Existing::Replace, write)?;
+    sink.differs().map_err(FileError::at(path))?;
+    let mut buffered = sink.new.expect("made where the bytes differ");
+    buffered.flush().map_err(FileError::at(path))?;
+    let tmp = buffered
+        .into_inner()
+        .map_err(|e| FileError::new(path, e.into_error()))?;
+    persist(tmp, path, Existing::Replace)?;
     Ok(true)
 }
 
-/// A sink that compares each byte written with the next of `old` until one
-/// differs (or `old` ends, or cannot be read): then `old` is `None`, and the
-/// rest is only counted.
-struct Compare<R> {
-    old: Option<R>,
+/// The sink of [`write_atomic_unless_same`]: compares what is written with
+/// `old` while it is the same (`same` bytes so far, of CRC32 `crc`), then
+/// writes it into a temporary file in `dir`.
+struct UnlessSame<'f> {
+    dir: &'f Path,
+    old: std::io::BufReader<&'f mut fs::File>,
+    same: u64,
+    crc: crc32fast::Hasher,
     buf: Vec<u8>,
+    new: Option<std::io::BufWriter<tempfile::NamedTempFile>>,
 }
 
-impl<R: std::io::Read> Write for Compare<R> {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        if let Some(old) = &mut self.old {
-            self.buf.resize(data.len(), 0);
-            if old.read_exact(&mut self.buf).is_err() || self.buf[..] != *data {
-                self.old = None;
-            }
+impl UnlessSame<'_> {
+    /// From here on the bytes differ: the temporary file, made with the
+    /// bytes that were the same, read from `old` again (and checked to be
+    /// them: a file rewritten in place meanwhile is an error, not mixed in).
+    fn differs(&mut self) -> std::io::Result<()> {
+        use std::io::{Read, Seek};
+        if self.new.is_some() {
+            return Ok(());
         }
+        let mut new = std::io::BufWriter::new(tempfile::NamedTempFile::new_in(self.dir)?);
+        let old: &mut fs::File = self.old.get_mut();
+        old.rewind()?;
+        let mut prefix = old.take(self.same);
+        let mut crc = crc32fast::Hasher::new();
+        let mut chunk = vec![0; 64 * 1024];
+        loop {
+            let n = prefix.read(&mut chunk)?;
+            if n == 0 {
+                break;
+            }
+            crc.update(&chunk[..n]);
+            new.write_all(&chunk[..n])?;
+        }
+        let expected = std::mem::take(&mut self.crc).finalize();
+        if prefix.into_inner().stream_position()? != self.same || crc.finalize() != expected {
+            return Err(std::io::Error::other("changed while it was read"));
+        }
+        self.new = Some(new);
+        Ok(())
+    }
+}
+
+impl Write for UnlessSame<'_> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        use std::io::Read;
+        if self.new.is_none() {
+            self.buf.resize(data.len(), 0);
+            if self.old.read_exact(&mut self.buf).is_ok() && self.buf[..] == *data {
+                self.same += data.len() as u64;
+                self.crc.update(data);
+                return Ok(data.len());
+            }
+            self.differs()?;
+        }
+        self.new.as_mut().expect("made").write_all(data)?;
         Ok(data.len())
     }
 
@@ -813,8 +869,7 @@ mod tests {
                 Ok(())
             };
             let mut old = std::fs::File::open(&path).ok();
-            let old = old.as_mut().map(|f| f as &mut dyn std::io::Read);
-            super::write_atomic_unless_same(&path, old, &mut w)
+            super::write_atomic_unless_same(&path, old.as_mut(), &mut w)
         };
         assert!(write(b"hello world").unwrap());
         let identity = |p: &Path| super::FileIdentity::of(&std::fs::metadata(p).unwrap());
@@ -834,5 +889,31 @@ mod tests {
         // None there: written.
         std::fs::remove_file(&path).unwrap();
         assert!(write(b"hello world").unwrap());
+        // Bytes that differ after a long same start (more than a read
+        // buffer of it): the start is copied from the old file.
+        let long: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        assert!(write(&long).unwrap());
+        let mut other = long.clone();
+        other[300_000] ^= 1;
+        assert!(write(&other).unwrap());
+        assert_eq!(std::fs::read(&path).unwrap(), other);
+    }
+
+    #[test]
+    fn a_file_rewritten_in_place_while_it_is_compared_is_an_error_not_mixed_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"hello world").unwrap();
+        let mut old = std::fs::File::open(&path).ok();
+        let mut w = |w: &mut dyn std::io::Write| {
+            w.write_all(b"hello ")?;
+            // The same inode, other bytes (an editor saving in place).
+            std::fs::write(&path, b"HELLO world")?;
+            w.write_all(b"there")
+        };
+        let e = super::write_atomic_unless_same(&path, old.as_mut(), &mut w).unwrap_err();
+        assert!(e.to_string().contains("changed while it was read"), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"HELLO world");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

@@ -617,10 +617,10 @@ impl<'a> Session<'a> {
         if let Some(file) = &mut old {
             self.refuse_newer_lock(file)?;
         }
-        let old = old.as_mut().map(|f| f as &mut dyn std::io::Read);
         let mut sha256 = String::new();
         let mut text = lock_text(lock, &mut sha256);
-        let written = crate::files::write_atomic_unless_same(&self.lock_path, old, &mut text)?;
+        let written =
+            crate::files::write_atomic_unless_same(&self.lock_path, old.as_mut(), &mut text)?;
         drop(text);
         Ok((sha256, written))
     }
