@@ -220,6 +220,66 @@ impl Generation {
             && self.keys == other.keys
             && self.pins_sha256 == other.pins_sha256
     }
+
+    /// [`Generation::same_content`]'s fields as one digest.
+    fn content_key(&self) -> String {
+        let mut key = ContentKey::default();
+        for p in &self.packages {
+            key.package(
+                [
+                    &p.package,
+                    &p.version,
+                    &p.architecture,
+                    &p.filename,
+                    &p.sha256,
+                ],
+                p.size,
+            );
+        }
+        key.finish(&self.keys, &self.pins_sha256)
+    }
+}
+
+/// A digest of what [`Generation::same_content`] compares, each string
+/// after its length (no two contents give the same bytes).
+#[derive(Default)]
+struct ContentKey(crate::digest::KeyHasher);
+
+impl ContentKey {
+    fn part(&mut self, text: &str) {
+        self.0.update((text.len() as u64).to_le_bytes());
+        self.0.update(text);
+    }
+
+    fn package(&mut self, fields: [&str; 5], size: u64) {
+        self.0.update(b"p");
+        fields.into_iter().for_each(|f| self.part(f));
+        self.0.update(size.to_le_bytes());
+    }
+
+    fn finish(mut self, keys: &[impl AsRef<str>], pins_sha256: &str) -> String {
+        self.0.update(b"k");
+        self.0.update((keys.len() as u64).to_le_bytes());
+        keys.iter().for_each(|k| self.part(k.as_ref()));
+        self.part(pins_sha256);
+        self.0.finish_hex()
+    }
+}
+
+/// What [`earlier`] reads: the pool files (path, SHA256) the earlier
+/// generations keep, the last one's compressed index pieces, and the last
+/// one as read.
+pub type Earlier = (Vec<(String, String)>, super::KeptPieces, Option<LastRead>);
+
+/// The last generation as [`earlier`] read it: what [`record_after`] needs
+/// to tell a build that made it again, without reading it a second time.
+#[derive(Debug, Clone)]
+pub struct LastRead {
+    number: u32,
+    /// Its manifest's (manifests are written once, never changed).
+    identity: crate::files::FileIdentity,
+    /// [`Generation::content_key`].
+    content: String,
 }
 
 /// The generations directory of the output `out`.
@@ -272,10 +332,7 @@ pub fn each_of_last(
 /// without the rest (a manifest lists every package with six fields; a
 /// build keeping five generations read four of them whole, and the last
 /// one twice).
-pub fn earlier(
-    out: &Path,
-    count: usize,
-) -> Result<(Vec<(String, String)>, super::KeptPieces), RepoError> {
+pub fn earlier(out: &Path, count: usize) -> Result<Earlier, RepoError> {
     use std::borrow::Cow;
     /// A manifest as [`Generation`] reads it (the same fields, the same
     /// types: one that would not read whole is refused as before), its
@@ -326,7 +383,9 @@ pub fn earlier(
     // (thousands a manifest), not once a manifest.
     let mut all: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     let mut kept = super::KeptPieces::default();
+    let mut last = None;
     for (i, (number, path)) in files.iter().enumerate().skip(skip) {
+        let identity = fs::symlink_metadata(path).map(|m| crate::files::FileIdentity::of(&m));
         let bytes =
             crate::input::read(path, crate::input::limit::MANIFEST).map_err(FileError::at(path))?;
         let list: PoolList =
@@ -338,6 +397,24 @@ pub fn earlier(
             return Err(RepoError::BadGeneration {
                 path: path.clone(),
                 reason: format!("it says generation {}, its name {number}", list.number),
+            });
+        }
+        if i + 1 == files.len() {
+            let mut key = ContentKey::default();
+            for p in &list.packages {
+                let fields = [
+                    &p.package,
+                    &p.version,
+                    &p.architecture,
+                    &p.filename,
+                    &p.sha256,
+                ];
+                key.package(fields.map(|f| &**f), p.size);
+            }
+            last = identity.ok().map(|identity| LastRead {
+                number: *number,
+                identity,
+                content: key.finish(&list.keys, &list.pins_sha256),
             });
         }
         if files.len() - i <= count {
@@ -359,11 +436,11 @@ pub fn earlier(
     for (filename, mut shas) in all {
         shas.sort_unstable();
         // The name moved to its last (usually only) file, not copied.
-        let last = shas.pop();
+        let newest = shas.pop();
         out.extend(shas.into_iter().map(|sha| (filename.clone(), sha)));
-        out.extend(last.map(|sha| (filename, sha)));
+        out.extend(newest.map(|sha| (filename, sha)));
     }
-    Ok((out, kept))
+    Ok((out, kept, last))
 }
 
 /// The manifests' numbers (from their names) and paths, in order.
@@ -402,14 +479,45 @@ fn read(path: &Path) -> Result<Generation, RepoError> {
 
 /// Records `g` (numbered after the last) unless its content equals the last
 /// generation's. Returns the generation in force and whether it is new.
-pub fn record(out: &Path, mut g: Generation) -> Result<(Generation, bool), RepoError> {
+pub fn record(out: &Path, g: Generation) -> Result<(Generation, bool), RepoError> {
     let before = last(out, 1)?.pop();
     if let Some(last) = &before
         && last.same_content(&g)
     {
         return Ok((last.clone(), false));
     }
-    g.number = before.map_or(1, |l| l.number + 1);
+    let number = before.map_or(1, |l| l.number + 1);
+    write_new(out, g, number).map(|g| (g, true))
+}
+
+/// [`record`], where `seen` is the last generation as [`earlier`] read it:
+/// while it is still the last, its manifest is not read again. Returns the
+/// number of the generation in force and whether it is new.
+pub fn record_after(
+    out: &Path,
+    g: Generation,
+    seen: Option<&LastRead>,
+) -> Result<(u32, bool), RepoError> {
+    let files = manifests(out)?;
+    let still_last = |seen: &&LastRead| {
+        files.last().is_some_and(|(number, path)| {
+            *number == seen.number
+                && fs::symlink_metadata(path)
+                    .is_ok_and(|m| crate::files::FileIdentity::of(&m) == seen.identity)
+        })
+    };
+    let Some(seen) = seen.filter(still_last) else {
+        return record(out, g).map(|(g, new)| (g.number, new));
+    };
+    if seen.content == g.content_key() {
+        return Ok((seen.number, false));
+    }
+    write_new(out, g, seen.number + 1).map(|g| (g.number, true))
+}
+
+/// Writes `g` as generation `number`.
+fn write_new(out: &Path, mut g: Generation, number: u32) -> Result<Generation, RepoError> {
+    g.number = number;
     let dir = dir_of(out);
     let path = dir.join(format!("{:06}.json", g.number));
     // An existing manifest is never replaced. Streamed: it lists every
@@ -417,7 +525,7 @@ pub fn record(out: &Path, mut g: Generation) -> Result<(Generation, bool), RepoE
     crate::files::write_atomic_with(&path, crate::files::Existing::Keep, &mut |w| {
         serde_json::to_writer_pretty(w, &g).map_err(std::io::Error::from)
     })?;
-    Ok((g, true))
+    Ok(g)
 }
 
 /// How one package differs between two generations.
@@ -805,6 +913,58 @@ mod tests {
     }
 
     #[test]
+    fn a_build_records_after_the_last_generation_it_read_without_reading_it_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = [key()];
+        let out = dir.path().join("repo-out");
+        let v1 = [tiny_deb(dir.path(), "liba", "1.0-1", None)];
+        let r1 = write_repo(&out, &v1, &keys, 1_600_000_000, "").unwrap();
+        let seen = |out: &Path| earlier(out, 1).unwrap().2;
+        // None yet: the first.
+        assert!(seen(&out).is_none());
+        let g1 = generation(&out, &r1, &keys, 1_600_000_000);
+        assert_eq!(record_after(&out, g1.clone(), None).unwrap(), (1, true));
+        // The same content as the last one read: nothing recorded, and the
+        // key says so where the whole comparison does.
+        let last_read = seen(&out).unwrap();
+        assert_eq!(last_read.content, g1.content_key());
+        let again = generation(&out, &r1, &keys, 1_600_000_050);
+        assert!(again.same_content(&g1));
+        assert_eq!(
+            record_after(&out, again, Some(&last_read)).unwrap(),
+            (1, false)
+        );
+        // Other content: the next number.
+        let v2 = [tiny_deb(dir.path(), "liba", "1.1-1", None)];
+        let r2 = write_repo(&out, &v2, &keys, 1_600_000_100, "").unwrap();
+        let g2 = generation(&out, &r2, &keys, 1_600_000_100);
+        assert_ne!(g2.content_key(), g1.content_key());
+        assert_eq!(
+            record_after(&out, g2.clone(), Some(&last_read)).unwrap(),
+            (2, true)
+        );
+        // What it read is no longer the last (another build recorded one
+        // since): the last manifest is read, as by `record`.
+        assert_eq!(
+            record_after(&out, g2.clone(), Some(&last_read)).unwrap(),
+            (2, false)
+        );
+        let mut g3 = generation(&out, &r1, &keys, 1_600_000_200);
+        assert_eq!(
+            record_after(&out, g3.clone(), Some(&last_read)).unwrap(),
+            (3, true)
+        );
+        // Another key or other pins: other content.
+        g3.keys.push("another".into());
+        assert_ne!(g3.content_key(), g1.content_key());
+        g3.keys.pop();
+        g3.pins_sha256 = crate::digest::sha256_hex(b"pins");
+        assert_ne!(g3.content_key(), g1.content_key());
+        let numbers: Vec<u32> = list(&out).unwrap().iter().map(|g| g.number).collect();
+        assert_eq!(numbers, [1, 2, 3]);
+    }
+
+    #[test]
     fn an_earlier_generation_is_materialized_from_the_pool_with_a_later_date() {
         let dir = tempfile::tempdir().unwrap();
         let keys = [key()];
@@ -851,7 +1011,7 @@ mod tests {
         assert_eq!(last_one.iter().map(|g| g.number).collect::<Vec<_>>(), [2]);
         assert_eq!(earlier(&out, 1).unwrap().0, [file(&all[1])]);
         assert!(matches!(
-            earlier(&out, 2).map(|(files, _)| files),
+            earlier(&out, 2).map(|(files, _, _)| files),
             Err(RepoError::BadGeneration { path, .. }) if path == first
         ));
         assert!(matches!(
@@ -867,7 +1027,7 @@ mod tests {
             std::fs::write(&first, &bad).unwrap();
             assert!(last(&out, 2).is_err());
             assert!(matches!(
-                earlier(&out, 2).map(|(files, _)| files),
+                earlier(&out, 2).map(|(files, _, _)| files),
                 Err(RepoError::BadGeneration { path, .. }) if path == first
             ));
         }
@@ -981,7 +1141,7 @@ mod tests {
                 .unwrap_or_default();
             Ok((files.into_iter().collect(), format!("{kept:?}")))
         };
-        let new = |count: usize| earlier(&out, count).map(|(f, k)| (f, format!("{k:?}")));
+        let new = |count: usize| earlier(&out, count).map(|(f, k, _)| (f, format!("{k:?}")));
         for present in (0..=4).rev() {
             for count in [0, 1, 2, 3, 4, 5, 9] {
                 let (o, n) = (old(count).unwrap(), new(count).unwrap());

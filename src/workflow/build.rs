@@ -239,7 +239,7 @@ fn build_all(
     let date = s.dates.source_date_epoch.unwrap_or(s.dates.now);
     // Read just before the write: a short window for another build of the
     // output to record a generation this one would not keep.
-    let (retain, kept_pieces) = earlier_generations(&s.out, s.keep)?;
+    let (retain, kept_pieces, last) = earlier_generations(&s.out, s.keep)?;
     let params = crate::repo::RepoParams {
         config,
         keys: signing,
@@ -266,7 +266,8 @@ fn build_all(
         crate::repo::write_then(&s.out, pool, &params, &pins, reporter, |output| {
             (!output.unchanged)
                 .then(|| {
-                    record_generation(&s.out, output, &lock, signing, &pins, date, &params.config)
+                    let at = (s.out.as_path(), last.as_ref());
+                    record_generation(at, output, &lock, signing, &pins, date, &params.config)
                 })
                 .transpose()
         })?;
@@ -307,9 +308,7 @@ struct Pass<'r> {
     lock: String,
 }
 
-/// The pool files the earlier generations keep, and the last one's
-/// compressed index pieces.
-type Earlier = (Vec<(String, String)>, crate::repo::KeptPieces);
+use generations::Earlier;
 
 /// Resolves, fetches and prepares every package (with `picked` as the
 /// packages picked for the base; `None`: the lock's).
@@ -537,10 +536,11 @@ fn report_unpinned(artifacts: &[pipeline::Artifact], pinned: &[String], reporter
 /// would be a line of thousands).
 const UNPINNED_SHOWN: usize = 10;
 
-/// Records what this build made as a generation (unless it is the same as
-/// the last one but for the Release's date), and says which.
+/// Records what this build made as a generation of `out` (unless it is
+/// the same as the last one, `last` as read before the write, but for the
+/// Release's date), and says which.
 fn record_generation(
-    out: &Path,
+    (out, last): (&Path, Option<&generations::LastRead>),
     report: &OutputReport,
     lock_sha256: &str,
     signing: &[SigningKey],
@@ -562,8 +562,7 @@ fn record_generation(
         indexes: generations::keep_indexes(out, &config.suite, &report.index),
         forms: generations::INDEX_FORMS.to_string(),
     };
-    let (g, new) = generations::record(out, g)?;
-    Ok((g.number, new))
+    Ok(generations::record_after(out, g, last)?)
 }
 
 /// The pool files (name, SHA256) the last `keep - 1` generations of `out`
