@@ -56,12 +56,18 @@ pub(super) fn write(
 ) -> Result<Option<(Written, Option<PoolWalk>)>, RepoError> {
     let unique = pool_names(packages, &params.config.component)?;
     // The indexes are written (rendering, hashing, compressing what
-    // changed) while the pool is walked and checked (system calls), each on
-    // a core: the indexes list what each package must be, whatever the pool
-    // holds. The walk is the pool's part of the output's stamp: the output
-    // is not walked again once written, only what this build changed.
+    // changed) and checked to be installable while the pool is walked and
+    // checked (system calls), each on a core: the indexes list what each
+    // package must be, whatever the pool holds. The walk is the pool's part
+    // of the output's stamp: the output is not walked again once written,
+    // only what this build changed.
     let (present, index, walked) = std::thread::scope(|scope| {
-        let index = scope.spawn(|| write_dists(staging, &unique, params, observer));
+        let index = scope.spawn(|| {
+            let index = write_dists(staging, &unique, params, observer)?;
+            write_beside_dists(staging, params, pins)?;
+            check_installable(staging, out, params.base, &params.config.architectures)?;
+            Ok::<_, RepoError>(index)
+        });
         let walked = walk_pool(out);
         let present = match &walked {
             Some(entries) => present_in(out, entries, &unique, params),
@@ -106,11 +112,7 @@ pub(super) fn write(
     });
     drop(missing);
     let pooled = pool_entries(unique);
-    // In the pool and the indexes: what they hold goes before the check
-    // reads the index back (memory: a control paragraph per package).
     *packages = Vec::new();
-    write_beside_dists(staging, params, pins)?;
-    check_installable(staging, out, params.base, &params.config.architectures)?;
     swap_dists(staging, out)?;
     added.kept = true;
     // The new indexes are in: every top file follows, each renamed whole;

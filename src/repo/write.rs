@@ -190,8 +190,7 @@ pub fn write_then<T: Send, E: Send>(
     // The same inputs over an output nobody touched since: nothing to do.
     let stamp_path = crate::files::beside(out, "stamp");
     let key = inputs_key(&packages, params, pins);
-    if let Some(mut report) = Stamp::read(&stamp_path)
-        .filter(|s| s.key == key)
+    if let Some(mut report) = Stamp::read_if(&stamp_path, &key)
         .filter(|s| tree_identity(out).is_ok_and(|tree| tree == s.tree))
         .map(|s| s.report.into_owned())
     {
@@ -634,10 +633,20 @@ struct Stamp<'r> {
 }
 
 impl Stamp<'static> {
-    /// By type and bound, as the build stamp: a FIFO or a link to a device
-    /// put in its place is no stamp.
-    fn read(path: &Path) -> Option<Stamp<'static>> {
+    /// The stamp whose key is `key`: by type and bound, as the build stamp
+    /// (a FIFO or a link to a device put in its place is no stamp). Its
+    /// report (every package) is read only when the key is the one asked.
+    fn read_if(path: &Path, key: &str) -> Option<Stamp<'static>> {
+        #[derive(serde::Deserialize)]
+        struct Key<'r> {
+            #[serde(borrow)]
+            key: std::borrow::Cow<'r, str>,
+        }
         let bytes = crate::input::read(path, crate::input::limit::MANIFEST).ok()?;
+        let head: Key = serde_json::from_slice(&bytes).ok()?;
+        if head.key != key {
+            return None;
+        }
         serde_json::from_slice(&bytes).ok()
     }
 }
