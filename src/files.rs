@@ -65,8 +65,9 @@ fn persist(tmp: tempfile::NamedTempFile, path: &Path, existing: Existing) -> Res
 /// build stamp), and the answer is `false`. `write` runs once: its bytes
 /// are compared with `old` until one differs, and from there go into the
 /// temporary file, after the bytes that were the same (read from `old`
-/// again). No more of `old` is read than that and one byte: it is never
-/// held, and a huge one is not read whole.
+/// again). No more of `old` is read than the bytes written and one byte
+/// (its same start twice where they differ): it is never held, and a huge
+/// one is not read whole.
 pub fn write_atomic_unless_same(
     path: &Path,
     old: Option<&mut fs::File>,

@@ -167,6 +167,12 @@ impl DebFile {
 
     /// The whole file, read positionally from the open handle (for hashing
     /// without opening it again).
+    /// The opened file's own metadata (`fstat`): the file read, whatever
+    /// its path names now.
+    pub fn metadata(&self) -> io::Result<std::fs::Metadata> {
+        self.file.metadata()
+    }
+
     pub fn raw_whole(&self) -> impl Read + '_ {
         Region {
             file: &self.file,

@@ -378,8 +378,11 @@ impl Session<'_> {
             return Ok((self.records.digests_with(path, meta)?, None));
         };
         let d = digest_with(deb.raw_whole(), Hasher::new(DigestSet::SHA256))?;
-        if d.size != meta.len() {
-            // Changed since it was stat'ed: nothing recorded.
+        let read = crate::files::FileIdentity::of(&deb.metadata()?);
+        if d.size != meta.len() || read != crate::files::FileIdentity::of(meta) {
+            // Changed or replaced since it was stat'ed: nothing recorded
+            // (the digests are what was read; the pool checks the file it
+            // links against them).
             return Ok((d, None));
         }
         self.records.put_digests(meta, &d);
@@ -423,11 +426,13 @@ impl Session<'_> {
         };
         // A local file vouches for itself; unchanged since the last run, it
         // is not read again.
+        // The file stat'ed is the one read (a link pointed elsewhere
+        // meanwhile is not followed again).
         let (d, control) = match self.records.recorded(&meta) {
             Some(d) => (d, None),
             None => self
-                .first_sight(full, &meta, p.repack.is_none())
-                .map_err(FileError::at(full))?,
+                .first_sight(&file, &meta, p.repack.is_none())
+                .map_err(FileError::at(&file))?,
         };
         let url = format!("file://{}", full.display());
         let resolved = Resolved {

@@ -127,9 +127,9 @@ pub fn kept_pieces(out: &Path, g: &Generation) -> super::KeptPieces {
 /// of their plain bytes ([`super::pieces`]): what a build copies instead of
 /// compressing again. Only from maps written by a debforge that compresses
 /// as this one does (`forms`), each of whose two forms the generation kept
-/// (a wrong map costs nothing but time: a piece copied is checked by the
-/// digests of its forms its record keeps, or, in an older map without
-/// them, the forms it is copied into by decompressing them).
+/// (a wrong map costs nothing but time: a piece is copied only where the
+/// digests its record keeps of its forms hold; an older map has none, and
+/// its pieces are compressed anew).
 fn kept_pieces_of(out: &Path, forms: &str, indexes: &[KeptIndex]) -> super::KeptPieces {
     use crate::format::path::is_hex_digest;
     let mut kept = super::KeptPieces::default();

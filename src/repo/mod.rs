@@ -56,7 +56,7 @@ pub enum RepoError {
     #[error("{}: {reason}", crate::error::ShortPath(path))]
     BadPackage { path: PathBuf, reason: String },
     #[error(
-        "{}: the file changed since it was verified (sha256 {expected} expected, {found} found); remove it from the cache and build again",
+        "{}: the file changed since it was verified (sha256 {expected} expected, {found} found); build again (a file in debforge's cache: remove it first)",
         crate::error::ShortPath(path)
     )]
     Changed {
@@ -177,7 +177,7 @@ impl<'k> PackagesWriter<'k> {
         } = self;
         let (mut buffered, plain) = out.finish();
         buffered.flush().map_err(FileError::at(&path))?;
-        let forms = forms.finish_for(&path, &plain.sha256)?;
+        let forms = forms.finish()?;
         let map = PieceMap {
             forms: crate::deb::INDEX_FORMS.to_string(),
             xz_sha256: forms.xz.sha256.clone(),

@@ -7,15 +7,15 @@
 //! others as they were. A piece an earlier generation compressed is copied
 //! from its kept forms (each kept with a [`PieceMap`]) instead of being
 //! compressed again. A copied piece is checked by the digests of its
-//! compressed bytes, which its record keeps from when it was compressed:
-//! decompressing the whole index to check it took longer than the rest of
-//! a build that changes one package. Forms with a piece whose record has no
-//! such digests (kept by an older debforge) are checked to decompress to
-//! the plain index, and written whole where they do not.
+//! compressed forms, which its record keeps from when it was compressed
+//! (decompressing the whole index to check it took longer than the rest of
+//! a build that changes one package); one whose forms or record are not
+//! what they were, or whose record has no digests (a map of an older
+//! debforge), is compressed anew.
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -45,7 +45,8 @@ pub struct PieceRecord {
     /// Offset and length of its deflate segment.
     pub gz: [u64; 2],
     /// [`block_digest`] of its xz block and of its deflate segment, taken
-    /// when they were compressed; empty in a map of a debforge before them.
+    /// when they were compressed; `None` in a map of an older debforge (its
+    /// pieces are not copied).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forms_sha256: Option<[String; 2]>,
 }
@@ -106,20 +107,30 @@ struct Compressed {
     xz: Vec<u8>,
     xz_unpadded: u64,
     gz: Vec<u8>,
-    /// [`block_digest`]s of `xz` and `gz`; `None` where they are copied.
+    /// [`block_digest`]s of `xz` and `gz` (`None` until kept forms are
+    /// copied in).
     forms_sha256: Option<[String; 2]>,
 }
 
-/// The digest a piece's record keeps of one of its compressed forms: its
-/// bytes and, for an xz block, its unpadded size (which the stream's index
-/// repeats, so a damaged one is caught too).
-fn block_digest(unpadded: Option<u64>, bytes: &[u8]) -> String {
+/// The digest a piece's record keeps of one of its compressed forms: the
+/// piece's plain SHA256 and size (a record that names another piece's
+/// forms is caught), for an xz block its unpadded size (which the stream's
+/// index repeats), and the form's bytes.
+fn block_digest(plain_sha256: &str, size: u64, unpadded: Option<u64>, bytes: &[u8]) -> String {
     let mut h = crate::digest::KeyHasher::new();
-    if let Some(n) = unpadded {
-        h.update(n.to_le_bytes());
-    }
+    h.update(plain_sha256);
+    h.update(size.to_le_bytes());
+    h.update(unpadded.map_or([0xff; 8], u64::to_le_bytes));
     h.update(bytes);
     h.finish_hex()
+}
+
+/// Both forms' [`block_digest`]s.
+fn forms_digests(c: &Compressed) -> [String; 2] {
+    [
+        block_digest(&c.sha256, c.size, Some(c.xz_unpadded), &c.xz),
+        block_digest(&c.sha256, c.size, None, &c.gz),
+    ]
 }
 
 /// Both compressed forms of one plain index, written as its stanzas come.
@@ -139,8 +150,6 @@ pub struct FormsWriter<'k> {
     kept: &'k KeptPieces,
     open: HashMap<Arc<Path>, File>,
     reused: usize,
-    /// Copied pieces whose record had no digests of its forms.
-    unchecked: usize,
     threads: usize,
 }
 
@@ -151,8 +160,6 @@ pub struct Forms {
     pub pieces: Vec<PieceRecord>,
     /// How many pieces were copied from kept forms.
     pub reused: usize,
-    /// How many of those had no digests of their forms to check them by.
-    pub unchecked: usize,
 }
 
 impl<'k> FormsWriter<'k> {
@@ -182,7 +189,6 @@ impl<'k> FormsWriter<'k> {
             kept,
             open: HashMap::new(),
             reused: 0,
-            unchecked: 0,
             threads: std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .min(4),
@@ -258,26 +264,21 @@ impl<'k> FormsWriter<'k> {
         let (Some(xz), Some(gz)) = (xz, gz) else {
             return compress_piece(plain, &KeptPieces::default());
         };
-        // The bytes compressed for this piece, or none of them: a damaged
-        // kept file or record is compressed anew. A record without digests
-        // gets them: its forms are checked by decompressing before they are
-        // kept (`finish_for`), and later builds need not check them so.
-        let forms_sha256 = [block_digest(Some(unpadded), &xz), block_digest(None, &gz)];
-        match &piece.record.forms_sha256 {
-            Some(recorded) if *recorded != forms_sha256 => {
-                return compress_piece(plain, &KeptPieces::default());
-            }
-            Some(_) => {}
-            None => self.unchecked += 1,
-        }
-        self.reused += 1;
-        Ok(Compressed {
+        let mut copied = Compressed {
             xz,
             xz_unpadded: unpadded,
             gz,
-            forms_sha256: Some(forms_sha256),
             ..c
-        })
+        };
+        // The bytes compressed for this piece, or none of them: a damaged
+        // kept file or record is compressed anew.
+        let digests = forms_digests(&copied);
+        if piece.record.forms_sha256.as_ref() != Some(&digests) {
+            return compress_piece(plain, &KeptPieces::default());
+        }
+        copied.forms_sha256 = Some(digests);
+        self.reused += 1;
+        Ok(copied)
     }
 
     fn write(&mut self, plain: &[u8], c: Compressed) -> Result<(), RepoError> {
@@ -301,22 +302,8 @@ impl<'k> FormsWriter<'k> {
         Ok(())
     }
 
-    /// Finishes both forms of the plain index `plain` (SHA256
-    /// `plain_sha256`, written beside them). Forms with a copied piece that
-    /// had no digests to check it by are checked to decompress to it, and
-    /// written anew where they do not.
-    pub fn finish_for(self, plain: &Path, plain_sha256: &str) -> Result<Forms, RepoError> {
-        let (xz, gz) = (self.xz_path.clone(), self.gz_path.clone());
-        let forms = self.finish()?;
-        if forms.unchecked == 0 || decompress_to(&xz, &gz, plain_sha256) {
-            return Ok(forms);
-        }
-        let sizes: Vec<u64> = forms.pieces.iter().map(|p| p.size).collect();
-        rewrite(plain, &xz, &gz, &sizes)
-    }
-
     /// The last piece, both forms' ends, and their digests.
-    fn finish(mut self) -> Result<Forms, RepoError> {
+    pub fn finish(mut self) -> Result<Forms, RepoError> {
         if !self.piece.is_empty() {
             let piece = std::mem::take(&mut self.piece);
             self.pending.push(piece);
@@ -331,7 +318,6 @@ impl<'k> FormsWriter<'k> {
             size,
             records,
             reused,
-            unchecked,
             ..
         } = self;
         let done = |w: HashingWriter<BufWriter<File>>, path: &Path| {
@@ -350,7 +336,6 @@ impl<'k> FormsWriter<'k> {
             gz,
             pieces: records,
             reused,
-            unchecked,
         })
     }
 }
@@ -360,11 +345,9 @@ impl<'k> FormsWriter<'k> {
 fn compress_piece(plain: &[u8], kept: &KeptPieces) -> std::io::Result<Compressed> {
     let sha256 = crate::digest::sha256_hex(plain);
     let size = plain.len() as u64;
-    if kept
-        .by_sha256
-        .get(&sha256)
-        .is_some_and(|k| k.record.size == size && plausible(&k.record))
-    {
+    if kept.by_sha256.get(&sha256).is_some_and(|k| {
+        k.record.size == size && plausible(&k.record) && k.record.forms_sha256.is_some()
+    }) {
         return Ok(Compressed {
             sha256,
             size,
@@ -376,18 +359,16 @@ fn compress_piece(plain: &[u8], kept: &KeptPieces) -> std::io::Result<Compressed
     }
     let (xz, xz_unpadded) = blocks::xz_block(plain)?;
     let gz = blocks::deflate_segment(plain)?;
-    let forms_sha256 = Some([
-        block_digest(Some(xz_unpadded), &xz),
-        block_digest(None, &gz),
-    ]);
-    Ok(Compressed {
+    let mut c = Compressed {
         sha256,
         size,
         xz,
         xz_unpadded,
         gz,
-        forms_sha256,
-    })
+        forms_sha256: None,
+    };
+    c.forms_sha256 = Some(forms_digests(&c));
+    Ok(c)
 }
 
 /// A record whose lengths a piece's forms can have (a damaged map is
@@ -411,23 +392,10 @@ fn read_at(
     Some(buf)
 }
 
-/// Writes both forms of the plain index `plain` anew, in pieces of the
-/// sizes `sizes` (where pieces copied from kept forms did not decompress
-/// to it).
-fn rewrite(plain: &Path, xz: &Path, gz: &Path, sizes: &[u64]) -> Result<Forms, RepoError> {
-    let none = KeptPieces::default();
-    let mut w = FormsWriter::create(xz, gz, &none)?;
-    let mut input = crate::input::open_regular(plain).map_err(FileError::at(plain))?;
-    for size in sizes {
-        let mut piece = vec![0; *size as usize];
-        input.read_exact(&mut piece).map_err(FileError::at(plain))?;
-        w.piece(piece)?;
-    }
-    w.finish()
-}
-
 /// Whether both forms decompress to bytes of SHA256 `plain_sha256`.
+#[cfg(test)]
 fn decompress_to(xz: &Path, gz: &Path, plain_sha256: &str) -> bool {
+    use std::io::Read;
     let sha = |path: &Path, xz: bool| -> Option<String> {
         let file = std::io::BufReader::new(crate::input::open_regular(path).ok()?);
         let reader: Box<dyn Read> = if xz {
@@ -482,9 +450,7 @@ mod tests {
             w.stanza(separator, s.as_bytes()).unwrap();
         }
         std::fs::write(&plain, &text).unwrap();
-        let forms = w
-            .finish_for(&plain, &crate::digest::sha256_hex(&text))
-            .unwrap();
+        let forms = w.finish().unwrap();
         assert!(decompress_to(&xz, &gz, &crate::digest::sha256_hex(&text)));
         (
             forms,
@@ -527,11 +493,11 @@ mod tests {
     /// Damages the kept forms in `dir` (written as `first`) as `damage`
     /// says, then writes the same stanzas from them: they must come out as
     /// the bytes of forms with nothing to copy. Returns how many pieces
-    /// were copied and how many of those were not checked by digests.
+    /// there are and how many were copied.
     fn written_over_damage(
         damage: impl FnOnce(&Path, &mut Forms),
         strip_digests: bool,
-    ) -> (usize, usize, usize) {
+    ) -> (usize, usize) {
         let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
         let (mut first, _, _) = write(dirs[0].path(), &stanzas(None), &KeptPieces::default());
         if strip_digests {
@@ -544,7 +510,7 @@ mod tests {
             write(dirs[2].path(), &stanzas(None), &KeptPieces::default());
         assert_eq!((&xz, &gz), (&fresh_xz, &fresh_gz));
         assert_eq!(forms.pieces, fresh.pieces);
-        (fresh.pieces.len(), forms.reused, forms.unchecked)
+        (fresh.pieces.len(), forms.reused)
     }
 
     /// Flips a byte in the middle of piece 2's xz block.
@@ -559,10 +525,10 @@ mod tests {
     #[test]
     fn a_kept_piece_that_is_not_what_its_record_says_is_compressed_anew() {
         // Other bytes in a block (its own check no longer holds).
-        let (n, reused, unchecked) = written_over_damage(flip_xz_byte, false);
-        assert_eq!((reused, unchecked), (n - 1, 0));
+        let (n, reused) = written_over_damage(flip_xz_byte, false);
+        assert_eq!(reused, n - 1);
         // A record pointing at another piece's forms (a damaged map).
-        let (n, reused, _) = written_over_damage(
+        let (n, reused) = written_over_damage(
             |_, first| {
                 let (xz, gz) = (first.pieces[3].xz, first.pieces[3].gz);
                 (first.pieces[2].xz, first.pieces[2].gz) = (xz, gz);
@@ -570,11 +536,21 @@ mod tests {
             false,
         );
         assert_eq!(reused, n - 1);
+        // Two records' pieces swapped, each naming the other's forms.
+        let (n, reused) = written_over_damage(
+            |_, first| {
+                let (a, b) = (first.pieces[2].clone(), first.pieces[3].clone());
+                (first.pieces[2].sha256, first.pieces[2].size) = (b.sha256, b.size);
+                (first.pieces[3].sha256, first.pieces[3].size) = (a.sha256, a.size);
+            },
+            false,
+        );
+        assert_eq!(reused, n - 2);
         // A block's unpadded size off by one (the stream's index repeats it).
-        let (n, reused, _) = written_over_damage(|_, first| first.pieces[2].xz[2] -= 1, false);
+        let (n, reused) = written_over_damage(|_, first| first.pieces[2].xz[2] -= 1, false);
         assert_eq!(reused, n - 1);
         // A deflate segment with other bytes.
-        let (n, reused, _) = written_over_damage(
+        let (n, reused) = written_over_damage(
             |dir, first| {
                 let path = dir.join("Packages.gz");
                 let mut gz = std::fs::read(&path).unwrap();
@@ -588,13 +564,9 @@ mod tests {
     }
 
     #[test]
-    fn kept_pieces_of_a_map_without_digests_are_checked_by_decompressing() {
-        // Undamaged: copied, and checked by decompressing the forms.
-        let (n, reused, unchecked) = written_over_damage(|_, _| {}, true);
-        assert_eq!((reused, unchecked), (n, n));
-        // Damaged: the forms do not decompress to the index, and are
-        // written anew whole.
-        let (_, reused, _) = written_over_damage(flip_xz_byte, true);
+    fn kept_pieces_of_a_map_without_digests_are_compressed_anew() {
+        // An older debforge's map: nothing copied, the same bytes made.
+        let (_, reused) = written_over_damage(|_, _| {}, true);
         assert_eq!(reused, 0);
     }
 }

@@ -635,7 +635,8 @@ struct Stamp<'r> {
 impl Stamp<'static> {
     /// The stamp whose key is `key`: by type and bound, as the build stamp
     /// (a FIFO or a link to a device put in its place is no stamp). Its
-    /// report (every package) is read only when the key is the one asked.
+    /// report (every package) is made only when the key is the one asked
+    /// (the file is scanned whole either way).
     fn read_if(path: &Path, key: &str) -> Option<Stamp<'static>> {
         #[derive(serde::Deserialize)]
         struct Key<'r> {

@@ -683,7 +683,7 @@ fn the_pool_links_cached_files_and_catches_a_changed_one() {
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains(&format!(
-            "{CUDNN}: the file changed since it was verified (sha256 {} expected, {} found); remove it from the cache and build again",
+            "{CUDNN}: the file changed since it was verified (sha256 {} expected, {} found); build again (a file in debforge's cache: remove it first)",
             verified,
             sha256_of(&pooled)
         )),

@@ -793,3 +793,53 @@ fn a_lock_through_a_link_is_read_by_every_locked_build() {
     assert_ne!(code, 0, "{err}");
     assert!(err.contains("does not match"), "{err}");
 }
+
+/// A path recipe naming a link: the file it points to is the one read,
+/// pooled (a regular file, never the link) and indexed, and a build after
+/// the link is pointed at other bytes publishes those.
+#[test]
+fn a_path_recipe_through_a_link_publishes_the_file_it_points_to() {
+    let p = Project::new(&["alpha"]);
+    let debs = p.root().join("debs");
+    fs::rename(p.deb("alpha"), debs.join("first.deb")).unwrap();
+    p.make_deb("alpha", "second");
+    fs::rename(p.deb("alpha"), debs.join("second.deb")).unwrap();
+    let link = debs.join("link.deb");
+    std::os::unix::fs::symlink("first.deb", &link).unwrap();
+    fs::write(
+        p.root().join("recipes/packages/alpha.toml"),
+        format!(
+            "name = \"alpha\"\nversion = \"1.0\"\narchitecture = \"all\"\nfrom = {{ path = \"{}\" }}\n",
+            link.display()
+        ),
+    )
+    .unwrap();
+    let pooled = |p: &Project| {
+        let mut files = Vec::new();
+        crate::support::common::walk_files(&p.out().join("pool"), &mut |f| {
+            files.push(f.to_path_buf())
+        });
+        assert_eq!(files.len(), 1, "{files:?}");
+        let meta = fs::symlink_metadata(&files[0]).unwrap();
+        assert!(meta.is_file(), "{meta:?}");
+        debforge::digest::sha256_file(&files[0]).unwrap()
+    };
+    for target in ["first.deb", "second.deb"] {
+        fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(target, &link).unwrap();
+        ok(&mut p.build(&[]));
+        let sha = debforge::digest::sha256_file(&debs.join(target)).unwrap();
+        assert_eq!(pooled(&p), sha, "{target}");
+        let mut packages = String::new();
+        crate::support::common::walk_files(&p.out().join("dists"), &mut |f| {
+            if f.file_name().is_some_and(|n| n == "Packages") {
+                packages += &fs::read_to_string(f).unwrap();
+            }
+        });
+        assert!(packages.contains(&format!("SHA256: {sha}")), "{packages}");
+        ok(debforge().arg("verify").arg(p.out()));
+        if target == "first.deb" {
+            assert!(p.locked().0.contains(FROM_STATS));
+        }
+    }
+}
