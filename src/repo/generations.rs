@@ -962,6 +962,18 @@ mod tests {
         assert_ne!(g3.content_key(), g1.content_key());
         let numbers: Vec<u32> = list(&out).unwrap().iter().map(|g| g.number).collect();
         assert_eq!(numbers, [1, 2, 3]);
+        // The last manifest put back under its number with other content
+        // (another file): what was read of it no longer answers.
+        let read3 = seen(&out).unwrap();
+        let third = dir_of(&out).join("000003.json");
+        let text = std::fs::read_to_string(&third).unwrap();
+        let g2_text = std::fs::read_to_string(dir_of(&out).join("000002.json")).unwrap();
+        let swapped = g2_text.replacen("\"number\": 2", "\"number\": 3", 1);
+        assert_ne!(swapped, text);
+        std::fs::remove_file(&third).unwrap();
+        std::fs::write(&third, swapped).unwrap();
+        let again = generation(&out, &r1, &keys, 1_600_000_300);
+        assert_eq!(record_after(&out, again, Some(&read3)).unwrap(), (4, true));
     }
 
     #[test]
