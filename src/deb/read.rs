@@ -165,14 +165,14 @@ impl DebFile {
         }
     }
 
-    /// The whole file, read positionally from the open handle (for hashing
-    /// without opening it again).
     /// The opened file's own metadata (`fstat`): the file read, whatever
     /// its path names now.
     pub fn metadata(&self) -> io::Result<std::fs::Metadata> {
         self.file.metadata()
     }
 
+    /// The whole file, read positionally from the open handle (for hashing
+    /// without opening it again).
     pub fn raw_whole(&self) -> impl Read + '_ {
         Region {
             file: &self.file,
@@ -181,7 +181,6 @@ impl DebFile {
         }
     }
 
-    /// The member's tar stream, decompressed on the fly.
     /// The member's tar stream, decompressed and guarded (see
     /// [`super::targuard`]): at most `limit` bytes, no oversized long names.
     pub fn member_tar(&self, member: &Member, limit: u64) -> io::Result<Box<dyn Read + '_>> {

@@ -38,7 +38,8 @@ pub struct Resolved {
     pub locked: Arc<LockedPackage>,
     pub(super) from: FetchFrom,
     /// A path recipe's file as it was stat'ed before it was read (what a
-    /// build stamp names it by).
+    /// build stamp names it by); `None` where it was replaced or changed as
+    /// it was read (the fetch checks it again).
     pub seen: Option<crate::files::FileIdentity>,
 }
 
@@ -372,25 +373,39 @@ impl Session<'_> {
         path: &Path,
         meta: &fs::Metadata,
         check_data: bool,
-    ) -> std::io::Result<(crate::digest::Digests, Option<String>)> {
+    ) -> std::io::Result<FirstSight> {
         use crate::digest::{DigestSet, Hasher, digest_with};
         let Ok(deb) = crate::deb::DebFile::open(path) else {
-            return Ok((self.records.digests_with(path, meta)?, None));
+            let digests = self.records.digests_with(path, meta)?;
+            return Ok(FirstSight {
+                digests,
+                control: None,
+                as_stat: false,
+            });
         };
         let d = digest_with(deb.raw_whole(), Hasher::new(DigestSet::SHA256))?;
+        let control = deb.control_files().ok().map(|f| f.control.to_string());
+        let data_checked = check_data && deb.check_data().is_ok();
+        // All of it read from the file stat'ed, unchanged since (its own
+        // fstat, after the reading), or nothing recorded: the digests are
+        // what was read, and the file is checked again where it is used.
         let read = crate::files::FileIdentity::of(&deb.metadata()?);
         if d.size != meta.len() || read != crate::files::FileIdentity::of(meta) {
-            // Changed or replaced since it was stat'ed: nothing recorded
-            // (the digests are what was read; the pool checks the file it
-            // links against them).
-            return Ok((d, None));
+            return Ok(FirstSight {
+                digests: d,
+                control: None,
+                as_stat: false,
+            });
         }
         self.records.put_digests(meta, &d);
-        let control = deb.control_files().ok().map(|f| f.control.to_string());
-        if check_data && deb.check_data().is_ok() {
+        if data_checked {
             self.records.put_data_checked(&d.sha256);
         }
-        Ok((d, control))
+        Ok(FirstSight {
+            digests: d,
+            control,
+            as_stat: true,
+        })
     }
 
     /// A path recipe's file, and its control where it was read for the
@@ -427,12 +442,18 @@ impl Session<'_> {
         // A local file vouches for itself; unchanged since the last run, it
         // is not read again.
         // The file stat'ed is the one read (a link pointed elsewhere
-        // meanwhile is not followed again).
-        let (d, control) = match self.records.recorded(&meta) {
-            Some(d) => (d, None),
-            None => self
-                .first_sight(&file, &meta, p.repack.is_none())
-                .map_err(FileError::at(&file))?,
+        // meanwhile is not followed again). One replaced or changed as it
+        // was read is named by no identity here: the fetch checks it again,
+        // and the build stamp takes it as it is then.
+        let stat = crate::files::FileIdentity::of(&meta);
+        let (d, control, seen) = match self.records.recorded(&meta) {
+            Some(d) => (d, None, Some(stat)),
+            None => {
+                let first = self
+                    .first_sight(&file, &meta, p.repack.is_none())
+                    .map_err(FileError::at(&file))?;
+                (first.digests, first.control, first.as_stat.then_some(stat))
+            }
         };
         let url = format!("file://{}", full.display());
         let resolved = Resolved {
@@ -447,7 +468,7 @@ impl Session<'_> {
                 d.sha512,
             )),
             from: FetchFrom::InPlace(file),
-            seen: Some(crate::files::FileIdentity::of(&meta)),
+            seen,
         };
         Ok((resolved, control))
     }
@@ -662,5 +683,57 @@ impl Session<'_> {
             }
         }
         Ok(out)
+    }
+}
+
+/// What [`Session::first_sight`] read of a package file: its digests, its
+/// control, and whether it was the file stat'ed, unchanged as it was read
+/// (else nothing was recorded of it).
+struct FirstSight {
+    digests: crate::digest::Digests,
+    control: Option<String>,
+    as_stat: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_package_file_is_recorded_only_under_the_identity_of_the_file_read() {
+        use crate::repo::test_support::tiny_deb;
+        let dir = tempfile::tempdir().unwrap();
+        let settings = super::super::Settings {
+            cache: dir.path().join("cache"),
+            overrides: Default::default(),
+            source_dirs: Vec::new(),
+            http: Default::default(),
+            parallel: 1,
+            now: 0,
+        };
+        let recipes = crate::recipe::RecipeSet {
+            dir: dir.path().join("recipes"),
+            sources: Default::default(),
+            packages: Vec::new(),
+        };
+        let session = Session::new(recipes, settings, &crate::report::Quiet).unwrap();
+        let a = tiny_deb(dir.path(), "liba", "1.0-1", None).file;
+        let b = tiny_deb(dir.path(), "liba", "1.1-1", None).file;
+        let (meta_a, meta_b) = (
+            std::fs::metadata(&a).unwrap(),
+            std::fs::metadata(&b).unwrap(),
+        );
+        // B read where A was stat'ed (A replaced by B in between): B's
+        // digests, recorded under no identity, its control not kept.
+        let seen = session.first_sight(&b, &meta_a, true).unwrap();
+        assert_eq!(seen.digests.sha256, crate::digest::sha256_file(&b).unwrap());
+        assert!(!seen.as_stat && seen.control.is_none());
+        assert!(session.records.recorded(&meta_a).is_none());
+        assert!(session.records.recorded(&meta_b).is_none());
+        // The file stat'ed, read: recorded under its identity.
+        let seen = session.first_sight(&b, &meta_b, true).unwrap();
+        assert!(seen.as_stat && seen.control.is_some());
+        let recorded = session.records.recorded(&meta_b).unwrap();
+        assert_eq!(recorded.sha256, seen.digests.sha256);
     }
 }

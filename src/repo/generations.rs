@@ -968,10 +968,13 @@ mod tests {
         let third = dir_of(&out).join("000003.json");
         let text = std::fs::read_to_string(&third).unwrap();
         let g2_text = std::fs::read_to_string(dir_of(&out).join("000002.json")).unwrap();
-        let swapped = g2_text.replacen("\"number\": 2", "\"number\": 3", 1);
-        assert_ne!(swapped, text);
-        std::fs::remove_file(&third).unwrap();
+        // Another size, and the old file kept aside: another identity.
+        let swapped = g2_text.replacen("\"number\": 2", "\"number\": 3", 1) + "\n";
+        assert_ne!(swapped.len(), text.len());
+        std::fs::rename(&third, dir.path().join("aside.json")).unwrap();
         std::fs::write(&third, swapped).unwrap();
+        let now = crate::files::FileIdentity::of(&std::fs::symlink_metadata(&third).unwrap());
+        assert_ne!(now, read3.identity);
         let again = generation(&out, &r1, &keys, 1_600_000_300);
         assert_eq!(record_after(&out, again, Some(&read3)).unwrap(), (4, true));
     }
