@@ -390,21 +390,17 @@ impl Session<'_> {
         // fstat, after the reading), or nothing recorded: the digests are
         // what was read, and the file is checked again where it is used.
         let read = crate::files::FileIdentity::of(&deb.metadata()?);
-        if d.size != meta.len() || read != crate::files::FileIdentity::of(meta) {
-            return Ok(FirstSight {
-                digests: d,
-                control: None,
-                as_stat: false,
-            });
-        }
-        self.records.put_digests(meta, &d);
-        if data_checked {
-            self.records.put_data_checked(&d.sha256);
+        let as_stat = d.size == meta.len() && read == crate::files::FileIdentity::of(meta);
+        if as_stat {
+            self.records.put_digests(meta, &d);
+            if data_checked {
+                self.records.put_data_checked(&d.sha256);
+            }
         }
         Ok(FirstSight {
             digests: d,
-            control,
-            as_stat: true,
+            control: control.filter(|_| as_stat),
+            as_stat,
         })
     }
 
