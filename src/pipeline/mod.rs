@@ -536,8 +536,9 @@ impl<'a> Session<'a> {
             transports.insert(name.clone(), t);
         }
         let lock_path = recipes.dir.join(crate::recipe::LOCK_FILE);
-        let records =
-            crate::repo::pool::DigestStore::new(Some(settings.cache.join("records.json")));
+        let records = crate::repo::pool::DigestStore::new(Some(
+            settings.cache.join(crate::repo::pool::RECORDS_FILE),
+        ));
         Ok(Session {
             recipes,
             settings,

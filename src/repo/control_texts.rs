@@ -3,7 +3,7 @@
 //! unlinked temporary file, memory only for where each one is.
 //!
 //! A build of thousands of packages reads each control once (resolving a
-//! file seen for the first time, or from the records' `controls.json`) and
+//! file seen for the first time, or from the records' `controls`) and
 //! takes it once (preparing). Held in memory, the texts were the second
 //! largest thing a cold build held at its peak (about 450 bytes a package:
 //! 9 MB at 20,000 packages); here each costs an index entry of 48 bytes.

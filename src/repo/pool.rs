@@ -69,7 +69,7 @@ struct Records {
     data_checked: std::collections::HashSet<Sha256>,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, serde::Serialize, serde::Deserialize)]
 struct Record {
     identity: crate::files::FileIdentity,
     size: u64,
@@ -86,50 +86,57 @@ impl Record {
     }
 }
 
-/// The records file (JSON).
+/// The records' and the controls' files: [`MAGIC`], the version (4 bytes,
+/// little-endian), then postcard (a compact serde format: thousands of
+/// fixed-size records, parsed from JSON with hex digests, were a tenth of
+/// the CPU of a build that changes one package of 5,000).
+const MAGIC: &[u8; 8] = b"dfrecord";
+
+/// The records file.
 #[derive(serde::Deserialize)]
 struct RecordsFile {
-    version: u32,
-    /// `dev-ino` → identity and digests.
-    digests: std::collections::BTreeMap<String, FileRecord>,
+    digests: Vec<Record>,
     /// SHA256 of the package files whose data member was read to its end
     /// without a fault.
-    #[serde(default)]
-    data_checked: Vec<String>,
+    data_checked: Vec<Sha256>,
 }
 
-/// The controls file (JSON, beside the records file): SHA256 of a package
-/// file → its control paragraph's text.
+/// The controls file (beside the records file): SHA256 of a package file
+/// and its control paragraph's text (borrowed from the file's bytes).
 #[derive(serde::Deserialize)]
-struct ControlsFile {
-    version: u32,
-    controls: std::collections::BTreeMap<String, String>,
+struct ControlsFile<'a> {
+    #[serde(borrow)]
+    controls: Vec<Option<(Sha256, &'a str)>>,
 }
 
-/// A records file, parsed: a regular file of at most
-/// [`crate::input::limit::RECORDS`] (a longer one, as any torn cache file,
-/// is ignored). Read whole first: serde_json reads a stream a byte at a
-/// time (a tenth of a one-recipe-gone build went there), and the bytes go
-/// once parsed.
-fn parse_file<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
-    let bytes = crate::input::read(path, crate::input::limit::RECORDS).ok()?;
-    serde_json::from_slice(&bytes).ok()
+/// A records or controls file's bytes after its head: a regular file of at
+/// most [`crate::input::limit::RECORDS`] with this version's head (any
+/// other, as any torn cache file, is ignored).
+fn read_file(path: &Path) -> Option<Vec<u8>> {
+    let mut bytes = crate::input::read(path, crate::input::limit::RECORDS).ok()?;
+    let head = bytes.get(..MAGIC.len() + 4)?;
+    if &head[..MAGIC.len()] != MAGIC || head[MAGIC.len()..] != RECORDS_VERSION.to_le_bytes() {
+        return None;
+    }
+    bytes.drain(..MAGIC.len() + 4);
+    Some(bytes)
 }
 
-/// `controls.json` beside `records.json`.
+/// `controls` beside `records`.
 fn controls_path(records: &Path) -> PathBuf {
-    records.with_file_name("controls.json")
+    records.with_file_name(CONTROLS_FILE)
 }
+
+/// The records file's name in the cache.
+pub const RECORDS_FILE: &str = "records";
+const CONTROLS_FILE: &str = "controls";
+/// The files of the JSON records (versions 1 to 4), removed by the first
+/// save of these.
+const JSON_FILES: [&str; 2] = ["records.json", "controls.json"];
 
 /// 3: a pool file's digests are its size and SHA256. 4: the controls in
-/// a file of their own.
-const RECORDS_VERSION: u32 = 4;
-
-#[derive(serde::Serialize, serde::Deserialize)]
-struct FileRecord {
-    identity: crate::files::FileIdentity,
-    digests: Digests,
-}
+/// a file of their own. 5: postcard, not JSON.
+const RECORDS_VERSION: u32 = 5;
 
 impl Records {
     /// No records, their controls spilled beside `path` (the records file).
@@ -158,127 +165,92 @@ impl Records {
     fn read(path: &Path) -> Records {
         let mut controls = Records::none_beside(Some(path)).controls;
         Self::read_controls(&controls_path(path), &mut controls);
-        let f: Option<RecordsFile> =
-            parse_file(path).filter(|f: &RecordsFile| f.version == RECORDS_VERSION);
+        let f = read_file(path).and_then(|b| postcard::from_bytes::<RecordsFile>(&b).ok());
         let Some(f) = f else {
             return Records {
                 controls,
                 ..Records::default()
             };
         };
-        let digests = f
-            .digests
-            .into_values()
-            .filter_map(|r| {
-                let id = r.identity;
-                let sha256 = sha256_bytes(&r.digests.sha256)?;
-                Some((
-                    (id.dev(), id.ino()),
-                    Record {
-                        identity: id,
-                        size: r.digests.size,
-                        sha256,
-                    },
-                ))
-            })
-            .collect();
-        let data_checked = f
-            .data_checked
-            .iter()
-            .filter_map(|k| sha256_bytes(k))
-            .collect();
         Records {
-            digests,
+            digests: f
+                .digests
+                .into_iter()
+                .map(|r| ((r.identity.dev(), r.identity.ino()), r))
+                .collect(),
             controls,
             controls_forgotten: false,
-            data_checked,
+            data_checked: f.data_checked.into_iter().collect(),
         }
     }
 
     fn read_controls(path: &Path, into: &mut ControlTexts) {
-        let Some(f) = parse_file::<ControlsFile>(path) else {
+        let Some(bytes) = read_file(path) else {
             return;
         };
-        if f.version != RECORDS_VERSION {
+        let Ok(f) = postcard::from_bytes::<ControlsFile>(&bytes) else {
             return;
-        }
+        };
         into.reserve(f.controls.len());
-        for (k, v) in f.controls {
-            if let Some(k) = sha256_bytes(&k) {
-                into.insert(k, &v);
-            }
+        for (k, v) in f.controls.into_iter().flatten() {
+            into.insert(k, v);
         }
     }
 }
 
-/// Written straight from the compact records, sorted (the same records
-/// give the same file), in [`RecordsFile`]'s shape.
+/// The records, sorted (the same records give the same file), in
+/// [`RecordsFile`]'s shape.
 impl serde::Serialize for Records {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeMap, SerializeStruct};
-        struct Digested<'a>(&'a Records);
-        impl serde::Serialize for Digested<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut all: Vec<(String, &Record)> = self
-                    .0
-                    .digests
-                    .values()
-                    .map(|r| (r.identity.key(), r))
-                    .collect();
-                all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-                let mut m = s.serialize_map(Some(all.len()))?;
-                for (k, r) in all {
-                    let record = FileRecord {
-                        identity: r.identity,
-                        digests: r.digests(),
-                    };
-                    m.serialize_entry(&k, &record)?;
-                }
-                m.end()
-            }
-        }
+        use serde::ser::SerializeStruct;
+        let mut digests: Vec<&Record> = self.digests.values().collect();
+        digests.sort_unstable_by_key(|r| (r.identity.dev(), r.identity.ino()));
         let mut checked: Vec<&Sha256> = self.data_checked.iter().collect();
         checked.sort_unstable();
-        let checked: Vec<String> = checked.into_iter().map(hex::encode).collect();
-        let mut st = s.serialize_struct("Records", 3)?;
-        st.serialize_field("version", &RECORDS_VERSION)?;
-        st.serialize_field("digests", &Digested(self))?;
+        let mut st = s.serialize_struct("Records", 2)?;
+        st.serialize_field("digests", &digests)?;
         st.serialize_field("data_checked", &checked)?;
         st.end()
     }
 }
 
-/// The controls, sorted, in [`ControlsFile`]'s shape (each text read
-/// back as it is written; one that cannot be is left out).
+/// The controls, sorted, in [`ControlsFile`]'s shape, streamed from where
+/// they are kept (one that cannot be read back is written as none).
 struct Controls<'a>(&'a ControlTexts);
 
 impl serde::Serialize for Controls<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeMap, SerializeStruct};
-        struct Map<'a>(&'a ControlTexts);
-        impl serde::Serialize for Map<'_> {
+        use serde::ser::{SerializeSeq, SerializeStruct};
+        struct Texts<'a>(&'a ControlTexts);
+        impl serde::Serialize for Texts<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let texts = self.0;
-                let keys = texts.keys_sorted();
-                let mut m = s.serialize_map(None)?;
+                let keys = self.0.keys_sorted();
+                let mut seq = s.serialize_seq(Some(keys.len()))?;
                 for k in keys {
-                    if let Some(v) = texts.get(&k) {
-                        m.serialize_entry(&hex::encode(k), &v)?;
-                    }
+                    seq.serialize_element(&self.0.get(&k).map(|v| (k, v)))?;
                 }
-                m.end()
+                seq.end()
             }
         }
-        let mut st = s.serialize_struct("Controls", 2)?;
-        st.serialize_field("version", &RECORDS_VERSION)?;
-        st.serialize_field("controls", &Map(self.0))?;
+        let mut st = s.serialize_struct("Controls", 1)?;
+        st.serialize_field("controls", &Texts(self.0))?;
         st.end()
     }
 }
 
-/// Writes `value` to `path` (best effort: the records are a cache).
-fn save_json(path: &Path, value: &impl serde::Serialize) {
-    let _ = crate::files::write_json(path, crate::files::Existing::Replace, value);
+/// Writes `value` to `path` after the head (best effort: the records are a
+/// cache), and removes the JSON records beside it.
+fn save(path: &Path, value: &impl serde::Serialize) {
+    let _ = crate::files::write_atomic_with(path, crate::files::Existing::Replace, &mut |w| {
+        w.write_all(MAGIC)?;
+        w.write_all(&RECORDS_VERSION.to_le_bytes())?;
+        postcard::to_io(value, w)
+            .map(drop)
+            .map_err(io::Error::other)
+    });
+    for old in JSON_FILES {
+        let _ = fs::remove_file(path.with_file_name(old));
+    }
 }
 
 impl DigestStore {
@@ -409,7 +381,7 @@ impl DigestStore {
             .swap(false, std::sync::atomic::Ordering::SeqCst)
             && let Some(path) = &self.path
         {
-            save_json(&controls_path(path), &Controls(&records.controls));
+            save(&controls_path(path), &Controls(&records.controls));
         }
     }
 
@@ -447,10 +419,10 @@ impl DigestStore {
         };
         use std::sync::atomic::Ordering::SeqCst;
         if self.controls_changed.swap(false, SeqCst) {
-            save_json(&controls_path(path), &Controls(&records.controls));
+            save(&controls_path(path), &Controls(&records.controls));
         }
         if self.changed.swap(false, SeqCst) {
-            save_json(path, &*records);
+            save(path, &*records);
         }
     }
 
@@ -583,7 +555,7 @@ mod tests {
     #[test]
     fn records_survive_the_file_and_follow_identities() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("records.json");
+        let path = dir.path().join(RECORDS_FILE);
         let files: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("f{i}"))).collect();
         let store = DigestStore::new(Some(path.clone()));
         let mut digests = Vec::new();
@@ -594,8 +566,15 @@ mod tests {
         let sha = digests[1].sha256.clone();
         store.put_control(&sha, "Package: a\n");
         store.put_data_checked(&sha);
+        // An older debforge's JSON records beside: removed by the save.
+        for old in JSON_FILES {
+            fs::write(dir.path().join(old), "{}").unwrap();
+        }
         store.save();
         let first = fs::read(&path).unwrap();
+        for old in JSON_FILES {
+            assert!(!dir.path().join(old).exists(), "{old}");
+        }
 
         // Each kind of record answers as the first question to a store
         // whose file is still being read.
@@ -640,6 +619,12 @@ mod tests {
         let torn = DigestStore::new(Some(path.clone()));
         assert_eq!(torn.recorded(&fs::metadata(&files[0]).unwrap()), None);
         assert_eq!(torn.control(&sha).as_deref(), Some("Package: a\n"));
+        // Another version's file: ignored whole.
+        let mut other = first.clone();
+        other[MAGIC.len()] ^= 1;
+        fs::write(&path, &other).unwrap();
+        let other = DigestStore::new(Some(path.clone()));
+        assert_eq!(other.recorded(&fs::metadata(&files[0]).unwrap()), None);
     }
 
     /// Preparing takes each control once: the first take writes the
@@ -649,7 +634,7 @@ mod tests {
     #[test]
     fn controls_taken_are_written_first_and_answered_once() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("records.json");
+        let path = dir.path().join(RECORDS_FILE);
         let sha = |n: u8| hex::encode([n; 32]);
         let store = DigestStore::new(Some(path.clone()));
         store.put_control(&sha(1), "Package: one\n");

@@ -30,7 +30,7 @@ pub(crate) fn run_publish_generation(
         keys: settings::keys(keys)?,
         records: cache
             .or_else(|| cx.env.cache.clone())
-            .map(|c| c.join("records.json")),
+            .map(|c| c.join(debforge::repo::pool::RECORDS_FILE)),
         now: cx.env.dates.now,
     };
     let report = publish_generation(&settings, &cx.printer);
