@@ -86,10 +86,10 @@ impl Record {
     }
 }
 
-/// The records' and the controls' files: [`MAGIC`], the version (4 bytes,
-/// little-endian), then postcard (a compact serde format: thousands of
-/// fixed-size records, parsed from JSON with hex digests, were a tenth of
-/// the CPU of a build that changes one package of 5,000).
+/// The head of the records' and the controls' files
+/// ([`crate::files::write_cache`]: thousands of fixed-size records, parsed
+/// from JSON with hex digests, were a tenth of the CPU of a build that
+/// changes one package of 5,000).
 const MAGIC: &[u8; 8] = b"dfrecord";
 
 /// The records file.
@@ -109,17 +109,9 @@ struct ControlsFile<'a> {
     controls: Vec<Option<(Sha256, &'a str)>>,
 }
 
-/// A records or controls file's bytes after its head: a regular file of at
-/// most [`crate::input::limit::RECORDS`] with this version's head (any
-/// other, as any torn cache file, is ignored).
+/// A records or controls file's bytes after its head.
 fn read_file(path: &Path) -> Option<Vec<u8>> {
-    let mut bytes = crate::input::read(path, crate::input::limit::RECORDS).ok()?;
-    let head = bytes.get(..MAGIC.len() + 4)?;
-    if &head[..MAGIC.len()] != MAGIC || head[MAGIC.len()..] != RECORDS_VERSION.to_le_bytes() {
-        return None;
-    }
-    bytes.drain(..MAGIC.len() + 4);
-    Some(bytes)
+    crate::files::read_cache(path, crate::input::limit::RECORDS, MAGIC, RECORDS_VERSION)
 }
 
 /// `controls` beside `records`.

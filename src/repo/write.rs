@@ -260,7 +260,7 @@ pub fn write_then<T: Send, E: Send>(
                 tree: tree.as_str().into(),
                 report: std::borrow::Cow::Borrowed(&report),
             };
-            let _ = crate::files::write_json(&stamp_path, crate::files::Existing::Replace, &stamp);
+            stamp.write(&stamp_path);
         }
         Err(e) => crate::report::warning(
             observer,
@@ -632,23 +632,36 @@ struct Stamp<'r> {
     report: std::borrow::Cow<'r, OutputReport>,
 }
 
+/// The output stamp's head ([`crate::files::write_cache`]). 2: postcard,
+/// not JSON.
+const STAMP_MAGIC: &[u8; 8] = b"dfoutput";
+const STAMP_VERSION: u32 = 2;
+
+impl Stamp<'_> {
+    /// Written whole or not at all: best effort (without it the next build
+    /// does its work again).
+    fn write(&self, path: &Path) {
+        let _ = crate::files::write_cache(path, STAMP_MAGIC, STAMP_VERSION, self);
+    }
+}
+
 impl Stamp<'static> {
     /// The stamp whose key is `key`: by type and bound, as the build stamp
     /// (a FIFO or a link to a device put in its place is no stamp). Its
-    /// report (every package) is made only when the key is the one asked
-    /// (the file is scanned whole either way).
+    /// report (every package) is read only when the key, first in the file,
+    /// is the one asked.
     fn read_if(path: &Path, key: &str) -> Option<Stamp<'static>> {
-        #[derive(serde::Deserialize)]
-        struct Key<'r> {
-            #[serde(borrow)]
-            key: std::borrow::Cow<'r, str>,
-        }
-        let bytes = crate::input::read(path, crate::input::limit::MANIFEST).ok()?;
-        let head: Key = serde_json::from_slice(&bytes).ok()?;
-        if head.key != key {
+        let bytes = crate::files::read_cache(
+            path,
+            crate::input::limit::MANIFEST,
+            STAMP_MAGIC,
+            STAMP_VERSION,
+        )?;
+        let (head, _) = postcard::take_from_bytes::<&str>(&bytes).ok()?;
+        if head != key {
             return None;
         }
-        serde_json::from_slice(&bytes).ok()
+        postcard::from_bytes(&bytes).ok()
     }
 }
 

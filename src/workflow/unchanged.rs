@@ -23,8 +23,8 @@ use crate::files::{FileIdentity, tree_digest};
 use crate::report::{Event, Reporter};
 
 /// Bumped when what the stamp means changes (3: `project` on its own; 4:
-/// identities hashed as bytes).
-const STAMP_FORMAT: u32 = 4;
+/// identities hashed as bytes; 5: postcard, not JSON).
+const STAMP_FORMAT: u32 = 5;
 
 /// What a stamped build said that a user should see again from the no-op
 /// (progress is not replayed).
@@ -106,17 +106,16 @@ impl Reporter for Recorder<'_> {
     }
 }
 
-/// `.<out>.build-stamp`.
+/// `.<out>.build-stamp`: [`StampHead`] first, read on its own.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct BuildStamp<'r> {
-    format: u32,
     /// [`settings_key`] of the build.
     settings: String,
-    /// The Release's date.
-    date: i64,
     /// The project's digest ([`Before`]'s, without the lock): where it
     /// differs (a recipe edited) nothing else needs a look.
     project: String,
+    /// The Release's date.
+    date: i64,
     /// The package files the build read outside the project (path recipes'
     /// files, cache files), by path.
     inputs: Vec<PathBuf>,
@@ -133,14 +132,17 @@ struct BuildStamp<'r> {
     repo_config: Option<(String, Option<String>)>,
 }
 
-/// What a build stamp is checked by first: read without building the rest
-/// (a stamp of thousands of packages is megabytes).
+/// What a build stamp is checked by first, the first fields of
+/// [`BuildStamp`]: read without the rest (a stamp of thousands of packages
+/// is megabytes).
 #[derive(serde::Deserialize)]
-struct StampHead {
-    format: u32,
-    settings: String,
-    project: String,
+struct StampHead<'a> {
+    settings: &'a str,
+    project: &'a str,
 }
+
+/// The build stamp's head ([`crate::files::write_cache`]).
+const STAMP_MAGIC: &[u8; 8] = b"dfbuild\0";
 
 /// A build that may be answered from its stamp, or stamped after it ran.
 pub(super) struct Probe<'s> {
@@ -204,11 +206,17 @@ impl<'s> Probe<'s> {
         Option<Before>,
     ) {
         // It holds the output's report: a manifest's bound, not a lock's.
-        let bytes = crate::input::read(&self.path, crate::input::limit::MANIFEST).ok();
+        let bytes = crate::files::read_cache(
+            &self.path,
+            crate::input::limit::MANIFEST,
+            STAMP_MAGIC,
+            STAMP_FORMAT,
+        );
         let head = bytes
             .as_deref()
-            .and_then(|b| serde_json::from_slice::<StampHead>(b).ok())
-            .filter(|h| h.format == STAMP_FORMAT && h.settings == self.settings);
+            .and_then(|b| postcard::take_from_bytes::<StampHead>(b).ok())
+            .map(|(h, _)| h)
+            .filter(|h| h.settings == self.settings);
         let Some(head) = head else {
             return (None, self.before());
         };
@@ -228,8 +236,7 @@ impl<'s> Probe<'s> {
         // package files stat'ed and the generations walked on another.
         let (tree, stamped) = std::thread::scope(|scope| {
             let stamped = scope.spawn(|| {
-                let stamp =
-                    serde_json::from_slice::<BuildStamp<'static>>(bytes.as_deref()?).ok()?;
+                let stamp = postcard::from_bytes::<BuildStamp<'static>>(bytes.as_deref()?).ok()?;
                 let identity = before.as_ref()?.with(&identities(&stamp.inputs)?);
                 Some((stamp, identity, self.generations_digest()))
             });
@@ -347,7 +354,6 @@ impl<'s> Probe<'s> {
             return;
         };
         self.write(&BuildStamp {
-            format: STAMP_FORMAT,
             settings: self.settings.clone(),
             date: self.date(),
             project: before.project.clone(),
@@ -363,7 +369,7 @@ impl<'s> Probe<'s> {
 
     /// Streamed to the file (a stamp of thousands of packages is megabytes).
     fn write(&self, stamp: &BuildStamp) {
-        let _ = crate::files::write_json(&self.path, crate::files::Existing::Replace, stamp);
+        let _ = crate::files::write_cache(&self.path, STAMP_MAGIC, STAMP_FORMAT, stamp);
     }
 }
 
