@@ -77,6 +77,13 @@ pub struct RelationError {
 
 impl Relations {
     /// Parses a field value; folded (multi-line) values are accepted.
+    /// The package names [`Relations::parse`] finds in `text`, read
+    /// without the rest (where one of them is, nothing else about the
+    /// field matters).
+    pub fn names(text: &str) -> impl Iterator<Item = &str> {
+        text.split([',', '|']).map(|rel| name_part(rel.trim()))
+    }
+
     pub fn parse(text: &str) -> Result<Relations, RelationError> {
         let text = text.trim();
         if text.is_empty() {
@@ -112,6 +119,15 @@ impl Relations {
     }
 }
 
+/// A relation's package name: what comes before its architecture
+/// qualifier, version, architectures or profiles.
+fn name_part(relation: &str) -> &str {
+    let end = relation
+        .find(|c: char| c.is_whitespace() || "([<:".contains(c))
+        .unwrap_or(relation.len());
+    &relation[..end]
+}
+
 impl Relation {
     pub fn parse(text: &str) -> Result<Relation, RelationError> {
         let fail = |reason: &str| RelationError {
@@ -119,10 +135,8 @@ impl Relation {
             reason: reason.to_string(),
         };
         let mut rest = text.trim();
-        let name_end = rest
-            .find(|c: char| c.is_whitespace() || "([<:".contains(c))
-            .unwrap_or(rest.len());
-        let name = &rest[..name_end];
+        let name = name_part(rest);
+        let name_end = name.len();
         if name.is_empty() {
             return Err(fail("missing package name"));
         }
@@ -394,6 +408,27 @@ mod tests {
             "a (>= 1) | b [amd64], c:any, d (<< 2:1.0~rc1) [!i386 amd64] <!nocheck> <stage1 cross>"
         );
         assert_eq!(Relations::parse(&r.to_string()).unwrap(), r);
+    }
+
+    /// The names read without parsing are the names the parse finds, in
+    /// its order, whatever follows each.
+    #[test]
+    fn names_are_the_names_a_parse_finds() {
+        for text in [
+            "a (>= 1) | b [amd64], c:any, d (<< 2:1.0~rc1) [!i386 amd64] <!nocheck> <stage1 cross>",
+            " libc6 (>= 2.27) ",
+            "x|z(=1),w<stage1>",
+            "",
+        ] {
+            let parsed: Vec<String> = Relations::parse(text)
+                .unwrap()
+                .0
+                .iter()
+                .flat_map(|g| g.0.iter().map(|r| r.name.clone()))
+                .collect();
+            let read: Vec<&str> = Relations::names(text).filter(|n| !n.is_empty()).collect();
+            assert_eq!(read, parsed, "{text:?}");
+        }
     }
 
     #[test]
