@@ -326,17 +326,144 @@ pub fn each_of_last(
     Ok(())
 }
 
+/// What [`earlier`] reads of one manifest, kept beside it (`pools/NNNNNN`,
+/// [`crate::files::write_cache`]) under the manifest's identity: a manifest
+/// lists every package as pretty JSON, and a build keeping five generations
+/// parsed four of them (a tenth of a build that changes one package of
+/// 5,000). Made when the manifest is written, or the first time one is read
+/// without it (a manifest of an older debforge); one whose manifest is not
+/// the file it was made from is made again.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Summary {
+    /// The manifest's identity when it was made from it.
+    manifest: Option<crate::files::FileIdentity>,
+    number: u32,
+    /// Its packages' pool files: name and SHA256.
+    files: Vec<(String, String)>,
+    /// [`Generation::content_key`].
+    content: String,
+    forms: String,
+    /// Its index files: path and SHA256 (what [`kept_pieces_of`] reads).
+    indexes: Vec<(String, String)>,
+}
+
+const SUMMARY_MAGIC: &[u8; 8] = b"dfpools\0";
+const SUMMARY_VERSION: u32 = 1;
+
+impl Summary {
+    fn path(out: &Path, number: u32) -> PathBuf {
+        dir_of(out).join("pools").join(format!("{number:06}"))
+    }
+
+    /// Generation `number`'s, while its manifest is still `manifest`.
+    fn read(out: &Path, number: u32, manifest: crate::files::FileIdentity) -> Option<Summary> {
+        let bytes = crate::files::read_cache(
+            &Summary::path(out, number),
+            crate::input::limit::MANIFEST,
+            SUMMARY_MAGIC,
+            SUMMARY_VERSION,
+        )?;
+        postcard::from_bytes::<Summary>(&bytes)
+            .ok()
+            .filter(|s| s.number == number && s.manifest == Some(manifest))
+    }
+
+    /// Of generation `g`, whose manifest's identity is `manifest`.
+    fn of(g: &Generation, manifest: crate::files::FileIdentity) -> Summary {
+        Summary {
+            manifest: Some(manifest),
+            number: g.number,
+            files: g
+                .packages
+                .iter()
+                .map(|p| (p.filename.clone(), p.sha256.clone()))
+                .collect(),
+            content: g.content_key(),
+            forms: g.forms.clone(),
+            indexes: g
+                .indexes
+                .iter()
+                .map(|k| (k.path.clone(), k.digests.sha256.clone()))
+                .collect(),
+        }
+    }
+
+    /// Its index files as [`kept_pieces_of`] reads them.
+    fn kept_indexes(&self) -> Vec<KeptIndex> {
+        self.indexes
+            .iter()
+            .map(|(path, sha256)| KeptIndex {
+                path: path.clone(),
+                digests: crate::digest::Digests {
+                    sha256: sha256.clone(),
+                    ..Default::default()
+                },
+            })
+            .collect()
+    }
+
+    /// Kept for the next build (best effort: without it the manifest is
+    /// read).
+    fn write(&self, out: &Path) {
+        let _ = crate::files::write_cache(
+            &Summary::path(out, self.number),
+            SUMMARY_MAGIC,
+            SUMMARY_VERSION,
+            self,
+        );
+    }
+}
+
 /// The pool files (path, SHA256) the last `count` generations list, each
 /// once, sorted, and the last generation's kept index pieces: what a build
-/// reads of the generations before it writes. Each manifest is read once,
-/// without the rest (a manifest lists every package with six fields; a
-/// build keeping five generations read four of them whole, and the last
-/// one twice).
+/// reads of the generations before it writes. Each manifest is read
+/// through its [`Summary`], made the first time it is needed.
 pub fn earlier(out: &Path, count: usize) -> Result<Earlier, RepoError> {
+    let files = manifests(out)?;
+    // The last one is read for its pieces even where no pool file is kept.
+    let skip = files.len().saturating_sub(count.max(1));
+    let mut pool: Vec<(String, String)> = Vec::new();
+    let mut kept = super::KeptPieces::default();
+    let mut last = None;
+    for (i, (number, path)) in files.iter().enumerate().skip(skip) {
+        let identity = fs::symlink_metadata(path)
+            .map(|m| crate::files::FileIdentity::of(&m))
+            .ok();
+        let summary = match identity.and_then(|id| Summary::read(out, *number, id)) {
+            Some(s) => s,
+            None => summarize(out, *number, path, identity)?,
+        };
+        if i + 1 == files.len() {
+            last = identity.map(|identity| LastRead {
+                number: *number,
+                identity,
+                content: summary.content.clone(),
+            });
+            kept = kept_pieces_of(out, &summary.forms, &summary.kept_indexes());
+        }
+        if files.len() - i <= count {
+            // Most generations list the same files: each held once, not
+            // once a manifest.
+            pool.extend(summary.files);
+            pool.sort_unstable();
+            pool.dedup();
+        }
+    }
+    Ok((pool, kept, last))
+}
+
+/// The [`Summary`] of generation `number`'s manifest at `path`, read whole
+/// (one that does not read is refused, as [`read`] refuses it), kept
+/// beside it where its identity is known.
+fn summarize(
+    out: &Path,
+    number: u32,
+    path: &Path,
+    identity: Option<crate::files::FileIdentity>,
+) -> Result<Summary, RepoError> {
     use std::borrow::Cow;
     /// A manifest as [`Generation`] reads it (the same fields, the same
-    /// types: one that would not read whole is refused as before), its
-    /// strings borrowed from the file where they can be and dropped.
+    /// types), its strings borrowed from the file where they can be.
     #[derive(serde::Deserialize)]
     #[allow(dead_code)] // Read to be checked, not used.
     struct PoolList<'a> {
@@ -362,7 +489,6 @@ pub fn earlier(out: &Path, count: usize) -> Result<Earlier, RepoError> {
         forms: Cow<'a, str>,
     }
     #[derive(serde::Deserialize)]
-    #[allow(dead_code)]
     struct PoolFile<'a> {
         #[serde(borrow)]
         package: Cow<'a, str>,
@@ -376,71 +502,50 @@ pub fn earlier(out: &Path, count: usize) -> Result<Earlier, RepoError> {
         #[serde(borrow)]
         sha256: Cow<'a, str>,
     }
-    let files = manifests(out)?;
-    // The last one is read for its pieces even where no pool file is kept.
-    let skip = files.len().saturating_sub(count.max(1));
-    // By path: most generations list the same files, each allocated once
-    // (thousands a manifest), not once a manifest.
-    let mut all: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    let mut kept = super::KeptPieces::default();
-    let mut last = None;
-    for (i, (number, path)) in files.iter().enumerate().skip(skip) {
-        let identity = fs::symlink_metadata(path).map(|m| crate::files::FileIdentity::of(&m));
-        let bytes =
-            crate::input::read(path, crate::input::limit::MANIFEST).map_err(FileError::at(path))?;
-        let list: PoolList =
-            serde_json::from_slice(&bytes).map_err(|err| RepoError::BadGeneration {
-                path: path.to_path_buf(),
-                reason: err.to_string(),
-            })?;
-        if list.number != *number {
-            return Err(RepoError::BadGeneration {
-                path: path.clone(),
-                reason: format!("it says generation {}, its name {number}", list.number),
-            });
-        }
-        if i + 1 == files.len() {
-            let mut key = ContentKey::default();
-            for p in &list.packages {
-                let fields = [
-                    &p.package,
-                    &p.version,
-                    &p.architecture,
-                    &p.filename,
-                    &p.sha256,
-                ];
-                key.package(fields.map(|f| &**f), p.size);
-            }
-            last = identity.ok().map(|identity| LastRead {
-                number: *number,
-                identity,
-                content: key.finish(&list.keys, &list.pins_sha256),
-            });
-        }
-        if files.len() - i <= count {
-            for p in list.packages {
-                match all.get_mut(&*p.filename) {
-                    Some(shas) if shas.iter().any(|s| *s == p.sha256) => {}
-                    Some(shas) => shas.push(p.sha256.into_owned()),
-                    None => {
-                        all.insert(p.filename.into_owned(), vec![p.sha256.into_owned()]);
-                    }
-                }
-            }
-        }
-        if i + 1 == files.len() {
-            kept = kept_pieces_of(out, &list.forms, &list.indexes);
-        }
+    let bytes =
+        crate::input::read(path, crate::input::limit::MANIFEST).map_err(FileError::at(path))?;
+    let list: PoolList =
+        serde_json::from_slice(&bytes).map_err(|err| RepoError::BadGeneration {
+            path: path.to_path_buf(),
+            reason: err.to_string(),
+        })?;
+    if list.number != number {
+        return Err(RepoError::BadGeneration {
+            path: path.to_path_buf(),
+            reason: format!("it says generation {}, its name {number}", list.number),
+        });
     }
-    let mut out = Vec::new();
-    for (filename, mut shas) in all {
-        shas.sort_unstable();
-        // The name moved to its last (usually only) file, not copied.
-        let newest = shas.pop();
-        out.extend(shas.into_iter().map(|sha| (filename.clone(), sha)));
-        out.extend(newest.map(|sha| (filename, sha)));
+    let mut key = ContentKey::default();
+    for p in &list.packages {
+        let fields = [
+            &p.package,
+            &p.version,
+            &p.architecture,
+            &p.filename,
+            &p.sha256,
+        ];
+        key.package(fields.map(|f| &**f), p.size);
     }
-    Ok((out, kept, last))
+    let summary = Summary {
+        manifest: identity,
+        number,
+        content: key.finish(&list.keys, &list.pins_sha256),
+        files: list
+            .packages
+            .into_iter()
+            .map(|p| (p.filename.into_owned(), p.sha256.into_owned()))
+            .collect(),
+        forms: list.forms.into_owned(),
+        indexes: list
+            .indexes
+            .into_iter()
+            .map(|k| (k.path, k.digests.sha256))
+            .collect(),
+    };
+    if identity.is_some() {
+        summary.write(out);
+    }
+    Ok(summary)
 }
 
 /// The manifests' numbers (from their names) and paths, in order.
@@ -525,6 +630,9 @@ fn write_new(out: &Path, mut g: Generation, number: u32) -> Result<Generation, R
     crate::files::write_atomic_with(&path, crate::files::Existing::Keep, &mut |w| {
         serde_json::to_writer_pretty(w, &g).map_err(std::io::Error::from)
     })?;
+    if let Ok(m) = fs::symlink_metadata(&path) {
+        Summary::of(&g, crate::files::FileIdentity::of(&m)).write(out);
+    }
     Ok(g)
 }
 
@@ -1117,6 +1225,49 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, RepoError::Changed { .. }), "{err}");
         remove_materialized(&materialized_dir(&out));
+    }
+
+    /// `earlier` reads each manifest through its summary, made when it was
+    /// recorded, and answers as from the manifests themselves: with the
+    /// summaries there, gone (made again), damaged, or made from a file
+    /// that is no longer the manifest (other content under its number).
+    #[test]
+    fn earlier_answers_the_same_from_summaries_as_from_manifests() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = [key()];
+        let out = dir.path().join("repo-out");
+        for g in 0..3i64 {
+            let debs: Vec<_> = (0..=g)
+                .map(|i| tiny_deb(dir.path(), &format!("lib{i}"), &format!("1.{g}-1"), None))
+                .collect();
+            let date = 1_600_000_000 + 100 * g;
+            let r = write_repo(&out, &debs, &keys, date, "").unwrap();
+            record(&out, generation(&out, &r, &keys, date)).unwrap();
+        }
+        let answer = || format!("{:?}", earlier(&out, 3).unwrap());
+        let summary = |n: u32| Summary::path(&out, n);
+        let from_summaries = answer();
+        assert!((1..=3).all(|n| summary(n).is_file()));
+        // Gone: the manifests are read, and the summaries made again.
+        std::fs::remove_dir_all(summary(1).parent().unwrap()).unwrap();
+        assert_eq!(answer(), from_summaries);
+        assert!((1..=3).all(|n| summary(n).is_file()));
+        // Damaged, or of another version: ignored.
+        std::fs::write(summary(2), b"dfpools\0\x01\0\0\0garbage").unwrap();
+        let mut other = std::fs::read(summary(3)).unwrap();
+        other[8] = 9;
+        std::fs::write(summary(3), other).unwrap();
+        assert_eq!(answer(), from_summaries);
+        // Generation 2's content put in as generation 3: the summary of the
+        // old file no longer answers.
+        let third = dir_of(&out).join("000003.json");
+        let second = std::fs::read_to_string(dir_of(&out).join("000002.json")).unwrap();
+        std::fs::remove_file(&third).unwrap();
+        std::fs::write(&third, second.replacen("\"number\": 2", "\"number\": 3", 1)).unwrap();
+        let now = answer();
+        assert_ne!(now, from_summaries);
+        std::fs::remove_dir_all(summary(1).parent().unwrap()).unwrap();
+        assert_eq!(answer(), now);
     }
 
     /// `earlier` reads each manifest once and says what reading the last

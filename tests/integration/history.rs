@@ -157,7 +157,8 @@ fn builds_record_generations_that_history_lists_and_diff_compares() {
         v.sort();
         v
     };
-    // `indexes/`: each generation's index files, by SHA256 (for rollback).
+    // `indexes/`: each generation's index files, by SHA256 (for rollback);
+    // `pools/`: what a build reads of each manifest, kept beside it.
     assert_eq!(
         names,
         [
@@ -165,7 +166,8 @@ fn builds_record_generations_that_history_lists_and_diff_compares() {
             "000002.json",
             "000003.json",
             "000004.json",
-            "indexes"
+            "indexes",
+            "pools"
         ]
     );
 }
