@@ -169,7 +169,8 @@ impl Write for UnlessSame<'_> {
 /// format's `version` (4 bytes, little-endian), then `value` in postcard (a
 /// compact serde format), streamed. Stamps and records list every package:
 /// as JSON, writing and reading them again cost a build that changes one
-/// package of thousands a tenth of its time. Read back with [`read_cache`].
+/// package of thousands a tenth of its time. Read back with `read_cache`
+/// (input.rs: every input is read there).
 pub fn write_cache(
     path: &Path,
     magic: &[u8; 8],
@@ -183,20 +184,6 @@ pub fn write_cache(
             .map(drop)
             .map_err(std::io::Error::other)
     })
-}
-
-/// The bytes after the head of a cache file [`write_cache`] wrote with this
-/// `magic` and `version` (to decode with `postcard`): a regular file of at
-/// most `limit` bytes (any other, as any torn cache file or another
-/// version's, is none).
-pub fn read_cache(path: &Path, limit: u64, magic: &[u8; 8], version: u32) -> Option<Vec<u8>> {
-    let mut bytes = crate::input::read(path, limit).ok()?;
-    let head = bytes.get(..magic.len() + 4)?;
-    if head[..magic.len()] != magic[..] || head[magic.len()..] != version.to_le_bytes() {
-        return None;
-    }
-    bytes.drain(..magic.len() + 4);
-    Some(bytes)
 }
 
 /// [`write_atomic`] of `value` as JSON, streamed (stamps, records and

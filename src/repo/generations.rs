@@ -357,7 +357,7 @@ impl Summary {
 
     /// Generation `number`'s, while its manifest is still `manifest`.
     fn read(out: &Path, number: u32, manifest: crate::files::FileIdentity) -> Option<Summary> {
-        let bytes = crate::files::read_cache(
+        let bytes = crate::input::read_cache(
             &Summary::path(out, number),
             crate::input::limit::MANIFEST,
             SUMMARY_MAGIC,

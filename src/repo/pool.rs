@@ -111,7 +111,7 @@ struct ControlsFile<'a> {
 
 /// A records or controls file's bytes after its head.
 fn read_file(path: &Path) -> Option<Vec<u8>> {
-    crate::files::read_cache(path, crate::input::limit::RECORDS, MAGIC, RECORDS_VERSION)
+    crate::input::read_cache(path, crate::input::limit::RECORDS, MAGIC, RECORDS_VERSION)
 }
 
 /// `controls` beside `records`.

@@ -189,7 +189,8 @@ pub fn write_then<T: Send, E: Send>(
     let lock = lock_output(out)?;
     // The same inputs over an output nobody touched since: nothing to do.
     let stamp_path = crate::files::beside(out, "stamp");
-    let key = inputs_key(&packages, params, pins);
+    let paths = pool_paths(&packages, &params.config.component);
+    let key = inputs_key(&packages, &paths, params, pins);
     if let Some(mut report) = Stamp::read_if(&stamp_path, &key)
         .filter(|s| tree_identity(out).is_ok_and(|tree| tree == s.tree))
         .map(|s| s.report.into_owned())
@@ -212,7 +213,14 @@ pub fn write_then<T: Send, E: Send>(
     // else, or a pool file that would change bytes under its name, is
     // written whole.
     let in_place = if super::in_place::applies(out, params) {
-        super::in_place::write(out, staging.path(), &mut packages, params, pins, observer)?
+        super::in_place::write(
+            out,
+            staging.path(),
+            (&mut packages, &paths),
+            params,
+            pins,
+            observer,
+        )?
     } else {
         None
     };
@@ -220,11 +228,18 @@ pub fn write_then<T: Send, E: Send>(
     let ((pooled, index), walked) = match in_place {
         Some(done) => done,
         None => (
-            write_whole(out, staging, &mut packages, params, pins, observer)?,
+            write_whole(
+                out,
+                staging,
+                (&mut packages, &paths),
+                params,
+                pins,
+                observer,
+            )?,
             None,
         ),
     };
-    drop(packages);
+    drop((packages, paths));
     // The compressing and placing threads' memory is free: given back
     // before the output is walked and the stamp written.
     crate::cores::release_freed_memory();
@@ -278,13 +293,13 @@ pub fn write_then<T: Send, E: Send>(
 fn write_whole(
     out: &Path,
     staging: tempfile::TempDir,
-    packages: &mut Vec<PoolInput>,
+    (packages, paths): (&mut Vec<PoolInput>, &[PoolPath]),
     params: &RepoParams,
     pins: &str,
     observer: &dyn Reporter,
 ) -> Result<Written, RepoError> {
     let root = staging.path();
-    let unique = pool_names(packages, &params.config.component)?;
+    let unique = pool_names(packages, paths)?;
     // The pool is filled (system calls: directories and links) while the
     // indexes are written (compression), on the cores the other leaves;
     // the indexes list what each package must be, and nothing is swapped
@@ -651,7 +666,7 @@ impl Stamp<'static> {
     /// report (every package) is read only when the key, first in the file,
     /// is the one asked.
     fn read_if(path: &Path, key: &str) -> Option<Stamp<'static>> {
-        let bytes = crate::files::read_cache(
+        let bytes = crate::input::read_cache(
             path,
             crate::input::limit::MANIFEST,
             STAMP_MAGIC,
@@ -714,7 +729,12 @@ fn settle(
 /// A digest of everything `write` would turn into the output: each
 /// package's bytes (by SHA256, in order), the repository's configuration,
 /// the date, the signing keys and the pins.
-fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String {
+fn inputs_key(
+    packages: &[PoolInput],
+    paths: &[PoolPath],
+    params: &RepoParams,
+    pins: &str,
+) -> String {
     let mut h = crate::digest::KeyHasher::new();
     h.update(concat!(
         "debforge-output ",
@@ -750,10 +770,9 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
         // leave a file out of the key, and the output's tree is checked too.
         use std::hash::BuildHasher;
         let state = std::collections::hash_map::RandomState::new();
-        let component = &params.config.component;
-        let names: std::collections::HashSet<u64> = packages
+        let names: std::collections::HashSet<u64> = paths
             .iter()
-            .filter_map(|p| crate::format::packages::pool_path(component, &p.control).ok())
+            .filter_map(|rel| rel.as_deref().ok())
             .map(|rel| state.hash_one(rel))
             .collect();
         for (rel, sha) in earlier.filter(|(rel, _)| !names.contains(&state.hash_one(rel))) {
@@ -840,28 +859,41 @@ pub(super) fn pool_entries(unique: Vec<(String, &PoolInput)>) -> Vec<PoolEntry> 
     out
 }
 
-/// Each package's pool path, from its own control paragraph, once, in pool
+/// A package's pool path, from its own control paragraph, or why its
+/// control names none.
+pub(super) type PoolPath = Result<String, String>;
+
+/// Each package's [`PoolPath`], computed once: the output's key and the
+/// pool both need them (each checks the whole control).
+fn pool_paths(packages: &[PoolInput], component: &str) -> Vec<PoolPath> {
+    packages
+        .iter()
+        .map(|p| {
+            crate::format::packages::pool_path(component, &p.control).map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+/// Each package's pool path (`paths`, one a package), once, in pool
 /// order: two recipes that name the same file are one pool entry; the same
 /// name, version and architecture with other bytes is refused, as an
 /// archive refuses it.
 pub(super) fn pool_names<'p>(
     packages: &'p [PoolInput],
-    component: &str,
+    paths: &[PoolPath],
 ) -> Result<Vec<(String, &'p PoolInput)>, RepoError> {
     let mut named = Vec::with_capacity(packages.len());
-    for p in packages {
-        let rel = crate::format::packages::pool_path(component, &p.control).map_err(|e| {
-            RepoError::BadPackage {
-                path: p.file.to_path_buf(),
-                reason: e.to_string(),
-            }
+    for (p, rel) in packages.iter().zip(paths) {
+        let rel = rel.clone().map_err(|reason| RepoError::BadPackage {
+            path: p.file.to_path_buf(),
+            reason,
         })?;
         named.push((rel, p));
     }
     // Pool order, as a walk of the pool would give (the indexes list the
     // packages in it). The sort is stable: of two packages with one name,
     // the first in `packages` is kept (no map of every name beside them).
-    named.sort_by(|(a, _), (b, _)| Path::new(a).cmp(Path::new(b)));
+    named.sort_by(|(a, _), (b, _)| in_walk_order(a, b));
     let same = |a: &str, b: &str| Path::new(a) == Path::new(b);
     for pair in named.windows(2) {
         let [(rel, first), (other, p)] = pair else {
@@ -879,6 +911,16 @@ pub(super) fn pool_names<'p>(
     }
     named.dedup_by(|(later, _), (kept, _)| same(later, kept));
     Ok(named)
+}
+
+/// Paths compared as [`Path`]s are, by component (a walk's order), without
+/// splitting them: a `/` sorts before every byte of a name. Pool paths are
+/// made of checked names (no empty component, no `.`, no NUL).
+fn in_walk_order(a: &str, b: &str) -> std::cmp::Ordering {
+    fn key(s: &str) -> impl Iterator<Item = u8> + '_ {
+        s.bytes().map(|c| if c == b'/' { 0 } else { c })
+    }
+    key(a).cmp(key(b))
 }
 
 /// Places every package (see [`super::pool::place`]) on all cores. A file
@@ -1244,9 +1286,31 @@ mod boundary_tests {
         }
     }
 
+    /// Pool paths sorted without splitting them come in a walk's order
+    /// (by component), where `-`, `.` and `+` sort before `/`.
+    #[test]
+    fn pool_paths_sort_as_paths_do() {
+        let mut names = Vec::new();
+        for dir in ["b", "b-x", "b.x", "b+x", "bx", "lib", "lib-z", "libz"] {
+            for file in [
+                "b_1_all.deb",
+                "b-x_1_all.deb",
+                "b_1.0_all.deb",
+                "b+x_1_all.deb",
+            ] {
+                names.push(format!("pool/main/{}/{dir}/{file}", &dir[..1]));
+                names.push(format!("pool/main/{dir}/{file}"));
+            }
+        }
+        let mut by_path = names.clone();
+        by_path.sort_by(|a, b| std::path::Path::new(a).cmp(std::path::Path::new(b)));
+        names.sort_by(|a, b| super::in_walk_order(a, b));
+        assert_eq!(names, by_path);
+    }
+
     #[test]
     fn pool_names_are_in_pool_order_each_once_and_a_name_with_two_contents_is_refused() {
-        use super::{PoolInput, pool_names};
+        use super::{PoolInput, pool_names, pool_paths};
         use crate::format::deb822::ControlParagraph;
         use std::path::Path;
         let control = |name: &str| {
@@ -1274,7 +1338,7 @@ mod boundary_tests {
             input("/4", &b, "11"),
             input("/5", &ab, "55"),
         ];
-        let unique = pool_names(&packages, "main").unwrap();
+        let unique = pool_names(&packages, &pool_paths(&packages, "main")).unwrap();
         let named: Vec<(&str, &Path)> =
             unique.iter().map(|(r, p)| (r.as_str(), &*p.file)).collect();
         // Pool order is a walk's (`ab/` before `ab-c/`), not the strings'.
@@ -1292,7 +1356,7 @@ mod boundary_tests {
             input("/2", &lib, "22"),
             input("/6", &b, "66"),
         ];
-        let Err(e) = pool_names(&clash, "main") else {
+        let Err(e) = pool_names(&clash, &pool_paths(&clash, "main")) else {
             panic!("a name with two contents is refused")
         };
         let e = e.to_string();

@@ -206,7 +206,7 @@ impl<'s> Probe<'s> {
         Option<Before>,
     ) {
         // It holds the output's report: a manifest's bound, not a lock's.
-        let bytes = crate::files::read_cache(
+        let bytes = crate::input::read_cache(
             &self.path,
             crate::input::limit::MANIFEST,
             STAMP_MAGIC,
