@@ -368,24 +368,42 @@ impl Summary {
             .filter(|s| s.number == number && s.manifest == Some(manifest))
     }
 
-    /// Of generation `g`, whose manifest's identity is `manifest`.
-    fn of(g: &Generation, manifest: crate::files::FileIdentity) -> Summary {
-        Summary {
+    /// Kept for generation `g`, whose manifest's identity is `manifest`:
+    /// written from `g` itself (a copy of every pool file's name and
+    /// SHA256 was megabytes beside it while the build settled), in
+    /// [`Summary`]'s shape.
+    fn write_of(out: &Path, g: &Generation, manifest: crate::files::FileIdentity) {
+        #[derive(serde::Serialize)]
+        struct Of<'g> {
+            manifest: Option<crate::files::FileIdentity>,
+            number: u32,
+            files: Pairs<'g, PoolEntry>,
+            content: String,
+            forms: &'g str,
+            indexes: Pairs<'g, KeptIndex>,
+        }
+        /// A sequence of two strings of each item, as `Vec<(String,
+        /// String)>` is written.
+        struct Pairs<'g, T>(&'g [T], fn(&T) -> (&str, &str));
+        impl<T> serde::Serialize for Pairs<'_, T> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.iter().map(self.1))
+            }
+        }
+        let of = Of {
             manifest: Some(manifest),
             number: g.number,
-            files: g
-                .packages
-                .iter()
-                .map(|p| (p.filename.clone(), p.sha256.clone()))
-                .collect(),
+            files: Pairs(&g.packages, |p| (&p.filename, &p.sha256)),
             content: g.content_key(),
-            forms: g.forms.clone(),
-            indexes: g
-                .indexes
-                .iter()
-                .map(|k| (k.path.clone(), k.digests.sha256.clone()))
-                .collect(),
-        }
+            forms: &g.forms,
+            indexes: Pairs(&g.indexes, |k| (&k.path, &k.digests.sha256)),
+        };
+        let _ = crate::files::write_cache(
+            &Summary::path(out, g.number),
+            SUMMARY_MAGIC,
+            SUMMARY_VERSION,
+            &of,
+        );
     }
 
     /// Its index files as [`kept_pieces_of`] reads them.
@@ -631,7 +649,7 @@ fn write_new(out: &Path, mut g: Generation, number: u32) -> Result<Generation, R
         serde_json::to_writer_pretty(w, &g).map_err(std::io::Error::from)
     })?;
     if let Ok(m) = fs::symlink_metadata(&path) {
-        Summary::of(&g, crate::files::FileIdentity::of(&m)).write(out);
+        Summary::write_of(out, &g, crate::files::FileIdentity::of(&m));
     }
     Ok(g)
 }

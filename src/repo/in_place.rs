@@ -49,12 +49,12 @@ pub(super) fn applies(out: &Path, params: &RepoParams) -> bool {
 pub(super) fn write(
     out: &Path,
     staging: &Path,
-    (packages, paths): (&mut Vec<PoolInput>, &[super::write::PoolPath]),
+    packages: &mut Vec<PoolInput>,
     params: &RepoParams,
     pins: &str,
     observer: &dyn Reporter,
 ) -> Result<Option<(Written, Option<PoolWalk>)>, RepoError> {
-    let unique = pool_names(packages, paths)?;
+    let unique = pool_names(packages, &params.config.component)?;
     // The indexes are written (rendering, hashing, compressing what
     // changed) and checked to be installable while the pool is walked and
     // checked (system calls), each on a core: the indexes list what each

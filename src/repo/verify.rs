@@ -94,9 +94,6 @@ struct Listed {
     name: String,
     version: String,
     provides: Vec<String>,
-    /// Its Pre-Depends and Depends, folded, where it has them: checked
-    /// without reading the index again.
-    relations: Vec<(&'static str, Box<str>)>,
 }
 
 /// Verifies every suite under `root/dists/` against `keyring` (binary or
@@ -582,16 +579,8 @@ fn listed_of(index: &std::sync::Arc<Path>, stanza: &ControlParagraph) -> Listed 
                     .collect()
             })
             .unwrap_or_default(),
-        relations: RELATION_FIELDS
-            .into_iter()
-            .filter_map(|f| Some((f, stanza.field(f)?.folded().into())))
-            .collect(),
     }
 }
-
-/// The relations a package must have satisfied to be installed, in the
-/// order their problems are said.
-const RELATION_FIELDS: [&str; 2] = ["Pre-Depends", "Depends"];
 
 /// The checks of [`verify`] that say whether apt could install from the
 /// repository at `root` — dependencies among its packages, a candidate
@@ -653,9 +642,10 @@ pub(super) fn package_indexes(root: &Path) -> Vec<PathBuf> {
 
 /// Every Depends/Pre-Depends group that names a package this index has (by
 /// name or Provides) must be satisfied by a version this index has: else apt
-/// on a lab machine cannot install it from us. `listed` was read from
-/// `index`, with `filed`'s stanzas; the index is read again only to name
-/// the files of packages with a problem.
+/// on a lab machine cannot install it from us.
+/// Every dependency among the packages `index` lists (`listed`, read from
+/// it) must be satisfiable by them. The relations are read from the index
+/// again, a stanza at a time, not held for thousands of packages.
 fn check_dependencies(index: &Path, listed: &[Listed], filed: Filed, r: &mut VerifyReport) {
     // By name: positions sorted by name (4 bytes a package, where a map of
     // parsed versions was hundreds), versions parsed only where a relation
@@ -671,42 +661,20 @@ fn check_dependencies(index: &Path, listed: &[Listed], filed: Filed, r: &mut Ver
         provided,
         listed,
     };
-    let mut unsatisfied = Vec::new();
-    for (at, l) in listed.iter().enumerate() {
-        for (field, text) in &l.relations {
-            for problem in known.check(l, field, text) {
-                unsatisfied.push((at, problem));
+    let Ok(file) = crate::input::open_regular(index) else {
+        return;
+    };
+    // A stanza that does not read was reported when `listed` was read.
+    for stanza in ParagraphReader::new(BufReader::new(file)).map_while(Result::ok) {
+        if filed == Filed::Only && !stanza.contains("Filename") {
+            continue; // not in `listed`: reported for its missing Filename
+        }
+        for field in ["Pre-Depends", "Depends"] {
+            if let Some(text) = stanza.field(field).map(|f| f.folded()) {
+                known.check(&stanza, field, &text, r);
             }
         }
     }
-    if unsatisfied.is_empty() {
-        return;
-    }
-    let filenames = filenames_at(index, filed, unsatisfied.iter().map(|(at, _)| *at));
-    for (at, problem) in unsatisfied {
-        let filename = filenames.get(&at).map(String::as_str).unwrap_or_default();
-        r.problems.push(format!("{filename}: {problem}"));
-    }
-}
-
-/// The Filename of the stanzas at positions `at` among `filed`'s in
-/// `index` (none where the index no longer reads).
-fn filenames_at(
-    index: &Path,
-    filed: Filed,
-    at: impl Iterator<Item = usize>,
-) -> std::collections::HashMap<usize, String> {
-    let wanted: std::collections::HashSet<usize> = at.collect();
-    let Ok(file) = crate::input::open_regular(index) else {
-        return Default::default();
-    };
-    ParagraphReader::new(BufReader::new(file))
-        .map_while(Result::ok)
-        .filter(|stanza| filed == Filed::Any || stanza.contains("Filename"))
-        .enumerate()
-        .filter(|(i, _)| wanted.contains(i))
-        .map(|(i, stanza)| (i, stanza.get("Filename").unwrap_or_default().to_string()))
-        .collect()
 }
 
 /// Which stanzas [`check_dependencies`] checks: `verify` lists (and checks)
@@ -757,20 +725,18 @@ impl Known<'_> {
         self.named(name).next().is_some() || self.provided.contains(name)
     }
 
-    /// What nothing here satisfies in one relation field of `l`: each
-    /// group that names a package of this index, with what it has.
-    fn check(&self, l: &Listed, field: &str, text: &str) -> Vec<String> {
+    /// Checks one relation field of one stanza.
+    fn check(&self, stanza: &ControlParagraph, field: &str, text: &str, r: &mut VerifyReport) {
         use crate::format::relation::Relations;
         use crate::format::version::Version;
         // Most relations name only other repositories' packages (libc6):
         // those are not parsed.
         if !Relations::names(text).any(|name| self.ours(name)) {
-            return Vec::new();
+            return;
         }
         let Ok(relations) = Relations::parse(text) else {
-            return Vec::new(); // the control checks report syntax
+            return; // the control checks report syntax
         };
-        let mut problems = Vec::new();
         for group in &relations.0 {
             if !group.0.iter().any(|rel| self.ours(&rel.name)) {
                 continue; // another repository's business
@@ -789,16 +755,16 @@ impl Known<'_> {
                     .map(|o| format!("{} {}", o.name, o.version))
                     .collect();
                 let group_text: Vec<String> = group.0.iter().map(|rel| rel.to_string()).collect();
-                problems.push(format!(
-                    "{} {} {field}: {}, which no package in this repository satisfies (it has {}); apt cannot install it",
-                    l.name,
-                    l.version,
+                r.problems.push(format!(
+                    "{}: {} {} {field}: {}, which no package in this repository satisfies (it has {}); apt cannot install it",
+                    stanza.get("Filename").unwrap_or_default(),
+                    stanza.get("Package").unwrap_or("?"),
+                    stanza.get("Version").unwrap_or_default(),
                     group_text.join(" | "),
                     have.join(", ")
                 ));
             }
         }
-        problems
     }
 }
 
@@ -932,13 +898,12 @@ fn check_candidates(prefs: &Preferences, listed: &ByName, r: &mut VerifyReport) 
 mod tests {
     use super::*;
 
-    /// What `verify` lists of an index, as `verify_stanza` would (`Only`),
-    /// or the build's check (`Any`).
-    fn listed(index: &std::sync::Arc<Path>, text: &str, filed: Filed) -> Vec<Listed> {
+    /// What `verify` lists of an index, as `verify_stanza` would.
+    fn listed(index: &std::sync::Arc<Path>, text: &str) -> Vec<Listed> {
         crate::format::deb822::Document::parse(text)
             .unwrap()
             .paragraphs()
-            .filter(|p| filed == Filed::Any || p.contains("Filename"))
+            .filter(|p| p.contains("Filename"))
             .map(|p| listed_of(index, p))
             .collect()
     }
@@ -957,13 +922,9 @@ mod tests {
                     Package: d\nVersion: 1\nDepends: a (>= 2)\n";
         std::fs::write(&path, text).unwrap();
         let index: std::sync::Arc<Path> = path.as_path().into();
+        let listed = listed(&index, text);
         let mut r = VerifyReport::default();
-        check_dependencies(
-            &path,
-            &listed(&index, text, Filed::Only),
-            Filed::Only,
-            &mut r,
-        );
+        check_dependencies(&path, &listed, Filed::Only, &mut r);
         assert_eq!(
             r.problems,
             [
@@ -971,7 +932,7 @@ mod tests {
             ]
         );
         let mut r = VerifyReport::default();
-        check_dependencies(&path, &listed(&index, text, Filed::Any), Filed::Any, &mut r);
+        check_dependencies(&path, &listed, Filed::Any, &mut r);
         assert_eq!(r.problems.len(), 2, "{:?}", r.problems);
         assert!(r.problems[1].starts_with(": d 1 Depends: a (>= 2), which no package"));
     }

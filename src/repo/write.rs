@@ -189,8 +189,7 @@ pub fn write_then<T: Send, E: Send>(
     let lock = lock_output(out)?;
     // The same inputs over an output nobody touched since: nothing to do.
     let stamp_path = crate::files::beside(out, "stamp");
-    let paths = pool_paths(&packages, &params.config.component);
-    let key = inputs_key(&packages, &paths, params, pins);
+    let key = inputs_key(&packages, params, pins);
     if let Some(mut report) = Stamp::read_if(&stamp_path, &key)
         .filter(|s| tree_identity(out).is_ok_and(|tree| tree == s.tree))
         .map(|s| s.report.into_owned())
@@ -213,14 +212,7 @@ pub fn write_then<T: Send, E: Send>(
     // else, or a pool file that would change bytes under its name, is
     // written whole.
     let in_place = if super::in_place::applies(out, params) {
-        super::in_place::write(
-            out,
-            staging.path(),
-            (&mut packages, &paths),
-            params,
-            pins,
-            observer,
-        )?
+        super::in_place::write(out, staging.path(), &mut packages, params, pins, observer)?
     } else {
         None
     };
@@ -228,18 +220,11 @@ pub fn write_then<T: Send, E: Send>(
     let ((pooled, index), walked) = match in_place {
         Some(done) => done,
         None => (
-            write_whole(
-                out,
-                staging,
-                (&mut packages, &paths),
-                params,
-                pins,
-                observer,
-            )?,
+            write_whole(out, staging, &mut packages, params, pins, observer)?,
             None,
         ),
     };
-    drop((packages, paths));
+    drop(packages);
     // The compressing and placing threads' memory is free: given back
     // before the output is walked and the stamp written.
     crate::cores::release_freed_memory();
@@ -293,13 +278,13 @@ pub fn write_then<T: Send, E: Send>(
 fn write_whole(
     out: &Path,
     staging: tempfile::TempDir,
-    (packages, paths): (&mut Vec<PoolInput>, &[PoolPath]),
+    packages: &mut Vec<PoolInput>,
     params: &RepoParams,
     pins: &str,
     observer: &dyn Reporter,
 ) -> Result<Written, RepoError> {
     let root = staging.path();
-    let unique = pool_names(packages, paths)?;
+    let unique = pool_names(packages, &params.config.component)?;
     // The pool is filled (system calls: directories and links) while the
     // indexes are written (compression), on the cores the other leaves;
     // the indexes list what each package must be, and nothing is swapped
@@ -729,12 +714,7 @@ fn settle(
 /// A digest of everything `write` would turn into the output: each
 /// package's bytes (by SHA256, in order), the repository's configuration,
 /// the date, the signing keys and the pins.
-fn inputs_key(
-    packages: &[PoolInput],
-    paths: &[PoolPath],
-    params: &RepoParams,
-    pins: &str,
-) -> String {
+fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String {
     let mut h = crate::digest::KeyHasher::new();
     h.update(concat!(
         "debforge-output ",
@@ -770,9 +750,10 @@ fn inputs_key(
         // leave a file out of the key, and the output's tree is checked too.
         use std::hash::BuildHasher;
         let state = std::collections::hash_map::RandomState::new();
-        let names: std::collections::HashSet<u64> = paths
+        let component = &params.config.component;
+        let names: std::collections::HashSet<u64> = packages
             .iter()
-            .filter_map(|rel| rel.as_deref().ok())
+            .filter_map(|p| crate::format::packages::pool_path(component, &p.control).ok())
             .map(|rel| state.hash_one(rel))
             .collect();
         for (rel, sha) in earlier.filter(|(rel, _)| !names.contains(&state.hash_one(rel))) {
@@ -859,34 +840,21 @@ pub(super) fn pool_entries(unique: Vec<(String, &PoolInput)>) -> Vec<PoolEntry> 
     out
 }
 
-/// A package's pool path, from its own control paragraph, or why its
-/// control names none.
-pub(super) type PoolPath = Result<String, String>;
-
-/// Each package's [`PoolPath`], computed once: the output's key and the
-/// pool both need them (each checks the whole control).
-fn pool_paths(packages: &[PoolInput], component: &str) -> Vec<PoolPath> {
-    packages
-        .iter()
-        .map(|p| {
-            crate::format::packages::pool_path(component, &p.control).map_err(|e| e.to_string())
-        })
-        .collect()
-}
-
-/// Each package's pool path (`paths`, one a package), once, in pool
+/// Each package's pool path, from its own control paragraph, once, in pool
 /// order: two recipes that name the same file are one pool entry; the same
 /// name, version and architecture with other bytes is refused, as an
 /// archive refuses it.
 pub(super) fn pool_names<'p>(
     packages: &'p [PoolInput],
-    paths: &[PoolPath],
+    component: &str,
 ) -> Result<Vec<(String, &'p PoolInput)>, RepoError> {
     let mut named = Vec::with_capacity(packages.len());
-    for (p, rel) in packages.iter().zip(paths) {
-        let rel = rel.clone().map_err(|reason| RepoError::BadPackage {
-            path: p.file.to_path_buf(),
-            reason,
+    for p in packages {
+        let rel = crate::format::packages::pool_path(component, &p.control).map_err(|e| {
+            RepoError::BadPackage {
+                path: p.file.to_path_buf(),
+                reason: e.to_string(),
+            }
         })?;
         named.push((rel, p));
     }
@@ -1310,7 +1278,7 @@ mod boundary_tests {
 
     #[test]
     fn pool_names_are_in_pool_order_each_once_and_a_name_with_two_contents_is_refused() {
-        use super::{PoolInput, pool_names, pool_paths};
+        use super::{PoolInput, pool_names};
         use crate::format::deb822::ControlParagraph;
         use std::path::Path;
         let control = |name: &str| {
@@ -1338,7 +1306,7 @@ mod boundary_tests {
             input("/4", &b, "11"),
             input("/5", &ab, "55"),
         ];
-        let unique = pool_names(&packages, &pool_paths(&packages, "main")).unwrap();
+        let unique = pool_names(&packages, "main").unwrap();
         let named: Vec<(&str, &Path)> =
             unique.iter().map(|(r, p)| (r.as_str(), &*p.file)).collect();
         // Pool order is a walk's (`ab/` before `ab-c/`), not the strings'.
@@ -1356,7 +1324,7 @@ mod boundary_tests {
             input("/2", &lib, "22"),
             input("/6", &b, "66"),
         ];
-        let Err(e) = pool_names(&clash, &pool_paths(&clash, "main")) else {
+        let Err(e) = pool_names(&clash, "main") else {
             panic!("a name with two contents is refused")
         };
         let e = e.to_string();
