@@ -1245,16 +1245,13 @@ mod tests {
         remove_materialized(&materialized_dir(&out));
     }
 
-    /// `earlier` reads each manifest through its summary, made when it was
-    /// recorded, and answers as from the manifests themselves: with the
-    /// summaries there, gone (made again), damaged, or made from a file
-    /// that is no longer the manifest (other content under its number).
-    #[test]
-    fn earlier_answers_the_same_from_summaries_as_from_manifests() {
+    /// `n` generations recorded in a fresh output, each with one more
+    /// package than the one before and each package at a new version.
+    fn generations_recorded(n: i64) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let keys = [key()];
         let out = dir.path().join("repo-out");
-        for g in 0..3i64 {
+        for g in 0..n {
             let debs: Vec<_> = (0..=g)
                 .map(|i| tiny_deb(dir.path(), &format!("lib{i}"), &format!("1.{g}-1"), None))
                 .collect();
@@ -1262,6 +1259,16 @@ mod tests {
             let r = write_repo(&out, &debs, &keys, date, "").unwrap();
             record(&out, generation(&out, &r, &keys, date)).unwrap();
         }
+        (dir, out)
+    }
+
+    /// `earlier` reads each manifest through its summary, made when it was
+    /// recorded, and answers as from the manifests themselves: with the
+    /// summaries there, gone (made again), damaged, or made from a file
+    /// that is no longer the manifest (other content under its number).
+    #[test]
+    fn earlier_answers_the_same_from_summaries_as_from_manifests() {
+        let (_dir, out) = generations_recorded(3);
         let answer = || format!("{:?}", earlier(&out, 3).unwrap());
         let summary = |n: u32| Summary::path(&out, n);
         let from_summaries = answer();
@@ -1294,17 +1301,7 @@ mod tests {
     /// debforge's), the same errors; with 0 to 4 manifests there.
     #[test]
     fn the_earlier_generations_read_once_say_what_they_said_read_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let keys = [key()];
-        let out = dir.path().join("repo-out");
-        for g in 0..4i64 {
-            let debs: Vec<_> = (0..=g)
-                .map(|i| tiny_deb(dir.path(), &format!("lib{i}"), &format!("1.{g}-1"), None))
-                .collect();
-            let date = 1_600_000_000 + 100 * g;
-            let r = write_repo(&out, &debs, &keys, date, "").unwrap();
-            record(&out, generation(&out, &r, &keys, date)).unwrap();
-        }
+        let (dir, out) = generations_recorded(4);
         let gdir = dir_of(&out);
         let aside = dir.path().join("aside");
         std::fs::create_dir_all(&aside).unwrap();
