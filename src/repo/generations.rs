@@ -444,9 +444,13 @@ pub fn earlier(out: &Path, count: usize) -> Result<Earlier, RepoError> {
     let mut kept = super::KeptPieces::default();
     let mut last = None;
     for (i, (number, path)) in files.iter().enumerate().skip(skip) {
+        // A manifest that is a link has no identity of its own to watch
+        // (what it points to may change under the same link): read whole
+        // every time, and no summary of it is kept.
         let identity = fs::symlink_metadata(path)
-            .map(|m| crate::files::FileIdentity::of(&m))
-            .ok();
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| crate::files::FileIdentity::of(&m));
         let summary = match identity.and_then(|id| Summary::read(out, *number, id)) {
             Some(s) => s,
             None => summarize(out, *number, path, identity)?,
@@ -648,7 +652,9 @@ fn write_new(out: &Path, mut g: Generation, number: u32) -> Result<Generation, R
     crate::files::write_atomic_with(&path, crate::files::Existing::Keep, &mut |w| {
         serde_json::to_writer_pretty(w, &g).map_err(std::io::Error::from)
     })?;
-    if let Ok(m) = fs::symlink_metadata(&path) {
+    if let Ok(m) = fs::symlink_metadata(&path)
+        && m.is_file()
+    {
         Summary::write_of(out, &g, crate::files::FileIdentity::of(&m));
     }
     Ok(g)
@@ -1272,11 +1278,32 @@ mod tests {
         let answer = || format!("{:?}", earlier(&out, 3).unwrap());
         let summary = |n: u32| Summary::path(&out, n);
         let from_summaries = answer();
-        assert!((1..=3).all(|n| summary(n).is_file()));
-        // Gone: the manifests are read, and the summaries made again.
+        let written: Vec<Vec<u8>> = (1..=3)
+            .map(|n| std::fs::read(summary(n)).unwrap())
+            .collect();
+        // Gone: the manifests are read, and the summaries made again, the
+        // same bytes as those written with the generations.
         std::fs::remove_dir_all(summary(1).parent().unwrap()).unwrap();
         assert_eq!(answer(), from_summaries);
-        assert!((1..=3).all(|n| summary(n).is_file()));
+        let again: Vec<Vec<u8>> = (1..=3)
+            .map(|n| std::fs::read(summary(n)).unwrap())
+            .collect();
+        assert_eq!(again, written);
+        // A manifest that is a link: read through it every time, never
+        // summarized (what it points to may change under the link).
+        let second = dir_of(&out).join("000002.json");
+        let target = dir_of(&out).join("target");
+        std::fs::rename(&second, &target).unwrap();
+        std::os::unix::fs::symlink(&target, &second).unwrap();
+        std::fs::remove_file(summary(2)).unwrap();
+        assert_eq!(answer(), from_summaries);
+        assert!(!summary(2).exists());
+        let kept = std::fs::read(&target).unwrap();
+        std::fs::write(&target, "not json").unwrap();
+        assert!(earlier(&out, 3).is_err());
+        std::fs::remove_file(&second).unwrap();
+        std::fs::write(&second, kept).unwrap();
+        assert_eq!(answer(), from_summaries);
         // Damaged, or of another version: ignored.
         std::fs::write(summary(2), b"dfpools\0\x01\0\0\0garbage").unwrap();
         let mut other = std::fs::read(summary(3)).unwrap();
