@@ -591,6 +591,19 @@ impl FileIdentity {
         (self.dev, self.ino, self.size, self.mtime) == (now.dev, now.ino, now.size, now.mtime)
     }
 
+    /// Whether the file changed (its bytes or its inode) at `since` or
+    /// later, or within `window` before (file times are coarser than the
+    /// clock: a change just after a stat may carry a time from before it):
+    /// its identity then proves no later change, as git's index calls such
+    /// entries racy.
+    pub fn changed_since(&self, since: std::time::SystemTime, window: std::time::Duration) -> bool {
+        let latest = self.mtime.max(self.ctime);
+        let Ok(at) = since.checked_sub(window).unwrap_or(std::time::UNIX_EPOCH).duration_since(std::time::UNIX_EPOCH) else {
+            return true;
+        };
+        latest >= (at.as_secs() as i64, i64::from(at.subsec_nanos()))
+    }
+
     /// Every field, as bytes to hash (a stamp's key; not a format kept
     /// apart from the stamp that holds it).
     pub fn to_bytes(&self) -> [u8; 64] {

@@ -107,8 +107,25 @@ pub fn read(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
 /// relative to it: a project's thousands of recipes walk their directory's
 /// path once, not once each.
 pub fn read_in(dir: &File, name: &std::ffi::OsStr, limit: u64) -> io::Result<Vec<u8>> {
-    use rustix::fs::{AtFlags, Mode, OFlags};
-    check_mode(rustix::fs::statat(dir, name, AtFlags::empty())?.st_mode)?;
+    read_in_as(dir, name, &stat_in(dir, name)?, limit)
+}
+
+/// The stat of the file `name` in the directory open as `dir` (links
+/// followed, as [`read_in`] follows them).
+pub fn stat_in(dir: &File, name: &std::ffi::OsStr) -> io::Result<rustix::fs::Stat> {
+    Ok(rustix::fs::statat(dir, name, rustix::fs::AtFlags::empty())?)
+}
+
+/// [`read_in`] of a file already stat'ed as `stat` ([`stat_in`]): a caller
+/// that decides by the stat whether to read it at all stats it once.
+pub fn read_in_as(
+    dir: &File,
+    name: &std::ffi::OsStr,
+    stat: &rustix::fs::Stat,
+    limit: u64,
+) -> io::Result<Vec<u8>> {
+    use rustix::fs::{Mode, OFlags};
+    check_mode(stat.st_mode)?;
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let file = File::from(rustix::fs::openat(dir, name, flags, Mode::empty())?);
     let meta = file.metadata()?;
@@ -150,7 +167,8 @@ pub fn read_to_string(path: &Path, limit: u64) -> io::Result<String> {
     utf8(read(path, limit)?)
 }
 
-fn utf8(bytes: Vec<u8>) -> io::Result<String> {
+/// `bytes` as UTF-8 text (an error a reader's caller can name the file by).
+pub fn utf8(bytes: Vec<u8>) -> io::Result<String> {
     String::from_utf8(bytes)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "is not UTF-8 text".to_string()))
 }

@@ -10,6 +10,7 @@
 //! the file, the line and the field.
 
 pub mod lock;
+mod remembered;
 
 /// The lock file, in the project's directory.
 pub const LOCK_FILE: &str = "debforge.lock";
@@ -159,7 +160,7 @@ impl Source {
 }
 
 /// Where a package's file comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 pub enum Origin {
     /// Resolved through a source's signed index.
     Upstream { source: String },
@@ -229,7 +230,7 @@ struct RawBuild {
 }
 
 /// A file a built package installs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 pub struct BuildFile {
     /// Absolute path on the target system.
     pub path: String,
@@ -240,7 +241,7 @@ pub struct BuildFile {
 }
 
 /// What `action = "build"` makes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 pub struct BuildRecipe {
     pub maintainer: String,
     pub section: Option<String>,
@@ -275,7 +276,7 @@ struct RawRepack {
 }
 
 /// What `action = "repack"` does to the upstream file.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
 pub struct RepackRecipe {
     /// Our maintainer scripts (name, file relative to the recipes
     /// directory), merged after upstream's. `@NAME@` in them is replaced by
@@ -314,8 +315,8 @@ fn default_action() -> Action {
     Action::Keep
 }
 
-/// One package the lab needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One package the lab needs (kept between builds: `remembered`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 pub struct PackageRecipe {
     pub name: String,
     pub version: String,
@@ -333,7 +334,8 @@ pub struct PackageRecipe {
     /// named by a `depends-exact`, or in their exact-dependency closure),
     /// never otherwise (a distribution's own library).
     pub pin: Option<bool>,
-    /// The recipe file, for messages.
+    /// The recipe file, for messages (where it lies now, never kept).
+    #[serde(skip)]
     pub file: PathBuf,
     /// Picked by the base's closure (`[base] closure`), read back from the
     /// lock: no recipe file names it.
@@ -1159,31 +1161,42 @@ pub fn load_repository(dir: &Path) -> Result<crate::format::release::RepoConfig,
     }
 }
 
-/// `parse` of every file, on all cores (thousands of small TOML files),
-/// the results in the order of `files`.
-fn parse_all(
-    names: &[std::ffi::OsString],
-    parse: &(dyn Fn(&std::ffi::OsStr) -> Result<PackageRecipe, RecipeError> + Sync),
-) -> Vec<Result<PackageRecipe, RecipeError>> {
-    // Each recipe is held to the end of the build: copied into the calling
-    // thread's memory (see `cores`).
-    crate::cores::map_kept(names, |n| parse(n), |r| r.map(|p| p.kept()))
-}
-
 /// Reads `dir/sources.toml` and every `dir/packages/*.toml` (sorted by name).
 pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
+    load_remembering(dir, None)
+}
+
+/// [`load`], taking the recipes the last build kept in the cache directory
+/// `cache` as they are where their files did not change ([`remembered`]),
+/// and keeping there the ones it parsed.
+pub fn load_remembering(dir: &Path, cache: Option<&Path>) -> Result<RecipeSet, RecipeError> {
+    // Before any file is stat'ed: a file changed after this may show the
+    // same identity as before (`remembered::write`).
+    load_at(dir, cache, std::time::SystemTime::now()).map(|(set, _)| set)
+}
+
+/// [`load_remembering`] with the stats begun at `taken`; and how many
+/// recipes were taken as kept.
+fn load_at(
+    dir: &Path,
+    cache: Option<&Path>,
+    taken: std::time::SystemTime,
+) -> Result<(RecipeSet, usize), RecipeError> {
     let unreadable = |path: &Path, e: std::io::Error| RecipeError {
         file: path.to_path_buf(),
         line: None,
         message: format!("cannot read: {e}"),
     };
     let sources_file = dir.join("sources.toml");
-    let sources = if sources_file.exists() {
+    let (sources, sources_sha256) = if sources_file.exists() {
         let text = crate::input::read_to_string(&sources_file, crate::input::limit::RECIPE)
             .map_err(|e| unreadable(&sources_file, e))?;
-        parse_sources(&sources_file, &text)?
+        (
+            parse_sources(&sources_file, &text)?,
+            crate::digest::sha256_hex(text.as_bytes()),
+        )
     } else {
-        BTreeMap::new()
+        (BTreeMap::new(), String::new())
     };
     let packages_dir = dir.join("packages");
     let cannot_list = |e: std::io::Error| RecipeError {
@@ -1209,19 +1222,54 @@ pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
         .filter(|n| Path::new(n).extension().is_some_and(|x| x == "toml"))
         .collect();
     names.sort_unstable();
-    let parsed = parse_all(&names, &|name| {
-        let file = packages_dir.join(name);
-        let text = crate::input::read_in_to_string(&listing, name, crate::input::limit::RECIPE)
-            .map_err(|e| unreadable(&file, e))?;
-        parse_package(&file, &text, &sources)
-    });
-    drop(names);
+    let kept_in = cache.zip(std::path::absolute(&packages_dir).ok());
+    let (known, mut recipes) = kept_in
+        .as_ref()
+        .map(|(cache, packages)| remembered::read(cache, packages, &sources_sha256))
+        .unwrap_or_default();
+    let file_of = |name: &[u8]| {
+        packages_dir.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name))
+    };
+    // On all cores (thousands of small TOML files), in the order of
+    // `names`; each recipe is held to the end of the build: copied into
+    // the calling thread's memory (see `cores`), or taken from what was
+    // kept, decoded there.
+    let parsed = crate::cores::map_kept(
+        &names,
+        |name| {
+            let file = || packages_dir.join(name);
+            let stat =
+                crate::input::stat_in(&listing, name).map_err(|e| unreadable(&file(), e))?;
+            let identity = crate::files::FileIdentity::of_stat(&stat);
+            if let Some(i) = known.find(name.as_encoded_bytes(), &identity) {
+                return Ok((Got::Kept(i), identity));
+            }
+            let text = crate::input::read_in_as(&listing, name, &stat, crate::input::limit::RECIPE)
+                .and_then(crate::input::utf8)
+                .map_err(|e| unreadable(&file(), e))?;
+            Ok((Got::Parsed(parse_package(&file(), &text, &sources)?), identity))
+        },
+        |r: Result<(Got, crate::files::FileIdentity), RecipeError>| {
+            r.map(|(got, identity)| match got {
+                Got::Kept(i) => {
+                    let mut r = recipes[i].take().expect("each file once");
+                    r.file = file_of(known.name(i));
+                    (r, identity, true)
+                }
+                Got::Parsed(p) => (p.kept(), identity, false),
+            })
+        },
+    );
+    drop(recipes);
     let mut packages: Vec<std::sync::Arc<PackageRecipe>> = Vec::with_capacity(parsed.len());
+    let mut identities = Vec::with_capacity(parsed.len());
+    let mut kept_count = 0;
     // (name, architecture) → index in `packages`.
     let mut seen: std::collections::HashMap<(String, String), usize> = Default::default();
     for recipe in parsed {
         // The first problem in file order, as a sequential read would say.
-        let recipe = recipe?;
+        let (recipe, identity, kept) = recipe?;
+        kept_count += usize::from(kept);
         let key = (recipe.name.clone(), recipe.architecture.clone());
         if let Some(other) = seen.get(&key).map(|&i| &packages[i]) {
             return Err(RecipeError {
@@ -1237,12 +1285,32 @@ pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
         }
         seen.insert(key, packages.len());
         packages.push(std::sync::Arc::new(recipe));
+        identities.push(identity);
     }
-    Ok(RecipeSet {
+    // Written again unless every recipe was as kept, and no more.
+    let all_kept = kept_count == names.len() && known.len() == names.len();
+    if let Some((cache, packages_abs)) = kept_in.filter(|_| !all_kept) {
+        let entries: Vec<_> = names
+            .iter()
+            .zip(identities)
+            .zip(&packages)
+            .map(|((n, id), p)| (n.as_encoded_bytes(), id, &**p))
+            .collect();
+        remembered::write(cache, &packages_abs, &sources_sha256, taken, &entries);
+    }
+    let set = RecipeSet {
         dir: dir.to_path_buf(),
         sources,
         packages,
-    })
+    };
+    Ok((set, kept_count))
+}
+
+/// A recipe as a parsing worker found it.
+enum Got {
+    /// Kept by the last build, at this index ([`remembered::Known`]).
+    Kept(usize),
+    Parsed(PackageRecipe),
 }
 
 impl crate::error::Hint for RecipeError {}
@@ -1267,6 +1335,60 @@ component = "main"
 key = "keys/ubuntu-archive-keyring.gpg"
 fingerprint = ["790BC7277767219C42C86F933B4FE6ACC0B21F32", "f6ec b376 2474 eda9 d21b 7022 8719 20d1 991b c93c"]
 "#;
+
+    /// A project of path recipes `names` (each `version`) in `dir`.
+    fn write_recipes(dir: &Path, names: &[&str], version: &str) {
+        fs::create_dir_all(dir.join("packages")).unwrap();
+        for n in names {
+            let text = format!(
+                "name = \"{n}\"\nversion = \"{version}\"\narchitecture = \"all\"\nfrom = {{ path = \"{n}.deb\" }}\n"
+            );
+            fs::write(dir.join(format!("packages/{n}.toml")), text).unwrap();
+        }
+    }
+
+    #[test]
+    fn recipes_kept_by_the_last_load_are_taken_while_their_files_are_unchanged() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, cache) = (tmp.path().join("recipes"), tmp.path().join("cache"));
+        fs::create_dir_all(&cache).unwrap();
+        write_recipes(&dir, &["aa", "bb", "cc"], "1");
+        let now = std::time::SystemTime::now();
+        let later = now + std::time::Duration::from_secs(10);
+        let load = |taken| {
+            let (set, kept) = load_at(&dir, Some(&cache), taken).unwrap();
+            let versions: Vec<String> = set.packages.iter().map(|p| p.version.clone()).collect();
+            // The same set as a plain load, file paths included.
+            assert_eq!(set.packages, load(&dir).unwrap().packages);
+            (versions, kept)
+        };
+        // Files changed within the racy window of the stats are not kept.
+        assert_eq!(load(now).1, 0);
+        assert_eq!(load(now).1, 0);
+        // Ten seconds later they are, then taken as they are.
+        assert_eq!(load(later).1, 0);
+        assert_eq!(load(later), (vec!["1".into(), "1".into(), "1".into()], 3));
+        // One edited, one gone, one added: those read, the rest kept.
+        write_recipes(&dir, &["bb"], "22");
+        fs::remove_file(dir.join("packages/cc.toml")).unwrap();
+        write_recipes(&dir, &["dd"], "1");
+        assert_eq!(load(later), (vec!["1".into(), "22".into(), "1".into()], 1));
+        assert_eq!(load(later).1, 3);
+        // Another sources.toml: parsed again.
+        fs::write(dir.join("sources.toml"), "").unwrap();
+        assert_eq!(load(later).1, 0);
+        assert_eq!(load(later).1, 3);
+        // A damaged cache file is none; another project's too.
+        let file = cache.join(remembered::FILE);
+        let bytes = fs::read(&file).unwrap();
+        fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+        assert_eq!(load(later).1, 0);
+        assert_eq!(load(later).1, 3);
+        let other = tmp.path().join("other");
+        write_recipes(&other, &["aa"], "1");
+        load_at(&other, Some(&cache), later).unwrap();
+        assert_eq!(load(later).1, 0);
+    }
 
     fn sources() -> BTreeMap<String, Source> {
         parse_sources(Path::new("sources.toml"), SOURCES).unwrap()

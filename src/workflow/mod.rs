@@ -200,7 +200,7 @@ fn open_session_with<'a>(
     reporter: &'a dyn Reporter,
     picked: Option<Vec<crate::recipe::PackageRecipe>>,
 ) -> Result<Session<'a>, WorkflowError> {
-    let mut recipes = crate::recipe::load(dir)?;
+    let mut recipes = crate::recipe::load_remembering(dir, Some(&settings.cache))?;
     let config = crate::recipe::load_base(dir)?;
     base::check_sources(&config, &recipes)?;
     match picked {

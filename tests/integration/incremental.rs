@@ -189,6 +189,32 @@ fn a_no_op_locked_build_is_answered_from_stats_and_any_change_builds_again() {
     );
 }
 
+#[test]
+fn a_recipe_kept_from_the_last_build_is_read_again_once_edited() {
+    let p = Project::new(&["alpha", "beta"]);
+    // Older than the window in which a recipe is read again whatever its
+    // identity: kept by the first build, whole.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    ok(&mut p.build(&[]));
+    let kept = p.root().join("cache/recipes");
+    assert!(kept.is_file(), "the recipes are kept in the cache");
+    let pins = || fs::read_to_string(p.out().join("debforge.pref")).unwrap_or_default();
+    assert!(!pins().contains("Package: beta"), "{}", pins());
+    // An edit right after the build that kept it: read again.
+    let recipe = p.root().join("recipes/packages/beta.toml");
+    let text = fs::read_to_string(&recipe).unwrap();
+    fs::write(&recipe, format!("{text}pin = true\n")).unwrap();
+    ok(&mut p.build(&[]));
+    assert!(pins().contains("Package: beta"), "{}", pins());
+    // A damaged cache file is none: the recipes are read.
+    let bytes = fs::read(&kept).unwrap();
+    fs::write(&kept, &bytes[..bytes.len() - 7]).unwrap();
+    fs::write(&recipe, &text).unwrap();
+    ok(&mut p.build(&[]));
+    assert!(!pins().contains("Package: beta"), "{}", pins());
+    ok(debforge().arg("verify").arg(p.out()));
+}
+
 /// A package file's modification time, to put back.
 fn filetime_of(m: &fs::Metadata) -> std::time::SystemTime {
     m.modified().unwrap()
