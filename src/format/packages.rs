@@ -65,6 +65,14 @@ pub const FIELD_ORDER: [&str; 41] = [
 /// `Source`), so nothing taken from a package can leave the pool directory.
 pub fn pool_path(component: &str, control: &ControlParagraph) -> Result<String, ControlError> {
     check_binary_control(control)?;
+    Ok(pool_path_unchecked(component, control))
+}
+
+/// [`pool_path`] without the paragraph's check (its relations parsed: most
+/// of the cost), for a paragraph already checked or a path that is only
+/// compared, never opened: what an unchecked paragraph gives may name
+/// anything.
+pub fn pool_path_unchecked(component: &str, control: &ControlParagraph) -> String {
     let package = control.get("Package").unwrap_or_default();
     let source = control
         .get("Source")
@@ -74,14 +82,14 @@ pub fn pool_path(component: &str, control: &ControlParagraph) -> Result<String, 
     let version = version.split_once(':').map_or(version, |(_, v)| v);
     let arch = control.get("Architecture").unwrap_or_default();
     // Checked names are ASCII: slicing by bytes is slicing by characters.
+    // Unchecked, a name may be empty or not ASCII: sliced where it may be.
     let prefix = if source.starts_with("lib") && source.len() > 3 {
-        &source[..4]
+        source.get(..4)
     } else {
-        &source[..1]
+        source.get(..1)
     };
-    Ok(format!(
-        "pool/{component}/{prefix}/{source}/{package}_{version}_{arch}.deb"
-    ))
+    let prefix = prefix.unwrap_or(source);
+    format!("pool/{component}/{prefix}/{source}/{package}_{version}_{arch}.deb")
 }
 
 /// The fields that say where the file is and what it is: never taken from

@@ -753,7 +753,8 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
         let component = &params.config.component;
         let names: std::collections::HashSet<u64> = packages
             .iter()
-            .filter_map(|p| crate::format::packages::pool_path(component, &p.control).ok())
+            // Only compared: checked where it names a file (`pool_names`).
+            .map(|p| crate::format::packages::pool_path_unchecked(component, &p.control))
             .map(|rel| state.hash_one(rel))
             .collect();
         for (rel, sha) in earlier.filter(|(rel, _)| !names.contains(&state.hash_one(rel))) {
