@@ -33,6 +33,11 @@ impl Fetched {
             _ => unreachable!("fetching leaves every file in place"),
         }
     }
+
+    /// Its lock entry (shared).
+    pub fn lock_entry(&self) -> std::sync::Arc<crate::recipe::lock::LockedPackage> {
+        std::sync::Arc::clone(&self.resolved.locked)
+    }
 }
 
 /// One package's fetch: its file, `None` for a project file used where its

@@ -1290,13 +1290,12 @@ fn load_at(
     // Written again unless every recipe was as kept, and no more.
     let all_kept = kept_count == names.len() && known.len() == names.len();
     if let Some((cache, packages_abs)) = kept_in.filter(|_| !all_kept) {
-        let entries: Vec<_> = names
+        let entries = names
             .iter()
-            .zip(identities)
+            .zip(&identities)
             .zip(&packages)
-            .map(|((n, id), p)| (n.as_encoded_bytes(), id, &**p))
-            .collect();
-        remembered::write(cache, &packages_abs, &sources_sha256, taken, &entries);
+            .map(|((n, id), p)| (n.as_encoded_bytes(), *id, &**p));
+        remembered::write(cache, &packages_abs, &sources_sha256, taken, entries);
     }
     let set = RecipeSet {
         dir: dir.to_path_buf(),

@@ -128,26 +128,41 @@ pub fn read(cache: &Path, packages: &Path, sources: &str) -> (Known, Vec<Option<
 /// before it was read, in name order) in `cache`, but those whose file
 /// changed within [`RACY`] of `taken`, when the stats began. Best effort:
 /// without it the next build parses every recipe.
-pub fn write(
-    cache: &Path,
-    packages: &Path,
-    sources: &str,
-    taken: SystemTime,
-    recipes: &[(&[u8], FileIdentity, &PackageRecipe)],
-) {
-    let entries: Vec<EntryRef> = recipes
-        .iter()
-        .filter(|(_, identity, _)| !identity.changed_since(taken, RACY))
-        .map(|&(name, identity, recipe)| EntryRef {
-            name,
-            identity,
-            recipe,
-        })
-        .collect();
+pub fn write<'a, I>(cache: &Path, packages: &Path, sources: &str, taken: SystemTime, recipes: I)
+where
+    I: Iterator<Item = (&'a [u8], FileIdentity, &'a PackageRecipe)> + Clone,
+{
+    let kept = recipes.filter(move |(_, identity, _)| !identity.changed_since(taken, RACY));
+    // Streamed from the recipes the build holds: no list of them beside
+    // (a cold build's memory peaks later, but what is freed here is not
+    // always reused there).
+    let entries = Entries(kept);
     let _ = crate::files::write_cache(
         &cache.join(FILE),
         MAGIC,
         FORMAT,
         &(head(packages, sources), entries),
     );
+}
+
+/// The entries to keep, serialized as a sequence of [`EntryRef`] as they
+/// are walked (counted first: postcard writes a sequence's length first).
+struct Entries<I>(I);
+
+impl<'a, I> serde::Serialize for Entries<I>
+where
+    I: Iterator<Item = (&'a [u8], FileIdentity, &'a PackageRecipe)> + Clone,
+{
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.0.clone().count()))?;
+        for (name, identity, recipe) in self.0.clone() {
+            seq.serialize_element(&EntryRef {
+                name,
+                identity,
+                recipe,
+            })?;
+        }
+        seq.end()
+    }
 }

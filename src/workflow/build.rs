@@ -322,21 +322,15 @@ fn fetch_and_prepare<'r>(
 ) -> Result<Pass<'r>, WorkflowError> {
     let reporter = recorder.inner();
     let mut session = super::open_session_with(&s.recipes, s.pipeline.clone(), reporter, picked)?;
-    let super::Fetched {
-        mut packages,
-        sources,
-        lock,
-        lock_sha256,
-    } = super::resolve_and_fetch(&session, s.locked, reporter)?;
-    // What the stamp needs of the fetched files and the lock, taken before
-    // preparing: the lock's entries then go as their artifacts are made
-    // (memory: an entry per package).
+    let (mut packages, sources) = super::resolve_and_fetch_unsettled(&session, s.locked, reporter)?;
+    // What the stamp needs of the fetched files, taken before preparing.
     let inputs = if stamp && sources.is_empty() {
         stamp_inputs(&packages)
     } else {
         None
     };
-    drop((lock, sources));
+    drop(sources);
+    let entries: Vec<_> = packages.iter().map(pipeline::Fetched::lock_entry).collect();
     // The resolving and fetching threads' memory (their reads, their
     // results before they were copied) is free: given back before the
     // packages are prepared on this thread.
@@ -351,7 +345,25 @@ fn fetch_and_prepare<'r>(
         .recipes
         .packages
         .retain(|p| p.needed_after_prepare());
-    let (artifacts, pins) = prepare_all(&session, packages, config, signing, s.dates, recorder)?;
+    // The lock is rendered, compared and written on a thread of its own
+    // while the packages are prepared on this one (neither reads what the
+    // other makes); its entries go once it is written, the rest of each
+    // package's as its artifact is made (memory: an entry per package).
+    let (settled, prepared) = std::thread::scope(|scope| {
+        let session = &session;
+        let settled = scope.spawn(move || {
+            super::settle_lock(session, entries.into_iter(), s.locked, reporter)
+                .map(|(_, sha256)| sha256)
+        });
+        let prepared = prepare_all(session, packages, config, signing, s.dates, recorder);
+        let settled = settled
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (settled, prepared)
+    });
+    // The lock's problem first, as when it was settled before preparing.
+    let lock_sha256 = settled?;
+    let (artifacts, pins) = prepared?;
     Ok(Pass {
         session,
         artifacts,

@@ -217,6 +217,26 @@ pub fn resolve_and_fetch(
     locked: bool,
     reporter: &dyn Reporter,
 ) -> Result<Fetched, WorkflowError> {
+    let (packages, sources) = resolve_and_fetch_unsettled(session, locked, reporter)?;
+    let entries = packages.iter().map(pipeline::Fetched::lock_entry);
+    let (lock, lock_sha256) = settle_lock(session, entries, locked, reporter)?;
+    Ok(Fetched {
+        packages,
+        sources,
+        lock,
+        lock_sha256,
+    })
+}
+
+/// [`resolve_and_fetch`] but for the lock: the packages resolved, checked
+/// against the lock (with `locked`, before anything is downloaded) and
+/// fetched, and the sources read; [`settle_lock`] then, on its own thread
+/// where the caller has other work.
+pub fn resolve_and_fetch_unsettled(
+    session: &Session,
+    locked: bool,
+    reporter: &dyn Reporter,
+) -> Result<(Vec<pipeline::Fetched>, Vec<pipeline::OpenSourceFiles>), WorkflowError> {
     // Said before the network: --locked cannot work without the lock.
     if locked && session.read_lock()?.is_none() {
         return Err(PipelineError::NoLock {
@@ -235,18 +255,20 @@ pub fn resolve_and_fetch(
     }
     let fetched = session.fetch(resolved);
     session.save_records();
-    let packages = fetched?;
-    let entries = packages
-        .iter()
-        .map(|f| std::sync::Arc::clone(&f.resolved.locked));
+    Ok((fetched?, sources))
+}
+
+/// The lock of the packages whose `entries` these are: written unless it says the same (compared with
+/// the file, with `locked`), and its SHA256 as the run leaves it.
+pub fn settle_lock(
+    session: &Session,
+    entries: impl Iterator<Item = std::sync::Arc<crate::recipe::lock::LockedPackage>>,
+    locked: bool,
+    reporter: &dyn Reporter,
+) -> Result<(crate::recipe::lock::Lock, String), WorkflowError> {
     let (lock, lock_sha256, written) = session.settle_lock(entries, locked)?;
     if written {
         crate::report::note(reporter, format!("wrote {}", session.lock_path().display()));
     }
-    Ok(Fetched {
-        packages,
-        sources,
-        lock,
-        lock_sha256,
-    })
+    Ok((lock, lock_sha256))
 }
