@@ -598,7 +598,11 @@ impl FileIdentity {
     /// entries racy.
     pub fn changed_since(&self, since: std::time::SystemTime, window: std::time::Duration) -> bool {
         let latest = self.mtime.max(self.ctime);
-        let Ok(at) = since.checked_sub(window).unwrap_or(std::time::UNIX_EPOCH).duration_since(std::time::UNIX_EPOCH) else {
+        let Ok(at) = since
+            .checked_sub(window)
+            .unwrap_or(std::time::UNIX_EPOCH)
+            .duration_since(std::time::UNIX_EPOCH)
+        else {
             return true;
         };
         latest >= (at.as_secs() as i64, i64::from(at.subsec_nanos()))

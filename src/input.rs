@@ -107,7 +107,7 @@ pub fn read(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
 /// relative to it: a project's thousands of recipes walk their directory's
 /// path once, not once each.
 pub fn read_in(dir: &File, name: &std::ffi::OsStr, limit: u64) -> io::Result<Vec<u8>> {
-    read_in_as(dir, name, &stat_in(dir, name)?, limit)
+    read_in_as(dir, name, &stat_in(dir, name)?, limit).map(|(bytes, _)| bytes)
 }
 
 /// The stat of the file `name` in the directory open as `dir` (links
@@ -117,20 +117,23 @@ pub fn stat_in(dir: &File, name: &std::ffi::OsStr) -> io::Result<rustix::fs::Sta
 }
 
 /// [`read_in`] of a file already stat'ed as `stat` ([`stat_in`]): a caller
-/// that decides by the stat whether to read it at all stats it once.
+/// that decides by the stat whether to read it at all stats it once. With
+/// the bytes, the opened file's own metadata, taken before they were read
+/// (the name may have been pointed at another file since `stat`).
 pub fn read_in_as(
     dir: &File,
     name: &std::ffi::OsStr,
     stat: &rustix::fs::Stat,
     limit: u64,
-) -> io::Result<Vec<u8>> {
+) -> io::Result<(Vec<u8>, Metadata)> {
     use rustix::fs::{Mode, OFlags};
     check_mode(stat.st_mode)?;
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let file = File::from(rustix::fs::openat(dir, name, flags, Mode::empty())?);
     let meta = file.metadata()?;
     check(&meta)?;
-    read_opened(file, meta.len(), limit)
+    let bytes = read_opened(file, meta.len(), limit)?;
+    Ok((bytes, meta))
 }
 
 /// [`read_in`], as UTF-8 text.

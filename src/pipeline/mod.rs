@@ -626,6 +626,16 @@ impl<'a> Session<'a> {
         Ok((sha256, written))
     }
 
+    /// What writing the lock would refuse, asked before it is written: a
+    /// file of another type in its place, or a lock of a newer debforge.
+    pub fn check_lock_file(&self) -> Result<(), PipelineError> {
+        match crate::input::open_regular(&self.lock_path) {
+            Ok(mut file) => self.refuse_newer_lock(&mut file),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(FileError::at(&self.lock_path)(e).into()),
+        }
+    }
+
     /// An error where the lock file says it is of a newer debforge (its
     /// first lines): such a lock is never written over with an older
     /// version. `file` is read from its start, and left there.

@@ -1238,16 +1238,23 @@ fn load_at(
         &names,
         |name| {
             let file = || packages_dir.join(name);
-            let stat =
-                crate::input::stat_in(&listing, name).map_err(|e| unreadable(&file(), e))?;
+            let stat = crate::input::stat_in(&listing, name).map_err(|e| unreadable(&file(), e))?;
             let identity = crate::files::FileIdentity::of_stat(&stat);
             if let Some(i) = known.find(name.as_encoded_bytes(), &identity) {
                 return Ok((Got::Kept(i), identity));
             }
-            let text = crate::input::read_in_as(&listing, name, &stat, crate::input::limit::RECIPE)
-                .and_then(crate::input::utf8)
-                .map_err(|e| unreadable(&file(), e))?;
-            Ok((Got::Parsed(parse_package(&file(), &text, &sources)?), identity))
+            let (bytes, opened) =
+                crate::input::read_in_as(&listing, name, &stat, crate::input::limit::RECIPE)
+                    .map_err(|e| unreadable(&file(), e))?;
+            let text = crate::input::utf8(bytes).map_err(|e| unreadable(&file(), e))?;
+            // Kept under the identity of the file read, not of the one
+            // stat'ed: a link pointed elsewhere in between (and back later)
+            // would name another file's recipe.
+            let identity = crate::files::FileIdentity::of(&opened);
+            Ok((
+                Got::Parsed(parse_package(&file(), &text, &sources)?),
+                identity,
+            ))
         },
         |r: Result<(Got, crate::files::FileIdentity), RecipeError>| {
             r.map(|(got, identity)| match got {
@@ -1373,15 +1380,26 @@ fingerprint = ["790BC7277767219C42C86F933B4FE6ACC0B21F32", "f6ec b376 2474 eda9 
         write_recipes(&dir, &["dd"], "1");
         assert_eq!(load(later), (vec!["1".into(), "22".into(), "1".into()], 1));
         assert_eq!(load(later).1, 3);
+        // An edit of the same size: read again.
+        write_recipes(&dir, &["bb"], "33");
+        assert_eq!(load(later), (vec!["1".into(), "33".into(), "1".into()], 2));
         // Another sources.toml: parsed again.
         fs::write(dir.join("sources.toml"), "").unwrap();
         assert_eq!(load(later).1, 0);
         assert_eq!(load(later).1, 3);
-        // A damaged cache file is none; another project's too.
+        // A damaged cache file is none (cut short, or a value changed in
+        // place: "33" kept as "34" would be taken unchecked); another
+        // project's too.
         let file = cache.join(remembered::FILE);
         let bytes = fs::read(&file).unwrap();
         fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
         assert_eq!(load(later).1, 0);
+        assert_eq!(load(later).1, 3);
+        let mut bytes = fs::read(&file).unwrap();
+        let at = bytes.windows(2).position(|w| w == b"33").unwrap();
+        bytes[at + 1] = b'4';
+        fs::write(&file, &bytes).unwrap();
+        assert_eq!(load(later), (vec!["1".into(), "33".into(), "1".into()], 0));
         assert_eq!(load(later).1, 3);
         let other = tmp.path().join("other");
         write_recipes(&other, &["aa"], "1");

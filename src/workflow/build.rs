@@ -345,14 +345,30 @@ fn fetch_and_prepare<'r>(
         .recipes
         .packages
         .retain(|p| p.needed_after_prepare());
-    // The lock is rendered, compared and written on a thread of its own
-    // while the packages are prepared on this one (neither reads what the
-    // other makes); its entries go once it is written, the rest of each
-    // package's as its artifact is made (memory: an entry per package).
+    // With --locked the lock is compared before anything is prepared, as
+    // is what writing it would refuse (another file in its place, a newer
+    // debforge's lock); then it is rendered, compared and written on a
+    // thread of its own while the packages are prepared on this one
+    // (neither reads what the other makes). Only a failing write is said
+    // after the preparing. Its entries go once it is written, the rest of
+    // each package's as its artifact is made (memory: an entry per package).
+    if s.locked {
+        let (_, lock_sha256) = super::settle_lock(&session, entries.into_iter(), true, reporter)?;
+        let (artifacts, pins) =
+            prepare_all(&session, packages, config, signing, s.dates, recorder)?;
+        return Ok(Pass {
+            session,
+            artifacts,
+            pins,
+            inputs,
+            lock: lock_sha256,
+        });
+    }
+    session.check_lock_file()?;
     let (settled, prepared) = std::thread::scope(|scope| {
         let session = &session;
         let settled = scope.spawn(move || {
-            super::settle_lock(session, entries.into_iter(), s.locked, reporter)
+            super::settle_lock(session, entries.into_iter(), false, reporter)
                 .map(|(_, sha256)| sha256)
         });
         let prepared = prepare_all(session, packages, config, signing, s.dates, recorder);

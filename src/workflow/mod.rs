@@ -258,8 +258,9 @@ pub fn resolve_and_fetch_unsettled(
     Ok((fetched?, sources))
 }
 
-/// The lock of the packages whose `entries` these are: written unless it says the same (compared with
-/// the file, with `locked`), and its SHA256 as the run leaves it.
+/// The lock of the packages whose `entries` these are: written unless it
+/// says the same (compared with the file, with `locked`), and its SHA256
+/// as the run leaves it.
 pub fn settle_lock(
     session: &Session,
     entries: impl Iterator<Item = std::sync::Arc<crate::recipe::lock::LockedPackage>>,

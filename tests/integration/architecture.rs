@@ -21,7 +21,10 @@ const RULES: &[(&str, &[&str])] = &[
     ("serve", &[]),
     // Containers, recipes, keys.
     ("deb", &["digest", "error", "format", "input"]),
-    ("recipe", &["cores", "digest", "error", "files", "format", "input"]),
+    (
+        "recipe",
+        &["cores", "digest", "error", "files", "format", "input"],
+    ),
     ("openpgp", &["error", "format"]),
     ("keys", &["error", "input", "openpgp"]),
     // The trust chain.

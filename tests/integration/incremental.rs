@@ -192,26 +192,54 @@ fn a_no_op_locked_build_is_answered_from_stats_and_any_change_builds_again() {
 #[test]
 fn a_recipe_kept_from_the_last_build_is_read_again_once_edited() {
     let p = Project::new(&["alpha", "beta"]);
+    let recipe = p.root().join("recipes/packages/beta.toml");
+    let text = fs::read_to_string(&recipe).unwrap();
+    // Same size either way: the edit below changes no file size.
+    let (unpinned, pinned) = (
+        format!("{text}pin = false\n"),
+        format!("{text}pin = true \n"),
+    );
+    fs::write(&recipe, &unpinned).unwrap();
     // Older than the window in which a recipe is read again whatever its
     // identity: kept by the first build, whole.
     std::thread::sleep(std::time::Duration::from_millis(2100));
     ok(&mut p.build(&[]));
     let kept = p.root().join("cache/recipes");
-    assert!(kept.is_file(), "the recipes are kept in the cache");
+    let identity = || {
+        let m = fs::metadata(&kept).expect("the recipes are kept in the cache");
+        (
+            std::os::unix::fs::MetadataExt::ino(&m),
+            m.modified().unwrap(),
+        )
+    };
+    let first = identity();
+    // A whole build with no recipe changed (other settings: the build
+    // stamp does not answer it) takes every recipe as kept: nothing to
+    // keep anew.
+    ok(&mut p.build(&["--keep", "2"]));
+    assert_eq!(identity(), first, "every recipe taken as kept");
     let pins = || fs::read_to_string(p.out().join("debforge.pref")).unwrap_or_default();
     assert!(!pins().contains("Package: beta"), "{}", pins());
-    // An edit right after the build that kept it: read again.
-    let recipe = p.root().join("recipes/packages/beta.toml");
-    let text = fs::read_to_string(&recipe).unwrap();
-    fs::write(&recipe, format!("{text}pin = true\n")).unwrap();
+    // An edit of the same size right after the build that kept it: read
+    // again.
+    fs::write(&recipe, &pinned).unwrap();
     ok(&mut p.build(&[]));
     assert!(pins().contains("Package: beta"), "{}", pins());
-    // A damaged cache file is none: the recipes are read.
-    let bytes = fs::read(&kept).unwrap();
-    fs::write(&kept, &bytes[..bytes.len() - 7]).unwrap();
-    fs::write(&recipe, &text).unwrap();
-    ok(&mut p.build(&[]));
-    assert!(!pins().contains("Package: beta"), "{}", pins());
+    // A value damaged in the cache file (beta's pin, true kept as false,
+    // its file untouched) is never taken: the file is none, the recipe read.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    ok(&mut p.build(&["--keep", "3"]));
+    let mut bytes = fs::read(&kept).unwrap();
+    // postcard: `pin` is an Option<bool>, Some(true) = 01 01, then
+    // `for_base` = 00 closes the recipe; beta's is the only pinned one.
+    let at = bytes
+        .windows(3)
+        .position(|w| w == [1, 1, 0])
+        .expect("beta's pin as kept");
+    bytes[at + 1] = 0;
+    fs::write(&kept, &bytes).unwrap();
+    ok(&mut p.build(&["--keep", "4"]));
+    assert!(pins().contains("Package: beta"), "{}", pins());
     ok(debforge().arg("verify").arg(p.out()));
 }
 
