@@ -167,10 +167,12 @@ impl Write for UnlessSame<'_> {
 
 /// [`write_atomic`] of a cache file in debforge's own form: `magic`, the
 /// format's `version` (4 bytes, little-endian), then `value` in postcard (a
-/// compact serde format), streamed. Stamps and records list every package:
-/// as JSON, writing and reading them again cost a build that changes one
-/// package of thousands a tenth of its time. Read back with `read_cache`
-/// (input.rs: every input is read there).
+/// compact serde format), streamed, then a CRC-32 of those postcard bytes
+/// (4 bytes, little-endian): a value damaged in place would decode as
+/// another value, one nothing checked. Stamps and records list every
+/// package: as JSON, writing and reading them again cost a build that
+/// changes one package of thousands a tenth of its time. Read back with
+/// `read_cache` (input.rs: every input is read there).
 pub fn write_cache(
     path: &Path,
     magic: &[u8; 8],
@@ -180,10 +182,32 @@ pub fn write_cache(
     write_atomic_with(path, Existing::Replace, &mut |w| {
         w.write_all(magic)?;
         w.write_all(&version.to_le_bytes())?;
-        postcard::to_io(value, w)
-            .map(drop)
-            .map_err(std::io::Error::other)
+        let mut summed = Summed {
+            inner: w,
+            crc: crc32fast::Hasher::new(),
+        };
+        postcard::to_io(value, &mut summed).map_err(std::io::Error::other)?;
+        let sum = summed.crc.finalize();
+        w.write_all(&sum.to_le_bytes())
     })
+}
+
+/// A writer that passes bytes on and sums them ([`write_cache`]'s CRC-32).
+struct Summed<'w> {
+    inner: &'w mut dyn Write,
+    crc: crc32fast::Hasher,
+}
+
+impl Write for Summed<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// [`write_atomic`] of `value` as JSON, streamed (stamps, records and

@@ -176,16 +176,21 @@ pub fn utf8(bytes: Vec<u8>) -> io::Result<String> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "is not UTF-8 text".to_string()))
 }
 
-/// The bytes after the head of a cache file that `write_cache` (files.rs)
-/// wrote with this `magic` and `version` (to decode with `postcard`): a
-/// regular file of at most `limit` bytes (any other, as any torn cache
-/// file or another version's, is none).
+/// The postcard bytes of a cache file that `write_cache` (files.rs) wrote
+/// with this `magic` and `version`: a regular file of at most `limit`
+/// bytes whose CRC-32 matches (any other, as any torn or damaged cache file
+/// or another version's, is none).
 pub fn read_cache(path: &Path, limit: u64, magic: &[u8; 8], version: u32) -> Option<Vec<u8>> {
     let mut bytes = read(path, limit).ok()?;
     let head = bytes.get(..magic.len() + 4)?;
     if head[..magic.len()] != magic[..] || head[magic.len()..] != version.to_le_bytes() {
         return None;
     }
+    let (rest, sum) = bytes[magic.len() + 4..].split_last_chunk::<4>()?;
+    if crc32fast::hash(rest).to_le_bytes() != *sum {
+        return None;
+    }
+    bytes.truncate(bytes.len() - 4);
     bytes.drain(..magic.len() + 4);
     Some(bytes)
 }

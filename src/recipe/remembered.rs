@@ -20,8 +20,8 @@ pub const FILE: &str = "recipes";
 const MAGIC: &[u8; 8] = b"dfrecipe";
 
 /// Bumped when [`PackageRecipe`]'s fields or what `parse_package` accepts
-/// change (2: a CRC-32 of the payload at its end) (a recipe kept by a debforge of another version is read again in
-/// any case: [`Head::debforge`]).
+/// change (a recipe kept by a debforge of another version is read again in
+/// any case: [`Head::debforge`]). 2: with a CRC-32 (`files::write_cache`).
 const FORMAT: u32 = 2;
 
 /// A file changed this close before the build looked at it is read again
@@ -104,15 +104,7 @@ pub fn read(cache: &Path, packages: &Path, sources: &str) -> (Known, Vec<Option<
     ) else {
         return none();
     };
-    // A value damaged in place would decode as another recipe, one that
-    // `parse_package` never checked: the payload is taken only whole.
-    let Some((payload, sum)) = bytes.split_last_chunk::<4>() else {
-        return none();
-    };
-    if crc32fast::hash(payload).to_le_bytes() != *sum {
-        return none();
-    }
-    let Ok((kept, rest)) = postcard::take_from_bytes::<Head>(payload) else {
+    let Ok((kept, rest)) = postcard::take_from_bytes::<Head>(&bytes) else {
         return none();
     };
     if kept != head(packages, sources) {
@@ -144,40 +136,12 @@ where
     // Streamed from the recipes the build holds: no list of them beside
     // (a cold build's memory peaks later, but what is freed here is not
     // always reused there).
-    let value = (head(packages, sources), Entries(kept));
-    let _ = crate::files::write_atomic_with(
+    let _ = crate::files::write_cache(
         &cache.join(FILE),
-        crate::files::Existing::Replace,
-        &mut |w| {
-            w.write_all(MAGIC)?;
-            w.write_all(&FORMAT.to_le_bytes())?;
-            let mut summed = Summed {
-                inner: w,
-                crc: crc32fast::Hasher::new(),
-            };
-            postcard::to_io(&value, &mut summed).map_err(std::io::Error::other)?;
-            let sum = summed.crc.finalize();
-            w.write_all(&sum.to_le_bytes())
-        },
+        MAGIC,
+        FORMAT,
+        &(head(packages, sources), Entries(kept)),
     );
-}
-
-/// A writer that passes bytes on and sums them ([`write`]'s CRC-32).
-struct Summed<'w> {
-    inner: &'w mut dyn std::io::Write,
-    crc: crc32fast::Hasher,
-}
-
-impl std::io::Write for Summed<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.crc.update(&buf[..n]);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
 }
 
 /// The entries to keep, serialized as a sequence of [`EntryRef`] as they

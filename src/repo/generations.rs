@@ -348,7 +348,8 @@ struct Summary {
 }
 
 const SUMMARY_MAGIC: &[u8; 8] = b"dfpools\0";
-const SUMMARY_VERSION: u32 = 1;
+/// 2: with a CRC-32 ([`crate::files::write_cache`]).
+const SUMMARY_VERSION: u32 = 2;
 
 impl Summary {
     fn path(out: &Path, number: u32) -> PathBuf {

@@ -127,8 +127,8 @@ const CONTROLS_FILE: &str = "controls";
 const JSON_FILES: [&str; 2] = ["records.json", "controls.json"];
 
 /// 3: a pool file's digests are its size and SHA256. 4: the controls in
-/// a file of their own. 5: postcard, not JSON.
-const RECORDS_VERSION: u32 = 5;
+/// a file of their own. 5: postcard, not JSON. 6: with a CRC-32.
+const RECORDS_VERSION: u32 = 6;
 
 impl Records {
     /// No records, their controls spilled beside `path` (the records file).
@@ -233,13 +233,7 @@ impl serde::Serialize for Controls<'_> {
 /// Writes `value` to `path` after the head (best effort: the records are a
 /// cache), and removes the JSON records beside it.
 fn save(path: &Path, value: &impl serde::Serialize) {
-    let _ = crate::files::write_atomic_with(path, crate::files::Existing::Replace, &mut |w| {
-        w.write_all(MAGIC)?;
-        w.write_all(&RECORDS_VERSION.to_le_bytes())?;
-        postcard::to_io(value, w)
-            .map(drop)
-            .map_err(io::Error::other)
-    });
+    let _ = crate::files::write_cache(path, MAGIC, RECORDS_VERSION, value);
     for old in JSON_FILES {
         let _ = fs::remove_file(path.with_file_name(old));
     }

@@ -633,9 +633,9 @@ struct Stamp<'r> {
 }
 
 /// The output stamp's head ([`crate::files::write_cache`]). 2: postcard,
-/// not JSON.
+/// not JSON. 3: with a CRC-32.
 const STAMP_MAGIC: &[u8; 8] = b"dfoutput";
-const STAMP_VERSION: u32 = 2;
+const STAMP_VERSION: u32 = 3;
 
 impl Stamp<'_> {
     /// Written whole or not at all: best effort (without it the next build

@@ -352,31 +352,25 @@ fn fetch_and_prepare<'r>(
     // (neither reads what the other makes). Only a failing write is said
     // after the preparing. Its entries go once it is written, the rest of
     // each package's as its artifact is made (memory: an entry per package).
-    if s.locked {
-        let (_, lock_sha256) = super::settle_lock(&session, entries.into_iter(), true, reporter)?;
-        let (artifacts, pins) =
-            prepare_all(&session, packages, config, signing, s.dates, recorder)?;
-        return Ok(Pass {
-            session,
-            artifacts,
-            pins,
-            inputs,
-            lock: lock_sha256,
-        });
-    }
-    session.check_lock_file()?;
-    let (settled, prepared) = std::thread::scope(|scope| {
-        let session = &session;
-        let settled = scope.spawn(move || {
-            super::settle_lock(session, entries.into_iter(), false, reporter)
-                .map(|(_, sha256)| sha256)
-        });
-        let prepared = prepare_all(session, packages, config, signing, s.dates, recorder);
-        let settled = settled
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (settled, prepared)
-    });
+    let (settled, prepared) = if s.locked {
+        let (_, sha256) = super::settle_lock(&session, entries.into_iter(), true, reporter)?;
+        let prepared = prepare_all(&session, packages, config, signing, s.dates, recorder);
+        (Ok(sha256), prepared)
+    } else {
+        session.check_lock_file()?;
+        std::thread::scope(|scope| {
+            let session = &session;
+            let settled = scope.spawn(move || {
+                super::settle_lock(session, entries.into_iter(), false, reporter)
+                    .map(|(_, sha256)| sha256)
+            });
+            let prepared = prepare_all(session, packages, config, signing, s.dates, recorder);
+            let settled = settled
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (settled, prepared)
+        })
+    };
     // The lock's problem first, as when it was settled before preparing.
     let lock_sha256 = settled?;
     let (artifacts, pins) = prepared?;

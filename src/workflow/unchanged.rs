@@ -23,8 +23,8 @@ use crate::files::{FileIdentity, tree_digest};
 use crate::report::{Event, Reporter};
 
 /// Bumped when what the stamp means changes (3: `project` on its own; 4:
-/// identities hashed as bytes; 5: postcard, not JSON).
-const STAMP_FORMAT: u32 = 5;
+/// identities hashed as bytes; 5: postcard, not JSON; 6: with a CRC-32).
+const STAMP_FORMAT: u32 = 6;
 
 /// What a stamped build said that a user should see again from the no-op
 /// (progress is not replayed).
