@@ -1,5 +1,6 @@
 //! EFFECT: the filesystem mechanics every writer shares, written once:
-//! atomic writes (temporary name in the same directory, fsync, rename),
+//! atomic writes (temporary name in the same directory, fsync, rename;
+//! no fsync for a cache file, whose reader checks it whole),
 //! the `.<name>.<what>` sibling paths debforge keeps beside an output, and
 //! sorted walks of a tree (walkdir).
 
@@ -34,6 +35,16 @@ pub fn write_atomic_with(
     existing: Existing,
     write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), FileError> {
+    let tmp = write_temporary(path, write)?;
+    persist(tmp, path, existing, Durable::Yes).map(drop)
+}
+
+/// What `write` writes, in a new temporary file beside `path` (its
+/// parents made), not yet renamed.
+fn write_temporary(
+    path: &Path,
+    write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<tempfile::NamedTempFile, FileError> {
     let dir = parent(path);
     fs::create_dir_all(dir).map_err(FileError::at(dir))?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(FileError::at(dir))?;
@@ -42,18 +53,37 @@ pub fn write_atomic_with(
         write(&mut buffered).map_err(FileError::at(path))?;
         buffered.flush().map_err(FileError::at(path))?;
     }
-    persist(tmp, path, existing)
+    Ok(tmp)
 }
 
-/// A written temporary file made 0644, fsynced and renamed to `path`.
-fn persist(tmp: tempfile::NamedTempFile, path: &Path, existing: Existing) -> Result<(), FileError> {
+/// Whether a file is fsynced before its rename.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Durable {
+    Yes,
+    /// A cache file: its reader checks it whole (magic, version and a
+    /// CRC-32 of the rest, [`write_cache`]), so one a crash left empty or
+    /// torn is no cache and the build does the work. An fsync was a
+    /// millisecond or more per file at the end of every build.
+    Checked,
+}
+
+/// A written temporary file made 0644, fsynced where `durable` says and
+/// renamed to `path`; the file, still open.
+fn persist(
+    tmp: tempfile::NamedTempFile,
+    path: &Path,
+    existing: Existing,
+    durable: Durable,
+) -> Result<fs::File, FileError> {
     tmp.as_file()
         .set_permissions(fs::Permissions::from_mode(0o644))
         .map_err(FileError::at(path))?;
-    tmp.as_file().sync_all().map_err(FileError::at(path))?;
+    if durable == Durable::Yes {
+        tmp.as_file().sync_all().map_err(FileError::at(path))?;
+    }
     let persisted = match existing {
-        Existing::Replace => tmp.persist(path).map(drop),
-        Existing::Keep => tmp.persist_noclobber(path).map(drop),
+        Existing::Replace => tmp.persist(path),
+        Existing::Keep => tmp.persist_noclobber(path),
     };
     persisted.map_err(|e| FileError::new(path, e.error))
 }
@@ -62,7 +92,9 @@ fn persist(tmp: tempfile::NamedTempFile, path: &Path, existing: Existing) -> Res
 /// caller by type, `None` where there is none) holds exactly the bytes
 /// `write` writes: then nothing is made or changed, not even a temporary
 /// file (the directory may be read-only, and its times are watched by the
-/// build stamp), and the answer is `false`. `write` runs once: its bytes
+/// build stamp), and the answer is `None`; else the identity of the file
+/// written, taken through the descriptor that wrote it once it is renamed
+/// (no other file can answer for it). `write` runs once: its bytes
 /// are compared with `old` until one differs, and from there go into the
 /// temporary file, after the bytes that were the same (read from `old`
 /// again). No more of `old` is read than the bytes written and one byte
@@ -72,10 +104,14 @@ pub fn write_atomic_unless_same(
     path: &Path,
     old: Option<&mut fs::File>,
     write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<bool, FileError> {
+) -> Result<Option<FileIdentity>, FileError> {
+    let written = |file: fs::File| {
+        let meta = file.metadata().map_err(FileError::at(path))?;
+        Ok(Some(FileIdentity::of(&meta)))
+    };
     let Some(old) = old else {
-        write_atomic_with(path, Existing::Replace, write)?;
-        return Ok(true);
+        let tmp = write_temporary(path, write)?;
+        return written(persist(tmp, path, Existing::Replace, Durable::Yes)?);
     };
     let mut sink = UnlessSame {
         dir: parent(path),
@@ -88,7 +124,7 @@ pub fn write_atomic_unless_same(
     write(&mut sink).map_err(FileError::at(path))?;
     // The same bytes, and nothing after them in `old`.
     if sink.new.is_none() && matches!(std::io::Read::read(&mut sink.old, &mut [0]), Ok(0)) {
-        return Ok(false);
+        return Ok(None);
     }
     sink.differs().map_err(FileError::at(path))?;
     let mut buffered = sink.new.expect("made where the bytes differ");
@@ -96,8 +132,7 @@ pub fn write_atomic_unless_same(
     let tmp = buffered
         .into_inner()
         .map_err(|e| FileError::new(path, e.into_error()))?;
-    persist(tmp, path, Existing::Replace)?;
-    Ok(true)
+    written(persist(tmp, path, Existing::Replace, Durable::Yes)?)
 }
 
 /// The sink of [`write_atomic_unless_same`]: compares what is written with
@@ -165,11 +200,12 @@ impl Write for UnlessSame<'_> {
     }
 }
 
-/// [`write_atomic`] of a cache file in debforge's own form: `magic`, the
-/// format's `version` (4 bytes, little-endian), then `value` in postcard (a
-/// compact serde format), streamed, then a CRC-32 of those postcard bytes
-/// (4 bytes, little-endian): a value damaged in place would decode as
-/// another value, one nothing checked. Stamps and records list every
+/// [`write_atomic`], but for the fsync ([`Durable::Checked`]), of a cache
+/// file in debforge's own form: `magic`, the format's `version` (4 bytes,
+/// little-endian), then `value` in postcard (a compact serde format),
+/// streamed, then a CRC-32 of those postcard bytes (4 bytes,
+/// little-endian): a value damaged in place would decode as another
+/// value, one nothing checked. Stamps and records list every
 /// package: as JSON, writing and reading them again cost a build that
 /// changes one package of thousands a tenth of its time. Read back with
 /// `read_cache` (input.rs: every input is read there).
@@ -179,7 +215,7 @@ pub fn write_cache(
     version: u32,
     value: &impl serde::Serialize,
 ) -> Result<(), FileError> {
-    write_atomic_with(path, Existing::Replace, &mut |w| {
+    let tmp = write_temporary(path, &mut |w| {
         w.write_all(magic)?;
         w.write_all(&version.to_le_bytes())?;
         let mut summed = Summed {
@@ -189,7 +225,8 @@ pub fn write_cache(
         postcard::to_io(value, &mut summed).map_err(std::io::Error::other)?;
         let sum = summed.crc.finalize();
         w.write_all(&sum.to_le_bytes())
-    })
+    })?;
+    persist(tmp, path, Existing::Replace, Durable::Checked).map(drop)
 }
 
 /// A writer that passes bytes on and sums them ([`write_cache`]'s CRC-32).
@@ -934,31 +971,34 @@ mod tests {
             let mut old = std::fs::File::open(&path).ok();
             super::write_atomic_unless_same(&path, old.as_mut(), &mut w)
         };
-        assert!(write(b"hello world").unwrap());
+        let wrote = write(b"hello world").unwrap();
         let identity = |p: &Path| super::FileIdentity::of(&std::fs::metadata(p).unwrap());
         let (file, directory) = (identity(&path), identity(dir.path()));
-        assert!(!write(b"hello world").unwrap());
+        // The identity of the file as renamed into place.
+        assert_eq!(wrote, Some(file));
+        assert_eq!(write(b"hello world").unwrap(), None);
         // Nothing made, not even a temporary file: the directory's times
         // did not move (it may be read-only; the build stamp watches it).
         assert_eq!(identity(&path), file);
         assert_eq!(identity(dir.path()), directory);
         // Longer, shorter, or other bytes: replaced.
         for text in [&b"hello world!"[..], b"hello worl", b"hello_world"] {
-            assert!(write(text).unwrap());
+            let wrote = write(text).unwrap();
             assert_eq!(std::fs::read(&path).unwrap(), text);
+            assert_eq!(wrote, Some(identity(&path)));
         }
         // Only the file is in the directory: no temporary file left.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         // None there: written.
         std::fs::remove_file(&path).unwrap();
-        assert!(write(b"hello world").unwrap());
+        assert!(write(b"hello world").unwrap().is_some());
         // Bytes that differ after a long same start (more than a read
         // buffer of it): the start is copied from the old file.
         let long: Vec<u8> = (0..100_000u32).flat_map(|i| i.to_le_bytes()).collect();
-        assert!(write(&long).unwrap());
+        assert!(write(&long).unwrap().is_some());
         let mut other = long.clone();
         other[300_000] ^= 1;
-        assert!(write(&other).unwrap());
+        assert!(write(&other).unwrap().is_some());
         assert_eq!(std::fs::read(&path).unwrap(), other);
     }
 

@@ -34,6 +34,17 @@ use crate::upstream::{DirTransport, HttpTransport, Transport, UpstreamError};
 
 pub use crate::repo::{KEYRING_NAME, PREFERENCES_NAME};
 pub use fetch::Fetched;
+
+/// The lock file as a run leaves it ([`Session::settle_lock`]).
+#[derive(Debug, Clone, Default)]
+pub struct SettledLock {
+    /// The SHA256 of its bytes, written or read (empty where there is none).
+    pub sha256: String,
+    /// Where this run wrote it, the identity of the file it wrote, taken
+    /// through the descriptor that wrote it: the stamp's check that the
+    /// lock is still what the run left needs no reading back.
+    pub written: Option<crate::files::FileIdentity>,
+}
 pub use resolve::{Resolved, UpstreamChange};
 pub use snapshot::{OpenSourceFiles, write_snapshot};
 
@@ -608,7 +619,7 @@ impl<'a> Session<'a> {
     /// it holds these bytes already (compared first, never parsed; one of a
     /// newer debforge is an error). The SHA256 of its bytes now, taken as
     /// they are made, and whether they were written.
-    pub fn write_lock_unless_same(&self, lock: &Lock) -> Result<(String, bool), PipelineError> {
+    pub fn write_lock_unless_same(&self, lock: &Lock) -> Result<SettledLock, PipelineError> {
         // By type: a FIFO or a device in its place is an error, not replaced.
         let mut old = match crate::input::open_regular(&self.lock_path) {
             Ok(f) => Some(f),
@@ -623,7 +634,7 @@ impl<'a> Session<'a> {
         let written =
             crate::files::write_atomic_unless_same(&self.lock_path, old.as_mut(), &mut text)?;
         drop(text);
-        Ok((sha256, written))
+        Ok(SettledLock { sha256, written })
     }
 
     /// What writing the lock would refuse, asked before it is written: a

@@ -539,18 +539,18 @@ impl Session<'_> {
     /// lock `entries` make, written where the file does not hold its text
     /// already: the file is not parsed, only compared (a lock file that says
     /// the same in other words is written in debforge's). Returns the lock,
-    /// and the SHA256 of the lock file's bytes and whether this wrote them.
+    /// and the lock file as the run leaves it.
     pub fn settle_lock(
         &self,
         entries: impl Iterator<Item = Arc<LockedPackage>>,
         locked: bool,
-    ) -> Result<(Lock, String, bool), PipelineError> {
+    ) -> Result<(Lock, super::SettledLock), PipelineError> {
         let new = Lock::new(entries);
         if !locked {
             // A reading a resolve needed goes: its share is not held on.
             self.forget_lock();
-            let (sha256, written) = self.write_lock_unless_same(&new)?;
-            return Ok((new, sha256, written));
+            let settled = self.write_lock_unless_same(&new)?;
+            return Ok((new, settled));
         }
         let old = self.compare_lock(&new)?;
         let read = self.read_lock_sha256().unwrap_or_default();
@@ -558,7 +558,11 @@ impl Session<'_> {
         // force is not a copy (an entry per package).
         self.forget_lock();
         drop(new);
-        Ok((Arc::unwrap_or_clone(old), read, false))
+        let settled = super::SettledLock {
+            sha256: read,
+            written: None,
+        };
+        Ok((Arc::unwrap_or_clone(old), settled))
     }
 
     /// The lock file, where it says what `new` says; an error where it

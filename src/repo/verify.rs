@@ -381,7 +381,7 @@ fn verify_index(
         let mut in_index = Vec::new();
         verify_packages(root, &path, r, &mut in_index);
         in_index.shrink_to_fit();
-        check_dependencies(&path, &in_index, Filed::Only, r);
+        check_dependencies(&path, &in_index, r);
         listed.extend(in_index);
     }
 }
@@ -592,13 +592,17 @@ pub fn installability(root: &Path) -> Vec<String> {
     let mut listed = Vec::new();
     for index in package_indexes(root) {
         let mut in_index = Vec::new();
+        let mut relating = Vec::new();
         let Ok(file) = crate::input::open_regular(&index) else {
             continue;
         };
         let index: std::sync::Arc<Path> = index.into();
         for stanza in ParagraphReader::new(BufReader::new(file)) {
             match stanza {
-                Ok(s) => in_index.push(listed_of(&index, &s)),
+                Ok(s) => {
+                    relating.extend(Relating::of(in_index.len(), &s));
+                    in_index.push(listed_of(&index, &s));
+                }
                 Err(e) => {
                     r.problems.push(format!("{}: {e}", index.display()));
                     break;
@@ -606,7 +610,7 @@ pub fn installability(root: &Path) -> Vec<String> {
             }
         }
         in_index.shrink_to_fit();
-        check_dependencies(&index, &in_index, Filed::Any, &mut r);
+        check_relating(&in_index, &relating, &mut r);
         listed.extend(in_index);
     }
     check_pins(root, &listed, &mut r);
@@ -643,46 +647,91 @@ pub(super) fn package_indexes(root: &Path) -> Vec<PathBuf> {
 /// Every Depends/Pre-Depends group that names a package this index has (by
 /// name or Provides) must be satisfied by a version this index has: else apt
 /// on a lab machine cannot install it from us.
-/// Every dependency among the packages `index` lists (`listed`, read from
-/// it) must be satisfiable by them. The relations are read from the index
-/// again, a stanza at a time, not held for thousands of packages.
-fn check_dependencies(index: &Path, listed: &[Listed], filed: Filed, r: &mut VerifyReport) {
-    // By name: positions sorted by name (4 bytes a package, where a map of
-    // parsed versions was hundreds), versions parsed only where a relation
-    // names them.
-    let mut order: Vec<u32> = (0..listed.len() as u32).collect();
-    order.sort_unstable_by(|&a, &b| listed[a as usize].name.cmp(&listed[b as usize].name));
-    let provided: std::collections::HashSet<&str> = listed
-        .iter()
-        .flat_map(|l| l.provides.iter().map(String::as_str))
-        .collect();
-    let known = Known {
-        order,
-        provided,
-        listed,
-    };
+/// Every dependency among the packages `index` lists with a Filename
+/// (`listed`, read from it: what `verify` lists) must be satisfiable by
+/// them. The relations are read from the index again, a stanza at a time,
+/// not held beside what `verify` holds of every stanza.
+fn check_dependencies(index: &Path, listed: &[Listed], r: &mut VerifyReport) {
+    let known = Known::new(listed);
     let Ok(file) = crate::input::open_regular(index) else {
         return;
     };
     // A stanza that does not read was reported when `listed` was read.
     for stanza in ParagraphReader::new(BufReader::new(file)).map_while(Result::ok) {
-        if filed == Filed::Only && !stanza.contains("Filename") {
+        if !stanza.contains("Filename") {
             continue; // not in `listed`: reported for its missing Filename
         }
+        let who = Who::of(&stanza);
         for field in ["Pre-Depends", "Depends"] {
             if let Some(text) = stanza.field(field).map(|f| f.folded()) {
-                known.check(&stanza, field, &text, r);
+                known.check(&who, field, &text, r);
             }
         }
     }
 }
 
-/// Which stanzas [`check_dependencies`] checks: `verify` lists (and checks)
-/// only those with a Filename, the build's own check every one.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Filed {
-    Only,
-    Any,
+/// The relations of one stanza of an index, kept from the one reading of
+/// the build's check ([`installability`]): of every stanza that has any.
+struct Relating {
+    /// The stanza's position in the index (in what it lists).
+    at: usize,
+    filename: Box<str>,
+    pre_depends: Option<Box<str>>,
+    depends: Option<Box<str>>,
+}
+
+impl Relating {
+    fn of(at: usize, stanza: &ControlParagraph) -> Option<Relating> {
+        let field = |name| stanza.field(name).map(|f| f.folded().into_boxed_str());
+        let (pre_depends, depends) = (field("Pre-Depends"), field("Depends"));
+        if pre_depends.is_none() && depends.is_none() {
+            return None;
+        }
+        Some(Relating {
+            at,
+            filename: stanza.get("Filename").unwrap_or_default().into(),
+            pre_depends,
+            depends,
+        })
+    }
+}
+
+/// [`check_dependencies`] of every stanza of an index (the build's own
+/// check), from what one reading of it kept: `listed` of every stanza,
+/// `relating` of those with relations.
+fn check_relating(listed: &[Listed], relating: &[Relating], r: &mut VerifyReport) {
+    let known = Known::new(listed);
+    for rel in relating {
+        let l = &listed[rel.at];
+        let who = Who {
+            filename: &rel.filename,
+            package: &l.name,
+            version: &l.version,
+        };
+        let fields = [("Pre-Depends", &rel.pre_depends), ("Depends", &rel.depends)];
+        for (field, text) in fields {
+            if let Some(text) = text {
+                known.check(&who, field, text, r);
+            }
+        }
+    }
+}
+
+/// The stanza a problem is said of.
+struct Who<'a> {
+    filename: &'a str,
+    package: &'a str,
+    version: &'a str,
+}
+
+impl<'a> Who<'a> {
+    fn of(stanza: &'a ControlParagraph) -> Who<'a> {
+        Who {
+            filename: stanza.get("Filename").unwrap_or_default(),
+            package: stanza.get("Package").unwrap_or("?"),
+            version: stanza.get("Version").unwrap_or_default(),
+        }
+    }
 }
 
 /// What one index lists, by name, for [`check_dependencies`].
@@ -693,7 +742,24 @@ struct Known<'a> {
     listed: &'a [Listed],
 }
 
-impl Known<'_> {
+impl<'a> Known<'a> {
+    /// By name: positions sorted by name (4 bytes a package, where a map of
+    /// parsed versions was hundreds), versions parsed only where a relation
+    /// names them.
+    fn new(listed: &'a [Listed]) -> Known<'a> {
+        let mut order: Vec<u32> = (0..listed.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| listed[a as usize].name.cmp(&listed[b as usize].name));
+        let provided = listed
+            .iter()
+            .flat_map(|l| l.provides.iter().map(String::as_str))
+            .collect();
+        Known {
+            order,
+            provided,
+            listed,
+        }
+    }
+
     /// The positions in `order` of the packages named `name`.
     fn range(&self, name: &str) -> &[u32] {
         let from = self
@@ -726,7 +792,7 @@ impl Known<'_> {
     }
 
     /// Checks one relation field of one stanza.
-    fn check(&self, stanza: &ControlParagraph, field: &str, text: &str, r: &mut VerifyReport) {
+    fn check(&self, who: &Who<'_>, field: &str, text: &str, r: &mut VerifyReport) {
         use crate::format::relation::Relations;
         use crate::format::version::Version;
         // Most relations name only other repositories' packages (libc6):
@@ -757,9 +823,9 @@ impl Known<'_> {
                 let group_text: Vec<String> = group.0.iter().map(|rel| rel.to_string()).collect();
                 r.problems.push(format!(
                     "{}: {} {} {field}: {}, which no package in this repository satisfies (it has {}); apt cannot install it",
-                    stanza.get("Filename").unwrap_or_default(),
-                    stanza.get("Package").unwrap_or("?"),
-                    stanza.get("Version").unwrap_or_default(),
+                    who.filename,
+                    who.package,
+                    who.version,
                     group_text.join(" | "),
                     have.join(", ")
                 ));
@@ -924,16 +990,20 @@ mod tests {
         let index: std::sync::Arc<Path> = path.as_path().into();
         let listed = listed(&index, text);
         let mut r = VerifyReport::default();
-        check_dependencies(&path, &listed, Filed::Only, &mut r);
-        assert_eq!(
-            r.problems,
-            [
-                "pool/c_1_all.deb: c 1 Depends: a (>= 2) | b (>= 2), which no package in this repository satisfies (it has b 1, a 1, b 0.5); apt cannot install it"
-            ]
-        );
+        check_dependencies(&path, &listed, &mut r);
+        let c = "pool/c_1_all.deb: c 1 Depends: a (>= 2) | b (>= 2), which no package in this repository satisfies (it has b 1, a 1, b 0.5); apt cannot install it";
+        assert_eq!(r.problems, [c]);
+        // The build's check: every stanza, from what one reading kept.
+        let doc = crate::format::deb822::Document::parse(text).unwrap();
+        let every: Vec<Listed> = doc.paragraphs().map(|p| listed_of(&index, p)).collect();
+        let relating: Vec<Relating> = (doc.paragraphs().enumerate())
+            .filter_map(|(at, p)| Relating::of(at, p))
+            .collect();
+        assert_eq!(relating.len(), 2);
         let mut r = VerifyReport::default();
-        check_dependencies(&path, &listed, Filed::Any, &mut r);
+        check_relating(&every, &relating, &mut r);
         assert_eq!(r.problems.len(), 2, "{:?}", r.problems);
+        assert_eq!(r.problems[0], c);
         assert!(r.problems[1].starts_with(": d 1 Depends: a (>= 2), which no package"));
     }
 }

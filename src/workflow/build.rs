@@ -169,7 +169,7 @@ fn build_all(
     signing: &[SigningKey],
     recorder: &unchanged::Recorder,
     stamp: bool,
-) -> Result<(BuildReport, Option<Inputs>, String), WorkflowError> {
+) -> Result<(BuildReport, Option<Inputs>, pipeline::SettledLock), WorkflowError> {
     let reporter = recorder.inner();
     // The lab's base: its files read before anything is fetched (a wrong
     // file is said first), its sources' signed indexes once the session is
@@ -267,7 +267,15 @@ fn build_all(
             (!output.unchanged)
                 .then(|| {
                     let at = (s.out.as_path(), last.as_ref());
-                    record_generation(at, output, &lock, signing, &pins, date, &params.config)
+                    record_generation(
+                        at,
+                        output,
+                        &lock.sha256,
+                        signing,
+                        &pins,
+                        date,
+                        &params.config,
+                    )
                 })
                 .transpose()
         })?;
@@ -303,9 +311,9 @@ struct Pass<'r> {
     pins: String,
     /// The package files read, for the build stamp (`None`: no stamp).
     inputs: Option<Inputs>,
-    /// The SHA256 of the lock file as this build leaves it (written or read),
-    /// for the stamp and the generation.
-    lock: String,
+    /// The lock file as this build leaves it, for the stamp and the
+    /// generation.
+    lock: pipeline::SettledLock,
 }
 
 use generations::Earlier;
@@ -353,16 +361,16 @@ fn fetch_and_prepare<'r>(
     // after the preparing. Its entries go once it is written, the rest of
     // each package's as its artifact is made (memory: an entry per package).
     let (settled, prepared) = if s.locked {
-        let (_, sha256) = super::settle_lock(&session, entries.into_iter(), true, reporter)?;
+        let (_, settled) = super::settle_lock(&session, entries.into_iter(), true, reporter)?;
         let prepared = prepare_all(&session, packages, config, signing, s.dates, recorder);
-        (Ok(sha256), prepared)
+        (Ok(settled), prepared)
     } else {
         session.check_lock_file()?;
         std::thread::scope(|scope| {
             let session = &session;
             let settled = scope.spawn(move || {
                 super::settle_lock(session, entries.into_iter(), false, reporter)
-                    .map(|(_, sha256)| sha256)
+                    .map(|(_, settled)| settled)
             });
             let prepared = prepare_all(session, packages, config, signing, s.dates, recorder);
             let settled = settled
@@ -372,14 +380,14 @@ fn fetch_and_prepare<'r>(
         })
     };
     // The lock's problem first, as when it was settled before preparing.
-    let lock_sha256 = settled?;
+    let lock = settled?;
     let (artifacts, pins) = prepared?;
     Ok(Pass {
         session,
         artifacts,
         pins,
         inputs,
-        lock: lock_sha256,
+        lock,
     })
 }
 

@@ -219,12 +219,12 @@ pub fn resolve_and_fetch(
 ) -> Result<Fetched, WorkflowError> {
     let (packages, sources) = resolve_and_fetch_unsettled(session, locked, reporter)?;
     let entries = packages.iter().map(pipeline::Fetched::lock_entry);
-    let (lock, lock_sha256) = settle_lock(session, entries, locked, reporter)?;
+    let (lock, settled) = settle_lock(session, entries, locked, reporter)?;
     Ok(Fetched {
         packages,
         sources,
         lock,
-        lock_sha256,
+        lock_sha256: settled.sha256,
     })
 }
 
@@ -259,17 +259,17 @@ pub fn resolve_and_fetch_unsettled(
 }
 
 /// The lock of the packages whose `entries` these are: written unless it
-/// says the same (compared with the file, with `locked`), and its SHA256
-/// as the run leaves it.
+/// says the same (compared with the file, with `locked`), and the lock
+/// file as the run leaves it.
 pub fn settle_lock(
     session: &Session,
     entries: impl Iterator<Item = std::sync::Arc<crate::recipe::lock::LockedPackage>>,
     locked: bool,
     reporter: &dyn Reporter,
-) -> Result<(crate::recipe::lock::Lock, String), WorkflowError> {
-    let (lock, lock_sha256, written) = session.settle_lock(entries, locked)?;
-    if written {
+) -> Result<(crate::recipe::lock::Lock, pipeline::SettledLock), WorkflowError> {
+    let (lock, settled) = session.settle_lock(entries, locked)?;
+    if settled.written.is_some() {
         crate::report::note(reporter, format!("wrote {}", session.lock_path().display()));
     }
-    Ok((lock, lock_sha256))
+    Ok((lock, settled))
 }

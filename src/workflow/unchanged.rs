@@ -330,18 +330,18 @@ impl<'s> Probe<'s> {
     }
 
     /// Records what this build read and left, for the next one: `inputs`
-    /// as they were before it read them, `lock_sha256` the SHA256 of the lock
-    /// file as it left it. Best effort: without a stamp the next build does the work.
+    /// as they were before it read them, `lock` the lock file as it left
+    /// it. Best effort: without a stamp the next build does the work.
     pub(super) fn record(
         &self,
         before: Option<Before>,
         inputs: Vec<(std::sync::Arc<Path>, FileIdentity)>,
-        lock_sha256: &str,
+        lock: &crate::pipeline::SettledLock,
         recorder: Recorder,
         report: &BuildReport,
     ) {
         let Some(mut before) = before else { return };
-        if report.output.tree.is_empty() || !before.lock_written(lock_sha256) {
+        if report.output.tree.is_empty() || !before.lock_written(lock) {
             return;
         }
         let Some(now) = identities_after(&inputs, report.output.relinked.as_ref()) else {
@@ -418,21 +418,23 @@ impl Before {
         Some(h.finish_hex())
     }
 
-    /// Whether the lock file's SHA256 is `sha256` now; its identity follows a lock
-    /// this build wrote (read back: its bytes are the ones written).
-    fn lock_written(&mut self, sha256: &str) -> bool {
+    /// Whether the lock file is what this build left (`lock`): the file it
+    /// found or the one it wrote, by identity, else read back and hashed.
+    /// Its identity follows a lock this build wrote.
+    fn lock_written(&mut self, lock: &crate::pipeline::SettledLock) -> bool {
         let stat = || {
             std::fs::symlink_metadata(&self.lock_path)
                 .ok()
                 .map(|m| FileIdentity::of(&m))
         };
         let now = stat();
-        if now.is_some() && now == self.lock {
+        if now.is_some() && (now == self.lock || now == lock.written) {
+            self.lock = now;
             return true;
         }
         let read = crate::input::read(&self.lock_path, crate::input::limit::LOCK).ok();
         let read = read.map(|text| crate::digest::sha256_hex(&text));
-        if now.is_none() || read.as_deref() != Some(sha256) || stat() != now {
+        if now.is_none() || read.as_deref() != Some(lock.sha256.as_str()) || stat() != now {
             return false;
         }
         self.lock = now;
