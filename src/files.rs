@@ -62,8 +62,11 @@ enum Durable {
     Yes,
     /// A cache file: its reader checks it whole (magic, version and a
     /// CRC-32 of the rest, [`write_cache`]), so one a crash left empty or
-    /// torn is no cache and the build does the work. An fsync was a
-    /// millisecond or more per file at the end of every build.
+    /// torn is no cache and the build does the work; and what it says is
+    /// taken only where the live files' identities (or the content it is
+    /// keyed by) still agree, so one a crash left stale is no answer
+    /// either. A cache trusted on its own word must be made durable. An
+    /// fsync was a millisecond or more per file at the end of every build.
     Checked,
 }
 
@@ -92,9 +95,8 @@ fn persist(
 /// caller by type, `None` where there is none) holds exactly the bytes
 /// `write` writes: then nothing is made or changed, not even a temporary
 /// file (the directory may be read-only, and its times are watched by the
-/// build stamp), and the answer is `None`; else the identity of the file
-/// written, taken through the descriptor that wrote it once it is renamed
-/// (no other file can answer for it). `write` runs once: its bytes
+/// build stamp), and the answer is `None`; else what was written
+/// ([`Wrote`]). `write` runs once: its bytes
 /// are compared with `old` until one differs, and from there go into the
 /// temporary file, after the bytes that were the same (read from `old`
 /// again). No more of `old` is read than the bytes written and one byte
@@ -104,10 +106,10 @@ pub fn write_atomic_unless_same(
     path: &Path,
     old: Option<&mut fs::File>,
     write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<Option<FileIdentity>, FileError> {
+) -> Result<Option<Wrote>, FileError> {
     let written = |file: fs::File| {
-        let meta = file.metadata().map_err(FileError::at(path))?;
-        Ok(Some(FileIdentity::of(&meta)))
+        let identity = file.metadata().ok().map(|m| FileIdentity::of(&m));
+        Ok(Some(Wrote { identity }))
     };
     let Some(old) = old else {
         let tmp = write_temporary(path, write)?;
@@ -133,6 +135,15 @@ pub fn write_atomic_unless_same(
         .into_inner()
         .map_err(|e| FileError::new(path, e.into_error()))?;
     written(persist(tmp, path, Existing::Replace, Durable::Yes)?)
+}
+
+/// A file [`write_atomic_unless_same`] wrote: its identity, taken through
+/// the descriptor that wrote it once it was renamed (`None` where that
+/// stat failed). Another process may have written into it in place since
+/// the rename, in the same clock tick: see [`FileIdentity::written_before_renamed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wrote {
+    pub identity: Option<FileIdentity>,
 }
 
 /// The sink of [`write_atomic_unless_same`]: compares what is written with
@@ -646,6 +657,19 @@ impl FileIdentity {
             && (self.ctime == now.ctime || (self.nlink != 0 && self.nlink != now.nlink))
     }
 
+    /// Whether this identity, taken of a file just renamed into place
+    /// ([`Wrote`]), can stand for the bytes written: only where the file's
+    /// last write (its modification time) came in an earlier clock tick
+    /// than its rename (its change time). A write into it by another
+    /// process after the rename sets both times to one tick, and so does a
+    /// new file made under the name (even on an inode number used again):
+    /// file times are coarse (a few milliseconds on kernels without
+    /// multigrain timestamps), and such a write in the rename's own tick
+    /// leaves an identity equal to this one.
+    pub fn written_before_renamed(&self) -> bool {
+        self.mtime < self.ctime
+    }
+
     /// The same inode, size and modification time (the change time and
     /// link count aside).
     pub fn same_inode_bytes(&self, now: &FileIdentity) -> bool {
@@ -975,7 +999,7 @@ mod tests {
         let identity = |p: &Path| super::FileIdentity::of(&std::fs::metadata(p).unwrap());
         let (file, directory) = (identity(&path), identity(dir.path()));
         // The identity of the file as renamed into place.
-        assert_eq!(wrote, Some(file));
+        assert_eq!(wrote.and_then(|w| w.identity), Some(file));
         assert_eq!(write(b"hello world").unwrap(), None);
         // Nothing made, not even a temporary file: the directory's times
         // did not move (it may be read-only; the build stamp watches it).
@@ -985,7 +1009,7 @@ mod tests {
         for text in [&b"hello world!"[..], b"hello worl", b"hello_world"] {
             let wrote = write(text).unwrap();
             assert_eq!(std::fs::read(&path).unwrap(), text);
-            assert_eq!(wrote, Some(identity(&path)));
+            assert_eq!(wrote.and_then(|w| w.identity), Some(identity(&path)));
         }
         // Only the file is in the directory: no temporary file left.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);

@@ -34,19 +34,18 @@ use crate::upstream::{DirTransport, HttpTransport, Transport, UpstreamError};
 
 pub use crate::repo::{KEYRING_NAME, PREFERENCES_NAME};
 pub use fetch::Fetched;
+pub use resolve::{Resolved, UpstreamChange};
+pub use snapshot::{OpenSourceFiles, write_snapshot};
 
 /// The lock file as a run leaves it ([`Session::settle_lock`]).
 #[derive(Debug, Clone, Default)]
 pub struct SettledLock {
     /// The SHA256 of its bytes, written or read (empty where there is none).
     pub sha256: String,
-    /// Where this run wrote it, the identity of the file it wrote, taken
-    /// through the descriptor that wrote it: the stamp's check that the
-    /// lock is still what the run left needs no reading back.
-    pub written: Option<crate::files::FileIdentity>,
+    /// Where this run wrote it, what it wrote: the stamp's check that the
+    /// lock is still what the run left may need no reading back.
+    pub written: Option<crate::files::Wrote>,
 }
-pub use resolve::{Resolved, UpstreamChange};
-pub use snapshot::{OpenSourceFiles, write_snapshot};
 
 /// Where and how to work.
 #[derive(Debug, Clone)]
@@ -618,7 +617,7 @@ impl<'a> Session<'a> {
     /// Writes the lock file atomically (temporary name, then rename) unless
     /// it holds these bytes already (compared first, never parsed; one of a
     /// newer debforge is an error). The SHA256 of its bytes now, taken as
-    /// they are made, and whether they were written.
+    /// they are made, and what was written.
     pub fn write_lock_unless_same(&self, lock: &Lock) -> Result<SettledLock, PipelineError> {
         // By type: a FIFO or a device in its place is an error, not replaced.
         let mut old = match crate::input::open_regular(&self.lock_path) {

@@ -591,27 +591,13 @@ pub fn installability(root: &Path) -> Vec<String> {
     let mut r = VerifyReport::default();
     let mut listed = Vec::new();
     for index in package_indexes(root) {
-        let mut in_index = Vec::new();
-        let mut relating = Vec::new();
         let Ok(file) = crate::input::open_regular(&index) else {
             continue;
         };
-        let index: std::sync::Arc<Path> = index.into();
-        for stanza in ParagraphReader::new(BufReader::new(file)) {
-            match stanza {
-                Ok(s) => {
-                    relating.extend(Relating::of(in_index.len(), &s));
-                    in_index.push(listed_of(&index, &s));
-                }
-                Err(e) => {
-                    r.problems.push(format!("{}: {e}", index.display()));
-                    break;
-                }
-            }
-        }
-        in_index.shrink_to_fit();
-        check_relating(&in_index, &relating, &mut r);
-        listed.extend(in_index);
+        let read = read_index(&index.into(), file);
+        r.problems.extend(read.problem);
+        check_relating(&read.listed, &read.relating, &mut r);
+        listed.extend(read.listed);
     }
     check_pins(root, &listed, &mut r);
     r.problems
@@ -646,11 +632,10 @@ pub(super) fn package_indexes(root: &Path) -> Vec<PathBuf> {
 
 /// Every Depends/Pre-Depends group that names a package this index has (by
 /// name or Provides) must be satisfied by a version this index has: else apt
-/// on a lab machine cannot install it from us.
-/// Every dependency among the packages `index` lists with a Filename
-/// (`listed`, read from it: what `verify` lists) must be satisfiable by
-/// them. The relations are read from the index again, a stanza at a time,
-/// not held beside what `verify` holds of every stanza.
+/// on a lab machine cannot install it from us. Here, of the packages
+/// `index` lists with a Filename (`listed`, read from it: what `verify`
+/// lists); the relations are read from the index again, a stanza at a
+/// time, not held beside what `verify` holds of every stanza.
 fn check_dependencies(index: &Path, listed: &[Listed], r: &mut VerifyReport) {
     let known = Known::new(listed);
     let Ok(file) = crate::input::open_regular(index) else {
@@ -670,18 +655,50 @@ fn check_dependencies(index: &Path, listed: &[Listed], r: &mut VerifyReport) {
     }
 }
 
+/// One index as the build's check reads it, once ([`installability`]):
+/// what each stanza lists, the relations of each that has any, and the
+/// problem of a stanza that does not read (the reading stops there).
+struct IndexRead {
+    listed: Vec<Listed>,
+    relating: Vec<Relating>,
+    problem: Option<String>,
+}
+
+fn read_index(index: &std::sync::Arc<Path>, file: impl std::io::Read) -> IndexRead {
+    let mut read = IndexRead {
+        listed: Vec::new(),
+        relating: Vec::new(),
+        problem: None,
+    };
+    for stanza in ParagraphReader::new(BufReader::new(file)) {
+        match stanza {
+            Ok(s) => {
+                let at = read.listed.len() as u32;
+                read.relating.extend(Relating::of(at, &s));
+                read.listed.push(listed_of(index, &s));
+            }
+            Err(e) => {
+                read.problem = Some(format!("{}: {e}", index.display()));
+                break;
+            }
+        }
+    }
+    read.listed.shrink_to_fit();
+    read
+}
+
 /// The relations of one stanza of an index, kept from the one reading of
 /// the build's check ([`installability`]): of every stanza that has any.
 struct Relating {
     /// The stanza's position in the index (in what it lists).
-    at: usize,
+    at: u32,
     filename: Box<str>,
     pre_depends: Option<Box<str>>,
     depends: Option<Box<str>>,
 }
 
 impl Relating {
-    fn of(at: usize, stanza: &ControlParagraph) -> Option<Relating> {
+    fn of(at: u32, stanza: &ControlParagraph) -> Option<Relating> {
         let field = |name| stanza.field(name).map(|f| f.folded().into_boxed_str());
         let (pre_depends, depends) = (field("Pre-Depends"), field("Depends"));
         if pre_depends.is_none() && depends.is_none() {
@@ -702,7 +719,7 @@ impl Relating {
 fn check_relating(listed: &[Listed], relating: &[Relating], r: &mut VerifyReport) {
     let known = Known::new(listed);
     for rel in relating {
-        let l = &listed[rel.at];
+        let l = &listed[rel.at as usize];
         let who = Who {
             filename: &rel.filename,
             package: &l.name,
@@ -994,16 +1011,31 @@ mod tests {
         let c = "pool/c_1_all.deb: c 1 Depends: a (>= 2) | b (>= 2), which no package in this repository satisfies (it has b 1, a 1, b 0.5); apt cannot install it";
         assert_eq!(r.problems, [c]);
         // The build's check: every stanza, from what one reading kept.
-        let doc = crate::format::deb822::Document::parse(text).unwrap();
-        let every: Vec<Listed> = doc.paragraphs().map(|p| listed_of(&index, p)).collect();
-        let relating: Vec<Relating> = (doc.paragraphs().enumerate())
-            .filter_map(|(at, p)| Relating::of(at, p))
-            .collect();
-        assert_eq!(relating.len(), 2);
+        let read = read_index(&index, text.as_bytes());
+        assert!(read.problem.is_none());
+        assert_eq!(read.listed.len(), 5);
+        assert_eq!(read.relating.len(), 2);
         let mut r = VerifyReport::default();
-        check_relating(&every, &relating, &mut r);
+        check_relating(&read.listed, &read.relating, &mut r);
         assert_eq!(r.problems.len(), 2, "{:?}", r.problems);
         assert_eq!(r.problems[0], c);
         assert!(r.problems[1].starts_with(": d 1 Depends: a (>= 2), which no package"));
+        // A stanza that does not read ends the reading: what came before it
+        // is still checked, and each relation names its own stanza.
+        let torn = "Package: b\nVersion: 1\n\n\
+                    Package: a\nVersion: 1\nFilename: pool/a_1_all.deb\nDepends: b (>= 2)\n\n\
+                    not a field\n\n\
+                    Package: c\nVersion: 1\nDepends: b (>= 3)\n";
+        let read = read_index(&index, torn.as_bytes());
+        assert!(read.problem.is_some());
+        assert_eq!(read.listed.len(), 2);
+        let mut r = VerifyReport::default();
+        check_relating(&read.listed, &read.relating, &mut r);
+        assert_eq!(
+            r.problems,
+            [
+                "pool/a_1_all.deb: a 1 Depends: b (>= 2), which no package in this repository satisfies (it has b 1); apt cannot install it"
+            ]
+        );
     }
 }

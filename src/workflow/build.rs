@@ -160,7 +160,7 @@ fn stamp_inputs(packages: &[pipeline::Fetched]) -> Option<Inputs> {
 
 /// The whole build; the identities of the package files it read where a
 /// stamp may record them (`stamp`, and no signed source was asked), and the
-/// lock's SHA256. What preparing the packages says (pins, carried suffixes)
+/// lock file as it left it. What preparing the packages says (pins, carried suffixes)
 /// is kept by `recorder` to be said again; what is done (a lock written,
 /// an output restored) is not.
 fn build_all(

@@ -13,8 +13,10 @@
 //! named by its digest, once it is in the cache), so an edit made while it
 //! runs shows as a change next time; the output's is taken under its lock
 //! by `repo` itself. The lock file a build writes is named by the
-//! identity it has once written, after its bytes are checked to be the ones
-//! written.
+//! identity it has once written: the one its writer took as it renamed it,
+//! where that identity can stand for the bytes written
+//! ([`crate::files::FileIdentity::written_before_renamed`]), else after its
+//! bytes are read back and checked to be the ones written.
 
 use std::path::{Path, PathBuf};
 
@@ -422,13 +424,17 @@ impl Before {
     /// found or the one it wrote, by identity, else read back and hashed.
     /// Its identity follows a lock this build wrote.
     fn lock_written(&mut self, lock: &crate::pipeline::SettledLock) -> bool {
+        let written = lock
+            .written
+            .and_then(|w| w.identity)
+            .filter(FileIdentity::written_before_renamed);
         let stat = || {
             std::fs::symlink_metadata(&self.lock_path)
                 .ok()
                 .map(|m| FileIdentity::of(&m))
         };
         let now = stat();
-        if now.is_some() && (now == self.lock || now == lock.written) {
+        if now.is_some() && (now == self.lock || now == written) {
             self.lock = now;
             return true;
         }
@@ -518,4 +524,56 @@ fn settings_key(s: &BuildSettings, signing: &[crate::openpgp::sign::SigningKey])
         h.update("\0");
     }
     h.finish_hex()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::Wrote;
+    use crate::pipeline::SettledLock;
+
+    /// A lock this build wrote is taken by the identity its writer saw only
+    /// where the rename came in a later tick than the last write; else (a
+    /// write into it after the rename looks the same) it is read back.
+    #[test]
+    fn a_written_lock_stands_by_its_identity_only_when_renamed_after_its_last_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock_path = dir.path().join("debforge.lock");
+        let identity = || FileIdentity::of(&std::fs::symlink_metadata(&lock_path).unwrap());
+        let written = |identity| SettledLock {
+            sha256: crate::digest::sha256_hex(b"what the build wrote"),
+            written: Some(Wrote {
+                identity: Some(identity),
+            }),
+        };
+        let before = || Before {
+            project: String::new(),
+            lock: None,
+            lock_path: lock_path.clone(),
+        };
+        // Other bytes, written in one tick (created: both times the same).
+        std::fs::write(&lock_path, b"another process's bytes").unwrap();
+        let same_tick = identity();
+        assert!(!same_tick.written_before_renamed());
+        assert!(!before().lock_written(&written(same_tick)));
+        // Read back where the identity cannot stand: the bytes decide.
+        std::fs::write(&lock_path, b"what the build wrote").unwrap();
+        assert!(before().lock_written(&written(identity())));
+        // The last write in an earlier tick than the change (as a rename
+        // after the fsync): the identity stands and nothing is read (here
+        // the SHA256 said is not the file's, and it is taken all the same).
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let perms = std::fs::symlink_metadata(&lock_path).unwrap().permissions();
+        std::fs::set_permissions(&lock_path, perms).unwrap();
+        let renamed = identity();
+        assert!(renamed.written_before_renamed());
+        let mut said = written(renamed);
+        said.sha256 = crate::digest::sha256_hex(b"not these bytes");
+        let mut b = before();
+        assert!(b.lock_written(&said));
+        assert_eq!(b.lock, Some(renamed));
+        // Written into since: another identity, read back, not the bytes.
+        std::fs::write(&lock_path, b"WHAT the build wrote").unwrap();
+        assert!(!before().lock_written(&written(renamed)));
+    }
 }
