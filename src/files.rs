@@ -107,13 +107,14 @@ pub fn write_atomic_unless_same(
     old: Option<&mut fs::File>,
     write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<Option<Wrote>, FileError> {
-    let written = |file: fs::File| {
+    // Renamed into place, and its identity taken through its descriptor.
+    let place = |tmp| {
+        let file = persist(tmp, path, Existing::Replace, Durable::Yes)?;
         let identity = file.metadata().ok().map(|m| FileIdentity::of(&m));
         Ok(Some(Wrote { identity }))
     };
     let Some(old) = old else {
-        let tmp = write_temporary(path, write)?;
-        return written(persist(tmp, path, Existing::Replace, Durable::Yes)?);
+        return place(write_temporary(path, write)?);
     };
     let mut sink = UnlessSame {
         dir: parent(path),
@@ -134,13 +135,14 @@ pub fn write_atomic_unless_same(
     let tmp = buffered
         .into_inner()
         .map_err(|e| FileError::new(path, e.into_error()))?;
-    written(persist(tmp, path, Existing::Replace, Durable::Yes)?)
+    place(tmp)
 }
 
 /// A file [`write_atomic_unless_same`] wrote: its identity, taken through
 /// the descriptor that wrote it once it was renamed (`None` where that
 /// stat failed). Another process may have written into it in place since
-/// the rename, in the same clock tick: see [`FileIdentity::written_before_renamed`].
+/// the rename, in the same clock tick: see
+/// [`FileIdentity::written_before_renamed`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wrote {
     pub identity: Option<FileIdentity>,

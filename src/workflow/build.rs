@@ -160,9 +160,9 @@ fn stamp_inputs(packages: &[pipeline::Fetched]) -> Option<Inputs> {
 
 /// The whole build; the identities of the package files it read where a
 /// stamp may record them (`stamp`, and no signed source was asked), and the
-/// lock file as it left it. What preparing the packages says (pins, carried suffixes)
-/// is kept by `recorder` to be said again; what is done (a lock written,
-/// an output restored) is not.
+/// lock file as it left it. What preparing the packages says (pins,
+/// carried suffixes) is kept by `recorder` to be said again; what is done
+/// (a lock written, an output restored) is not.
 fn build_all(
     s: &BuildSettings,
     config: RepoConfig,
