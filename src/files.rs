@@ -431,6 +431,7 @@ fn listing(dir: &std::os::fd::OwnedFd) -> std::io::Result<(Names, Names)> {
 
 /// One entry under a walked root: its path relative to the root (`/`
 /// between names), its mode and its identity (links not followed).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct TreeEntry {
     pub rel: String,
     pub mode: u32,
@@ -482,7 +483,44 @@ pub fn digest_entries(entries: &mut [TreeEntry]) -> String {
     h.finish_hex()
 }
 
+/// An earlier walk of the same root, for [`tree_entries_since`].
+pub struct WalkedBefore<'a> {
+    /// Its entries, sorted by path.
+    pub entries: &'a [TreeEntry],
+    /// When it began: no identity in it was taken earlier.
+    pub taken: std::time::SystemTime,
+}
+
+/// [`tree_entries`], listing only the directories that changed since the
+/// walk `before`: a directory with the identity it had then holds the
+/// same names (making, removing or renaming an entry moves its change
+/// time, which nothing sets back), so those names are stat'ed without the
+/// directory being opened and listed. A pool is a directory a package:
+/// the open, the listing and the close were two thirds of its walk's
+/// system calls. A directory changed within two seconds before `before`
+/// began is listed all the same (file times are coarser than the clock: a
+/// change just after its stat may have left the time it had; git's index
+/// calls such entries racy), as is one whose name was not UTF-8 (kept
+/// lossily, it names nothing). An entry gone since its directory's stat is
+/// an error (the caller walks afresh).
+pub fn tree_entries_since(
+    root: &Path,
+    skip: &Skip<'_>,
+    before: &WalkedBefore<'_>,
+) -> std::io::Result<Vec<TreeEntry>> {
+    walk_tree_with(root, skip, true, Some(before))
+}
+
 fn walk_tree(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Result<Vec<TreeEntry>> {
+    walk_tree_with(root, skip, links, None)
+}
+
+fn walk_tree_with(
+    root: &Path,
+    skip: &Skip<'_>,
+    links: bool,
+    before: Option<&WalkedBefore<'_>>,
+) -> std::io::Result<Vec<TreeEntry>> {
     use rustix::fs::{Mode, OFlags};
     let dir = rustix::fs::open(
         root,
@@ -492,6 +530,7 @@ fn walk_tree(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Result<Vec<T
     let mut walk = TreeWalk {
         skip,
         links,
+        before,
         path: root.to_path_buf(),
         rel: String::new(),
         entries: Vec::new(),
@@ -511,6 +550,8 @@ fn walk_tree(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Result<Vec<T
 struct TreeWalk<'a> {
     skip: &'a Skip<'a>,
     links: bool,
+    /// An earlier walk whose unchanged directories are not listed again.
+    before: Option<&'a WalkedBefore<'a>>,
     path: PathBuf,
     rel: String,
     entries: Vec<TreeEntry>,
@@ -524,14 +565,14 @@ struct TreeWalk<'a> {
 /// and key directories are a few levels deep.
 pub const MAX_TREE_DEPTH: usize = 256;
 
-impl TreeWalk<'_> {
+impl<'a> TreeWalk<'a> {
     /// The directory open as `dir` (at `path`): its entries, and its
     /// subdirectories'. One descriptor is open per level.
     fn read(&mut self, dir: std::os::fd::OwnedFd) -> std::io::Result<()> {
-        use rustix::fs::{AtFlags, Mode, OFlags};
+        use rustix::fs::AtFlags;
         use std::os::unix::ffi::OsStrExt;
         let mut listing = rustix::fs::Dir::new(dir)?;
-        let mut dirs: Vec<std::ffi::CString> = Vec::new();
+        let mut dirs = Vec::new();
         while let Some(e) = listing.next() {
             let e = e?;
             let name = e.file_name();
@@ -539,63 +580,175 @@ impl TreeWalk<'_> {
                 continue;
             }
             let os_name = std::ffi::OsStr::from_bytes(name.to_bytes());
-            self.path.push(os_name);
-            let keep = !(self.skip)(&self.path);
-            self.path.pop();
-            if !keep {
+            if self.skipped(os_name) {
                 continue;
             }
             let st = rustix::fs::statat(listing.fd()?, name, AtFlags::SYMLINK_NOFOLLOW)?;
-            let mode = st.st_mode;
-            let at = self.rel.len();
-            if !self.rel.is_empty() {
-                self.rel.push('/');
-            }
-            self.rel.push_str(&os_name.to_string_lossy());
-            if mode & libc::S_IFMT == libc::S_IFLNK && !self.links {
-                return Err(std::io::Error::other(format!(
-                    "{}: a symbolic link",
-                    self.path.join(os_name).display()
-                )));
-            }
-            self.entries.push(TreeEntry {
-                rel: self.rel.clone(),
-                mode,
-                id: FileIdentity::of_stat(&st),
-            });
-            self.rel.truncate(at);
-            if mode & libc::S_IFMT == libc::S_IFDIR {
-                dirs.push(name.to_owned());
+            if let Some(id) = self.entry(os_name, &st)? {
+                dirs.push((name.to_owned(), id));
             }
         }
-        if !dirs.is_empty() && self.depth == MAX_TREE_DEPTH {
+        self.check_depth(!dirs.is_empty())?;
+        for (name, id) in dirs {
+            self.descend(listing.fd()?, &name, &id)?;
+        }
+        Ok(())
+    }
+
+    /// The directory `at` (a path from `base`, one or more names), whose
+    /// names are `names` as an earlier walk listed them: each stat'ed
+    /// through `base`, the directory never opened.
+    fn read_as_before(
+        &mut self,
+        base: std::os::fd::BorrowedFd<'_>,
+        at: &std::ffi::CStr,
+        names: Vec<&str>,
+    ) -> std::io::Result<()> {
+        use rustix::fs::AtFlags;
+        let mut dirs = Vec::new();
+        for name in names {
+            if self.skipped(name.as_ref()) {
+                continue;
+            }
+            let mut path = at.to_bytes().to_vec();
+            path.push(b'/');
+            path.extend_from_slice(name.as_bytes());
+            let path = std::ffi::CString::new(path).map_err(std::io::Error::other)?;
+            let st = rustix::fs::statat(base, &path, AtFlags::SYMLINK_NOFOLLOW)?;
+            if let Some(id) = self.entry(name.as_ref(), &st)? {
+                dirs.push((path, id));
+            }
+        }
+        self.check_depth(!dirs.is_empty())?;
+        for (path, id) in dirs {
+            self.descend(base, &path, &id)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `name`, in the directory being read, is left out.
+    fn skipped(&mut self, name: &std::ffi::OsStr) -> bool {
+        self.path.push(name);
+        let skip = (self.skip)(&self.path);
+        self.path.pop();
+        skip
+    }
+
+    /// `name`'s entry, from its stat; its identity where it is a directory
+    /// to go down into.
+    fn entry(
+        &mut self,
+        name: &std::ffi::OsStr,
+        st: &rustix::fs::Stat,
+    ) -> std::io::Result<Option<FileIdentity>> {
+        let mode = st.st_mode;
+        let at = self.rel.len();
+        if !self.rel.is_empty() {
+            self.rel.push('/');
+        }
+        self.rel.push_str(&name.to_string_lossy());
+        if mode & libc::S_IFMT == libc::S_IFLNK && !self.links {
+            return Err(std::io::Error::other(format!(
+                "{}: a symbolic link",
+                self.path.join(name).display()
+            )));
+        }
+        let id = FileIdentity::of_stat(st);
+        self.entries.push(TreeEntry {
+            rel: self.rel.clone(),
+            mode,
+            id,
+        });
+        self.rel.truncate(at);
+        Ok((mode & libc::S_IFMT == libc::S_IFDIR).then_some(id))
+    }
+
+    fn check_depth(&self, deeper: bool) -> std::io::Result<()> {
+        if deeper && self.depth == MAX_TREE_DEPTH {
             return Err(std::io::Error::other(format!(
                 "{}: more than {MAX_TREE_DEPTH} directories deep",
                 self.path.display()
             )));
         }
-        for name in dirs {
-            // Not followed: a directory swapped for a link since it was
-            // stat'ed is an error, not another tree.
-            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let sub = rustix::fs::openat(listing.fd()?, &name, flags, Mode::empty())?;
-            let os_name = std::ffi::OsStr::from_bytes(name.to_bytes());
-            let at = self.rel.len();
-            if !self.rel.is_empty() {
-                self.rel.push('/');
-            }
-            self.rel.push_str(&os_name.to_string_lossy());
-            self.path.push(os_name);
-            self.depth += 1;
-            let read = self.read(sub);
-            self.depth -= 1;
-            self.path.pop();
-            self.rel.truncate(at);
-            read?;
-        }
         Ok(())
     }
+
+    /// Into the directory `path` (from `base`), stat'ed as `id`: listed
+    /// again, or as the earlier walk listed it where it did not change.
+    fn descend(
+        &mut self,
+        base: std::os::fd::BorrowedFd<'_>,
+        path: &std::ffi::CStr,
+        id: &FileIdentity,
+    ) -> std::io::Result<()> {
+        use rustix::fs::{Mode, OFlags};
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = path.to_bytes();
+        let name = bytes.rsplit(|b| *b == b'/').next().unwrap_or(bytes);
+        let os_name = std::ffi::OsStr::from_bytes(name);
+        let at = self.rel.len();
+        if !self.rel.is_empty() {
+            self.rel.push('/');
+        }
+        self.rel.push_str(&os_name.to_string_lossy());
+        self.path.push(os_name);
+        self.depth += 1;
+        let read = match self.listed_before(id) {
+            Some(names) => self.read_as_before(base, path, names),
+            // Not followed: a directory swapped for a link since it was
+            // stat'ed is an error, not another tree.
+            None => {
+                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                rustix::fs::openat(base, path, flags, Mode::empty())
+                    .map_err(std::io::Error::from)
+                    .and_then(|sub| self.read(sub))
+            }
+        };
+        self.depth -= 1;
+        self.path.pop();
+        self.rel.truncate(at);
+        read
+    }
+
+    /// The names the earlier walk found in the directory at `rel`, where
+    /// it is the same directory, unchanged since (`now`) and not changed
+    /// in the racy window before that walk.
+    fn listed_before(&self, now: &FileIdentity) -> Option<Vec<&'a str>> {
+        let before = self.before?;
+        let lossy = |s: &str| s.contains(char::REPLACEMENT_CHARACTER);
+        if lossy(&self.rel) {
+            return None;
+        }
+        let entries = before.entries;
+        let i = entries
+            .binary_search_by(|e| e.rel.as_str().cmp(&self.rel))
+            .ok()?;
+        let then = &entries[i];
+        if !then.is_dir() || then.id != *now || now.changed_since(before.taken, RACY) {
+            return None;
+        }
+        let prefix = format!("{}/", self.rel);
+        let from = entries.partition_point(|e| e.rel.as_str() < prefix.as_str());
+        let mut names = Vec::new();
+        for e in &entries[from..] {
+            let Some(rest) = e.rel.strip_prefix(&prefix) else {
+                break;
+            };
+            if rest.contains('/') {
+                continue;
+            }
+            if rest.is_empty() || lossy(rest) {
+                return None;
+            }
+            names.push(rest);
+        }
+        Some(names)
+    }
 }
+
+/// How long before a walk a directory's change must be for the walk to
+/// stand for its names ([`tree_entries_since`]).
+const RACY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What says a file is the one seen before, without reading it: device,
 /// inode, size, modification time and change time, to the nanosecond. The
@@ -898,6 +1051,71 @@ mod tests {
         if unreadable {
             assert!(r.is_err());
         }
+    }
+
+    /// A walk since an earlier one lists only the directories that
+    /// changed, or changed within the racy window before it, and gives
+    /// what a fresh walk gives; a name gone from a directory that did not
+    /// change is an error.
+    #[test]
+    fn a_walk_since_an_earlier_one_lists_only_what_changed_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for d in ["pool/a/alpha", "pool/b/beta", "pool/e"] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        fs::write(root.join("pool/a/alpha/alpha.deb"), b"a").unwrap();
+        fs::write(root.join("pool/b/beta/beta.deb"), b"b").unwrap();
+        fs::write(root.join("top"), b"t").unwrap();
+        std::os::unix::fs::symlink("b", root.join("pool/link")).unwrap();
+        let sorted = |mut e: Vec<TreeEntry>| {
+            e.sort_by(|a, b| a.rel.cmp(&b.rel));
+            e
+        };
+        let lines = |e: &[TreeEntry]| {
+            e.iter()
+                .map(|e| {
+                    let mut l = String::new();
+                    write_entry_line(&mut l, e);
+                    l
+                })
+                .collect::<Vec<_>>()
+        };
+        let before = sorted(tree_entries(root, &|_| false).unwrap());
+        // Its directories changed long before it (as far as the rule goes).
+        let long_after = std::time::SystemTime::now() + std::time::Duration::from_secs(3);
+        let since = |entries: &[TreeEntry], taken| {
+            let before = WalkedBefore { entries, taken };
+            tree_entries_since(root, &|_| false, &before).map(sorted)
+        };
+        // Changes since: a file rewritten in place (its directory did not
+        // change), a name added to one directory.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(root.join("pool/a/alpha/alpha.deb"), b"a2").unwrap();
+        fs::write(root.join("pool/b/beta/beta.udeb"), b"u").unwrap();
+        let fresh = sorted(tree_entries(root, &|_| false).unwrap());
+        assert_eq!(lines(&since(&before, long_after).unwrap()), lines(&fresh));
+        // The earlier walk's names stand for an unchanged directory: one it
+        // did not list is not seen, one it listed that is gone is an error.
+        let mut forgot = sorted(tree_entries(root, &|_| false).unwrap());
+        forgot.retain(|e| e.rel != "pool/a/alpha/alpha.deb");
+        let walked = since(&forgot, long_after).unwrap();
+        assert_eq!(walked.len(), fresh.len() - 1);
+        let mut ghost = sorted(tree_entries(root, &|_| false).unwrap());
+        let mut g = TreeEntry {
+            rel: "pool/a/alpha/ghost".into(),
+            mode: ghost[0].mode,
+            id: ghost[0].id,
+        };
+        g.mode = libc::S_IFREG | 0o644;
+        ghost.push(g);
+        let ghost = sorted(ghost);
+        assert!(since(&ghost, long_after).is_err());
+        // Within the racy window before the earlier walk, every directory
+        // is listed again: the same forgetful walk sees everything.
+        let now = std::time::SystemTime::now();
+        assert_eq!(lines(&since(&forgot, now).unwrap()), lines(&fresh));
+        assert!(since(&ghost, now).is_ok());
     }
 
     #[test]

@@ -211,6 +211,12 @@ impl Preferences {
         }
     }
 
+    /// Whether any record may name `package` (by its name or a pattern):
+    /// if none does, every version of it has its index's priority.
+    pub fn may_name(&self, package: &str) -> bool {
+        !self.patterns.is_empty() || self.by_name.contains_key(package)
+    }
+
     /// apt's rule: the first specific record (naming the package) whose
     /// pin matches decides; else the first general record (`*`). `release`
     /// is where the version is offered from (None: no Release known).

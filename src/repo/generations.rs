@@ -442,6 +442,9 @@ pub fn earlier(out: &Path, count: usize) -> Result<Earlier, RepoError> {
     // The last one is read for its pieces even where no pool file is kept.
     let skip = files.len().saturating_sub(count.max(1));
     let mut pool: Vec<(String, String)> = Vec::new();
+    // Most generations list what the one before listed: each content's
+    // files are taken once.
+    let mut contents: Vec<String> = Vec::new();
     let mut kept = super::KeptPieces::default();
     let mut last = None;
     for (i, (number, path)) in files.iter().enumerate().skip(skip) {
@@ -464,14 +467,15 @@ pub fn earlier(out: &Path, count: usize) -> Result<Earlier, RepoError> {
             });
             kept = kept_pieces_of(out, &summary.forms, &summary.kept_indexes());
         }
-        if files.len() - i <= count {
-            // Most generations list the same files: each held once, not
-            // once a manifest.
+        if files.len() - i <= count && !contents.contains(&summary.content) {
+            contents.push(summary.content);
             pool.extend(summary.files);
-            pool.sort_unstable();
-            pool.dedup();
         }
     }
+    // Each list is in its manifest's order, sorted by path where this
+    // debforge wrote it: a stable sort merges such runs in one pass each.
+    pool.sort();
+    pool.dedup();
     Ok((pool, kept, last))
 }
 
@@ -852,7 +856,7 @@ pub fn summary(prev: Option<&Generation>, g: &Generation) -> String {
 /// effort: a killed run's copy is replaced by the next).
 pub fn remove_materialized(dir: &Path) {
     let _ = crate::files::remove_tree(dir);
-    for what in ["stamp", "lock"] {
+    for what in ["stamp", "walk", "lock"] {
         let _ = fs::remove_file(crate::files::beside(dir, what));
     }
 }

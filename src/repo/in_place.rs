@@ -18,6 +18,7 @@
 use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use crate::digest::Digests;
 use crate::error::FileError;
@@ -72,7 +73,7 @@ pub(super) fn write(
         });
         let walked = walk_pool(out);
         let present = match &walked {
-            Some(entries) => present_in(out, entries, &unique, params),
+            Some((entries, _)) => present_in(out, entries, &unique, params),
             None => present(out, &unique, params),
         };
         let index = index
@@ -137,8 +138,9 @@ pub(super) fn write(
     remove_not_ours(out);
     // The pool files no longer listed go as the output is walked for its
     // stamp (`write::settle`).
-    let walked = walked.map(|entries| PoolWalk {
+    let walked = walked.map(|(entries, taken)| PoolWalk {
         entries,
+        taken,
         placed: std::mem::take(&mut added.rels),
     });
     Ok(Some(((pooled, index), walked)))
@@ -151,10 +153,17 @@ pub(super) fn write(
 /// read.
 pub struct PoolWalk {
     entries: Vec<TreeEntry>,
+    /// When the walk began.
+    taken: SystemTime,
     placed: Vec<String>,
 }
 
 impl PoolWalk {
+    /// When the walk began: no identity in it is older.
+    pub fn taken(&self) -> SystemTime {
+        self.taken
+    }
+
     /// The output's entries now: the rest of the output walked, the pool's
     /// from the walk, with the files placed since, the directories made for
     /// them and the ones those were made in stat'ed again, and every other
@@ -166,6 +175,7 @@ impl PoolWalk {
         let PoolWalk {
             mut entries,
             placed,
+            ..
         } = self;
         let mut again: HashSet<&str> = HashSet::new();
         for rel in &placed {
@@ -203,11 +213,86 @@ impl PoolWalk {
 pub type Inodes = HashSet<(u64, u64)>;
 
 /// The output's pool walked (`pool` and what it holds, links not
-/// followed); `None` where it cannot be (each package is then checked on
-/// its own, and the output walked whole once written).
-fn walk_pool(out: &Path) -> Option<Vec<TreeEntry>> {
+/// followed), and when the walk began; `None` where it cannot be (each
+/// package is then checked on its own, and the output walked whole once
+/// written). Only the directories that changed since the last build's
+/// walk ([`WalkedPool`]) are listed.
+fn walk_pool(out: &Path) -> Option<(Vec<TreeEntry>, SystemTime)> {
+    let taken = SystemTime::now();
     let pool = out.join("pool");
-    crate::files::tree_entries(out, &|p| p.parent() == Some(out) && p != pool).ok()
+    let skip = |p: &Path| p.parent() == Some(out) && p != pool;
+    let since = WalkedPool::read(out).and_then(|before| {
+        let before = crate::files::WalkedBefore {
+            entries: &before.entries,
+            taken: before.taken(),
+        };
+        crate::files::tree_entries_since(out, &skip, &before).ok()
+    });
+    since
+        .or_else(|| crate::files::tree_entries(out, &skip).ok())
+        .map(|entries| (entries, taken))
+}
+
+/// The pool as the last build left it (`.<out>.walk`): its entries, sorted
+/// by path, and when the walk they were taken from began. A cache in
+/// debforge's own form ([`crate::files::write_cache`]); it only spares the
+/// next walk the directories that did not change, each checked by its
+/// identity ([`crate::files::tree_entries_since`]), so one that is stale
+/// or another output's costs only time.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(super) struct WalkedPool<E> {
+    /// Seconds and nanoseconds since the epoch.
+    taken: (u64, u32),
+    entries: Vec<E>,
+}
+
+const WALK_MAGIC: &[u8; 8] = b"dfpwalk\0";
+const WALK_VERSION: u32 = 1;
+
+impl WalkedPool<TreeEntry> {
+    fn read(out: &Path) -> Option<Self> {
+        let bytes = crate::input::read_cache(
+            &walk_path(out),
+            crate::input::limit::MANIFEST,
+            WALK_MAGIC,
+            WALK_VERSION,
+        )?;
+        let walked: Self = postcard::from_bytes(&bytes).ok()?;
+        walked
+            .entries
+            .is_sorted_by(|a, b| a.rel < b.rel)
+            .then_some(walked)
+    }
+
+    fn taken(&self) -> SystemTime {
+        let (secs, nanos) = self.taken;
+        SystemTime::UNIX_EPOCH + std::time::Duration::new(secs, nanos)
+    }
+}
+
+impl<'e> WalkedPool<&'e TreeEntry> {
+    /// Of the output's `entries` (sorted by path) as a build left them, its
+    /// walk having begun at `taken`: the pool's, for the next build. Best
+    /// effort.
+    pub(super) fn write(out: &Path, taken: SystemTime, entries: &'e [TreeEntry]) {
+        let since = taken.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        let walked = WalkedPool {
+            taken: (since.as_secs(), since.subsec_nanos()),
+            entries: entries
+                .iter()
+                .filter(|e| e.rel == "pool" || e.rel.starts_with("pool/"))
+                .collect(),
+        };
+        let path = walk_path(out);
+        if crate::files::write_cache(&path, WALK_MAGIC, WALK_VERSION, &walked).is_err() {
+            let _ = fs::remove_file(path);
+        }
+    }
+}
+
+/// Where the pool's walk is kept: beside the output, as its stamps are.
+pub(super) fn walk_path(out: &Path) -> PathBuf {
+    crate::files::beside(out, "walk")
 }
 
 /// [`present`], from the pool's walk: a package's file must be a regular
@@ -708,7 +793,7 @@ mod tests {
             out.join("pool/contrib/n/n/n_1_all.deb"),
         )
         .unwrap();
-        let walked = walk_pool(&out).expect("the pool walks");
+        let (walked, taken) = walk_pool(&out).expect("the pool walks");
         std::thread::sleep(std::time::Duration::from_millis(20));
         // The build: a new package in a new directory, one beside an
         // existing one, and dists/ replaced.
@@ -727,6 +812,7 @@ mod tests {
         put("dists/s/Release", "new");
         let walk = PoolWalk {
             entries: walked,
+            taken,
             placed: placed.iter().map(|p| p.to_string()).collect(),
         };
         let (mut entries, _) = walk.patched(&out).unwrap();
@@ -752,7 +838,7 @@ mod tests {
         fs::write(elsewhere.join("a_1_all.deb"), "a").unwrap();
         fs::create_dir_all(out.join("pool/main/a")).unwrap();
         std::os::unix::fs::symlink(&elsewhere, out.join("pool/main/a/a")).unwrap();
-        let walked = walk_pool(&out).unwrap();
+        let (walked, _) = walk_pool(&out).unwrap();
         let input = PoolInput {
             file: Path::new("/nonexistent").into(),
             control: Default::default(),
@@ -778,7 +864,7 @@ mod tests {
         fs::remove_file(out.join("pool/main/a/a")).unwrap();
         fs::create_dir_all(out.join("pool/main/a/a")).unwrap();
         fs::write(out.join("pool/main/a/a/a_1_all.deb"), "a").unwrap();
-        let walked = walk_pool(&out).unwrap();
+        let (walked, _) = walk_pool(&out).unwrap();
         assert_eq!(
             present_in(&out, &walked, &unique, &params).unwrap(),
             Some(vec![true])

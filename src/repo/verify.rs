@@ -943,13 +943,16 @@ fn check_release_pins(prefs: &Preferences, listed: &ByName, r: &mut VerifyReport
 
 /// Reports each package we list for which the pins leave apt no candidate.
 fn check_candidates(prefs: &Preferences, listed: &ByName, r: &mut VerifyReport) {
+    // Each index's Release, read where a pin may name one of its packages.
     let mut releases = std::collections::BTreeMap::new();
-    for l in listed.values().flatten() {
-        releases
-            .entry(l.index.clone())
-            .or_insert_with(|| super::policy::release_of(&l.index));
-    }
+    let parses = |l: &&Listed| crate::format::version::Version::parse_lenient(&l.version).is_ok();
     for (&name, of_name) in listed {
+        // No pin names it: a version that parses is its candidate (what
+        // `candidate` says for offers all at the index's priority), with no
+        // offer made for each of thousands of packages.
+        if !prefs.may_name(name) && of_name.iter().any(parses) {
+            continue;
+        }
         let offers: Vec<Offer> = of_name
             .iter()
             .filter_map(|l| {
@@ -958,7 +961,10 @@ fn check_candidates(prefs: &Preferences, listed: &ByName, r: &mut VerifyReport) 
                         .ok()?
                         .0,
                     index_priority: 500,
-                    release: releases.get(&l.index).cloned().flatten(),
+                    release: releases
+                        .entry(l.index.clone())
+                        .or_insert_with(|| super::policy::release_of(&l.index))
+                        .clone(),
                 })
             })
             .collect();

@@ -686,12 +686,16 @@ fn settle(
     walked: Option<super::in_place::PoolWalk>,
     params: &RepoParams,
 ) -> std::io::Result<(String, Option<super::in_place::Inodes>)> {
-    let (mut entries, mut relinked) = match walked {
+    let (mut entries, mut relinked, taken) = match walked {
         Some(pool) => {
+            let taken = pool.taken();
             let (entries, linked) = pool.patched(out)?;
-            (entries, Some(linked))
+            (entries, Some(linked), taken)
         }
-        None => (crate::files::tree_entries(out, &|_| false)?, None),
+        None => {
+            let taken = std::time::SystemTime::now();
+            (crate::files::tree_entries(out, &|_| false)?, None, taken)
+        }
     };
     let listed: std::collections::HashSet<&str> = report
         .packages
@@ -708,7 +712,11 @@ fn settle(
     for e in entries.iter().filter(|e| listed.contains(e.rel.as_str())) {
         params.records.refresh(e.id);
     }
-    Ok((crate::files::digest_entries(&mut entries), relinked))
+    let tree = crate::files::digest_entries(&mut entries);
+    // Sorted now: the next build lists only the pool's directories that
+    // changed since.
+    super::in_place::WalkedPool::write(out, taken, &entries);
+    Ok((tree, relinked))
 }
 
 /// A digest of everything `write` would turn into the output: each
@@ -849,13 +857,19 @@ pub(super) fn pool_names<'p>(
     packages: &'p [PoolInput],
     component: &str,
 ) -> Result<Vec<(String, &'p PoolInput)>, RepoError> {
+    // On all cores: each control is checked whole (its relations parsed)
+    // before it names a file, a tenth of a one-recipe-gone build's time
+    // before its indexes.
+    let paths = crate::cores::map_kept(
+        packages,
+        |p| crate::format::packages::pool_path(component, &p.control),
+        |rel| rel.map(|r| r.as_str().to_owned()),
+    );
     let mut named = Vec::with_capacity(packages.len());
-    for p in packages {
-        let rel = crate::format::packages::pool_path(component, &p.control).map_err(|e| {
-            RepoError::BadPackage {
-                path: p.file.to_path_buf(),
-                reason: e.to_string(),
-            }
+    for (rel, p) in paths.into_iter().zip(packages) {
+        let rel = rel.map_err(|e| RepoError::BadPackage {
+            path: p.file.to_path_buf(),
+            reason: e.to_string(),
         })?;
         named.push((rel, p));
     }

@@ -189,6 +189,42 @@ fn a_no_op_locked_build_is_answered_from_stats_and_any_change_builds_again() {
     );
 }
 
+/// A build in place lists again only the pool's directories that changed
+/// since the last build's walk (`.repo-out.walk`), and stats the names that
+/// walk found in the others: a file dropped into a package's directory is
+/// seen (and goes, unlisted), and what the build records of its output is
+/// what a fresh walk sees (the next build is answered from stats). A
+/// damaged walk file is no walk: the pool is walked afresh.
+#[test]
+fn a_build_in_place_lists_again_only_the_pool_directories_changed_since() {
+    let p = Project::new(&["alpha", "beta", "gamma", "delta"]);
+    ok(&mut p.build(&[]));
+    let walk = p.root().join(".repo-out.walk");
+    assert!(walk.is_file());
+    // Past the racy window: the next build's walk stands for the
+    // directories the first build made.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let gone = |name: &str| fs::remove_file(p.root().join(format!("recipes/packages/{name}.toml")));
+    gone("gamma").unwrap();
+    assert!(ok(&mut p.build(&[])).contains("wrote 3 packages into"));
+    let alpha = p.out().join("pool/main/a/alpha");
+    assert!(alpha.join("alpha_1.0_all.deb").is_file());
+    fs::write(alpha.join("stray.deb"), b"not listed").unwrap();
+    gone("beta").unwrap();
+    assert!(ok(&mut p.build(&[])).contains("wrote 2 packages into"));
+    assert!(!alpha.join("stray.deb").exists(), "a changed directory was not listed again");
+    assert!(alpha.join("alpha_1.0_all.deb").is_file());
+    assert!(p.locked().0.contains(FROM_STATS));
+    ok(debforge().arg("verify").arg(p.out()));
+    fs::write(&walk, b"damaged").unwrap();
+    fs::write(alpha.join("stray.deb"), b"not listed").unwrap();
+    gone("delta").unwrap();
+    assert!(ok(&mut p.build(&[])).contains("wrote 1 packages into"));
+    assert!(!alpha.join("stray.deb").exists());
+    assert!(p.locked().0.contains(FROM_STATS));
+    ok(debforge().arg("verify").arg(p.out()));
+}
+
 #[test]
 fn a_recipe_kept_from_the_last_build_is_read_again_once_edited() {
     let p = Project::new(&["alpha", "beta"]);
