@@ -858,8 +858,8 @@ pub(super) fn pool_names<'p>(
     component: &str,
 ) -> Result<Vec<(String, &'p PoolInput)>, RepoError> {
     // On all cores: each control is checked whole (its relations parsed)
-    // before it names a file, a tenth of a one-recipe-gone build's time
-    // before its indexes.
+    // before it names a file, thousands of them where the other cores
+    // would wait.
     let paths = crate::cores::map_kept(
         packages,
         |p| crate::format::packages::pool_path(component, &p.control),
