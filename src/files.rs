@@ -234,28 +234,51 @@ pub fn write_cache(
         let mut summed = Summed {
             inner: w,
             crc: crc32fast::Hasher::new(),
+            block: Vec::with_capacity(SUMMED_BLOCK),
         };
         postcard::to_io(value, &mut summed).map_err(std::io::Error::other)?;
+        summed.pass_on()?;
         let sum = summed.crc.finalize();
         w.write_all(&sum.to_le_bytes())
     })?;
     persist(tmp, path, Existing::Replace, Durable::Checked).map(drop)
 }
 
-/// A writer that passes bytes on and sums them ([`write_cache`]'s CRC-32).
+/// A writer that gathers bytes into blocks, sums each and passes it on
+/// ([`write_cache`]'s CRC-32): postcard writes each byte of a number on
+/// its own, and a CRC update and a call through `dyn Write` for each
+/// made writing a stamp of thousands of packages a stretch of its own at
+/// the end of every build.
 struct Summed<'w> {
     inner: &'w mut dyn Write,
     crc: crc32fast::Hasher,
+    block: Vec<u8>,
+}
+
+/// [`Summed`]'s block.
+const SUMMED_BLOCK: usize = 64 * 1024;
+
+impl Summed<'_> {
+    /// The block gathered so far, summed and passed on.
+    fn pass_on(&mut self) -> std::io::Result<()> {
+        self.crc.update(&self.block);
+        self.inner.write_all(&self.block)?;
+        self.block.clear();
+        Ok(())
+    }
 }
 
 impl Write for Summed<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.crc.update(&buf[..n]);
-        Ok(n)
+        self.block.extend_from_slice(buf);
+        if self.block.len() >= SUMMED_BLOCK {
+            self.pass_on()?;
+        }
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
+        self.pass_on()?;
         self.inner.flush()
     }
 }
@@ -489,6 +512,12 @@ pub struct WalkedBefore<'a> {
     pub entries: &'a [TreeEntry],
     /// When it began: no identity in it was taken earlier.
     pub taken: std::time::SystemTime,
+}
+
+/// [`tree_entries`] of a tree read through no symbolic link (an error at
+/// the first, as [`tree_digest_without_links`]).
+pub fn tree_entries_without_links(root: &Path, skip: &Skip<'_>) -> std::io::Result<Vec<TreeEntry>> {
+    walk_tree(root, skip, false)
 }
 
 /// [`tree_entries`], listing only the directories that changed since the
@@ -1051,6 +1080,33 @@ mod tests {
         if unreadable {
             assert!(r.is_err());
         }
+    }
+
+    /// A cache file of many blocks reads back as written; one byte
+    /// changed anywhere, it is no cache.
+    #[test]
+    fn a_cache_file_reads_back_whole_and_a_changed_byte_makes_it_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cache");
+        let value: Vec<(u64, String)> = (0..40_000u64)
+            .map(|i| (i * 7919 % 100_003, format!("entry {i}")))
+            .collect();
+        write_cache(&path, b"dftest\0\0", 1, &value).unwrap();
+        let len = fs::metadata(&path).unwrap().len();
+        assert!(
+            len > 4 * SUMMED_BLOCK as u64,
+            "{len} bytes: more than a block"
+        );
+        let read = |path: &Path| {
+            let bytes = crate::input::read_cache(path, 1 << 30, b"dftest\0\0", 1)?;
+            postcard::from_bytes::<Vec<(u64, String)>>(&bytes).ok()
+        };
+        assert_eq!(read(&path).as_ref(), Some(&value));
+        let mut bytes = fs::read(&path).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 1;
+        fs::write(&path, bytes).unwrap();
+        assert_eq!(read(&path), None);
     }
 
     /// A walk since an earlier one lists only the directories that

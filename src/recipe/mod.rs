@@ -1163,16 +1163,31 @@ pub fn load_repository(dir: &Path) -> Result<crate::format::release::RepoConfig,
 
 /// Reads `dir/sources.toml` and every `dir/packages/*.toml` (sorted by name).
 pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
-    load_remembering(dir, None)
+    load_remembering(dir, None, None)
+}
+
+/// The package recipes' files as a walk of the project stat'ed them (links
+/// not followed), by name in `packages/`, and when the walk began: what
+/// [`load_remembering`] compares with the kept recipes instead of stating
+/// each file again.
+pub struct Seen {
+    pub taken: std::time::SystemTime,
+    pub files: std::collections::HashMap<std::ffi::OsString, crate::files::FileIdentity>,
 }
 
 /// [`load`], taking the recipes the last build kept in the cache directory
 /// `cache` as they are where their files did not change ([`remembered`]),
-/// and keeping there the ones it parsed.
-pub fn load_remembering(dir: &Path, cache: Option<&Path>) -> Result<RecipeSet, RecipeError> {
+/// and keeping there the ones it parsed; each file's identity from `seen`
+/// where a walk of the project took it.
+pub fn load_remembering(
+    dir: &Path,
+    cache: Option<&Path>,
+    seen: Option<&Seen>,
+) -> Result<RecipeSet, RecipeError> {
     // Before any file is stat'ed: a file changed after this may show the
     // same identity as before (`remembered::write`).
-    load_at(dir, cache, std::time::SystemTime::now()).map(|(set, _)| set)
+    let taken = seen.map_or_else(std::time::SystemTime::now, |s| s.taken);
+    load_at(dir, cache, taken, seen).map(|(set, _)| set)
 }
 
 /// [`load_remembering`] with the stats begun at `taken`; and how many
@@ -1181,6 +1196,7 @@ fn load_at(
     dir: &Path,
     cache: Option<&Path>,
     taken: std::time::SystemTime,
+    seen: Option<&Seen>,
 ) -> Result<(RecipeSet, usize), RecipeError> {
     let unreadable = |path: &Path, e: std::io::Error| RecipeError {
         file: path.to_path_buf(),
@@ -1238,11 +1254,23 @@ fn load_at(
         &names,
         |name| {
             let file = || packages_dir.join(name);
-            let stat = crate::input::stat_in(&listing, name).map_err(|e| unreadable(&file(), e))?;
-            let identity = crate::files::FileIdentity::of_stat(&stat);
+            let stat_now =
+                || crate::input::stat_in(&listing, name).map_err(|e| unreadable(&file(), e));
+            // As the project's walk saw it, else stat'ed now.
+            let (identity, stat) = match seen.and_then(|s| s.files.get(name)) {
+                Some(identity) => (*identity, None),
+                None => {
+                    let stat = stat_now()?;
+                    (crate::files::FileIdentity::of_stat(&stat), Some(stat))
+                }
+            };
             if let Some(i) = known.find(name.as_encoded_bytes(), &identity) {
                 return Ok((Got::Kept(i), identity));
             }
+            let stat = match stat {
+                Some(stat) => stat,
+                None => stat_now()?,
+            };
             let (bytes, opened) =
                 crate::input::read_in_as(&listing, name, &stat, crate::input::limit::RECIPE)
                     .map_err(|e| unreadable(&file(), e))?;
@@ -1362,7 +1390,7 @@ fingerprint = ["790BC7277767219C42C86F933B4FE6ACC0B21F32", "f6ec b376 2474 eda9 
         let now = std::time::SystemTime::now();
         let later = now + std::time::Duration::from_secs(10);
         let load = |taken| {
-            let (set, kept) = load_at(&dir, Some(&cache), taken).unwrap();
+            let (set, kept) = load_at(&dir, Some(&cache), taken, None).unwrap();
             let versions: Vec<String> = set.packages.iter().map(|p| p.version.clone()).collect();
             // The same set as a plain load, file paths included.
             assert_eq!(set.packages, load(&dir).unwrap().packages);
@@ -1387,6 +1415,40 @@ fingerprint = ["790BC7277767219C42C86F933B4FE6ACC0B21F32", "f6ec b376 2474 eda9 
         fs::write(dir.join("sources.toml"), "").unwrap();
         assert_eq!(load(later).1, 0);
         assert_eq!(load(later).1, 3);
+        // The identities a walk of the project took stand for each file's
+        // stat: a recipe edited after that walk is taken as the walk saw it
+        // (the next build's walk sees the edit).
+        let walk = |dir: &Path| Seen {
+            taken: later,
+            files: crate::files::tree_entries_without_links(dir, &|_| false)
+                .unwrap()
+                .into_iter()
+                .filter_map(|e| Some((e.rel.strip_prefix("packages/")?.into(), e.id)))
+                .collect(),
+        };
+        let seen = walk(&dir);
+        // Past a file time's tick: the same size, another identity.
+        let tick = || std::thread::sleep(std::time::Duration::from_millis(20));
+        tick();
+        write_recipes(&dir, &["bb"], "44");
+        let versions = |(set, kept): (RecipeSet, usize)| {
+            let v: Vec<String> = set.packages.iter().map(|p| p.version.clone()).collect();
+            (v, kept)
+        };
+        let loaded = load_at(&dir, Some(&cache), later, Some(&seen)).unwrap();
+        assert_eq!(
+            versions(loaded),
+            (vec!["1".into(), "33".into(), "1".into()], 3)
+        );
+        let loaded = load_at(&dir, Some(&cache), later, Some(&walk(&dir))).unwrap();
+        assert_eq!(
+            versions(loaded),
+            (vec!["1".into(), "44".into(), "1".into()], 2)
+        );
+        tick();
+        write_recipes(&dir, &["bb"], "33");
+        assert_eq!(load(later).1, 2);
+        assert_eq!(load(later).1, 3);
         // A damaged cache file is none (cut short, or a value changed in
         // place: "33" kept as "34" would be taken unchecked); another
         // project's too.
@@ -1403,7 +1465,7 @@ fingerprint = ["790BC7277767219C42C86F933B4FE6ACC0B21F32", "f6ec b376 2474 eda9 
         assert_eq!(load(later).1, 3);
         let other = tmp.path().join("other");
         write_recipes(&other, &["aa"], "1");
-        load_at(&other, Some(&cache), later).unwrap();
+        load_at(&other, Some(&cache), later, None).unwrap();
         assert_eq!(load(later).1, 0);
     }
 

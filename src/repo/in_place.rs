@@ -275,7 +275,9 @@ impl<'e> WalkedPool<&'e TreeEntry> {
     /// walk having begun at `taken`: the pool's, for the next build. Best
     /// effort.
     pub(super) fn write(out: &Path, taken: SystemTime, entries: &'e [TreeEntry]) {
-        let since = taken.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        let since = taken
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
         let walked = WalkedPool {
             taken: (since.as_secs(), since.subsec_nanos()),
             entries: entries

@@ -89,7 +89,9 @@ pub fn build(s: &BuildSettings, reporter: &dyn Reporter) -> Result<BuildReport, 
         before = before.or_else(|| p.before());
     }
     let recorder = unchanged::Recorder::new(reporter);
-    let (report, inputs, lock) = build_all(s, config, &signing, &recorder, probe.is_some())?;
+    // The recipe files as the probe's walk stat'ed them: not stat'ed again.
+    let seen = before.as_mut().and_then(unchanged::Before::take_seen);
+    let (report, inputs, lock) = build_all(s, config, &signing, &recorder, probe.is_some(), seen)?;
     if let (Some(p), Some(inputs)) = (&probe, inputs) {
         p.record(before, inputs, &lock, recorder, &report);
     }
@@ -169,6 +171,7 @@ fn build_all(
     signing: &[SigningKey],
     recorder: &unchanged::Recorder,
     stamp: bool,
+    seen: Option<crate::recipe::Seen>,
 ) -> Result<(BuildReport, Option<Inputs>, pipeline::SettledLock), WorkflowError> {
     let reporter = recorder.inner();
     // The lab's base: its files read before anything is fetched (a wrong
@@ -180,26 +183,35 @@ fn build_all(
     // files can change the output: no signed source asked, none read for
     // the base.
     let stamp = stamp && base_config.sources.is_empty() && base_config.closure.is_none();
-    let mut pass = match fetch_and_prepare(s, &config, signing, recorder, None, stamp) {
-        // A package the last build picked for the base that its source no
-        // longer offers (a mirror refreshed): picked again from what it
-        // offers now. `--locked` keeps the error: the lock says that file.
-        Err(e)
-            if !s.locked
-                && base_config.closure.as_ref().is_some_and(|c| {
-                    not_offered(&e, c).is_some_and(|(name, version)| {
-                        super::base::picked_in_lock(&s.recipes, c, name, version)
-                    })
-                }) =>
-        {
-            report::warning(
-                reporter,
-                format!("{e}: the packages picked for the base are picked again"),
-            );
-            fetch_and_prepare(s, &config, signing, recorder, Some(Vec::new()), stamp)?
-        }
-        other => other?,
-    };
+    let mut pass =
+        match fetch_and_prepare(s, &config, signing, recorder, None, stamp, seen.as_ref()) {
+            // A package the last build picked for the base that its source no
+            // longer offers (a mirror refreshed): picked again from what it
+            // offers now. `--locked` keeps the error: the lock says that file.
+            Err(e)
+                if !s.locked
+                    && base_config.closure.as_ref().is_some_and(|c| {
+                        not_offered(&e, c).is_some_and(|(name, version)| {
+                            super::base::picked_in_lock(&s.recipes, c, name, version)
+                        })
+                    }) =>
+            {
+                report::warning(
+                    reporter,
+                    format!("{e}: the packages picked for the base are picked again"),
+                );
+                fetch_and_prepare(
+                    s,
+                    &config,
+                    signing,
+                    recorder,
+                    Some(Vec::new()),
+                    stamp,
+                    seen.as_ref(),
+                )?
+            }
+            other => other?,
+        };
     base.extend(super::base::read_sources(
         &base_config,
         &pass.session,
@@ -220,9 +232,18 @@ fn build_all(
             // picked, all together (only when the closure changed): what
             // the project builds is dated by, suffixed with and versioned
             // after every package, picks included, as the next build will.
-            pass = fetch_and_prepare(s, &config, signing, recorder, Some(picked), stamp)?;
+            pass = fetch_and_prepare(
+                s,
+                &config,
+                signing,
+                recorder,
+                Some(picked),
+                stamp,
+                seen.as_ref(),
+            )?;
         }
     }
+    drop(seen);
     let Pass {
         mut session,
         artifacts,
@@ -327,9 +348,11 @@ fn fetch_and_prepare<'r>(
     recorder: &'r unchanged::Recorder,
     picked: Option<Vec<crate::recipe::PackageRecipe>>,
     stamp: bool,
+    seen: Option<&crate::recipe::Seen>,
 ) -> Result<Pass<'r>, WorkflowError> {
     let reporter = recorder.inner();
-    let mut session = super::open_session_with(&s.recipes, s.pipeline.clone(), reporter, picked)?;
+    let mut session =
+        super::open_session_with(&s.recipes, s.pipeline.clone(), reporter, picked, seen)?;
     let (mut packages, sources) = super::resolve_and_fetch_unsettled(&session, s.locked, reporter)?;
     // What the stamp needs of the fetched files, taken before preparing.
     let inputs = if stamp && sources.is_empty() {

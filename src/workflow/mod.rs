@@ -189,7 +189,7 @@ pub fn open_session<'a>(
     settings: pipeline::Settings,
     reporter: &'a dyn Reporter,
 ) -> Result<Session<'a>, WorkflowError> {
-    open_session_with(recipes, settings, reporter, None)
+    open_session_with(recipes, settings, reporter, None, None)
 }
 
 /// The same, with `picked` as the packages picked for the base (`None`:
@@ -199,8 +199,9 @@ fn open_session_with<'a>(
     settings: pipeline::Settings,
     reporter: &'a dyn Reporter,
     picked: Option<Vec<crate::recipe::PackageRecipe>>,
+    seen: Option<&crate::recipe::Seen>,
 ) -> Result<Session<'a>, WorkflowError> {
-    let mut recipes = crate::recipe::load_remembering(dir, Some(&settings.cache))?;
+    let mut recipes = crate::recipe::load_remembering(dir, Some(&settings.cache), seen)?;
     let config = crate::recipe::load_base(dir)?;
     base::check_sources(&config, &recipes)?;
     match picked {

@@ -302,10 +302,14 @@ impl<'s> Probe<'s> {
         };
         // A project read through a link is not stamped: what it points to
         // may change with no trace here.
+        let taken = std::time::SystemTime::now();
         let mut h = crate::digest::KeyHasher::new();
+        let mut seen = None;
         for root in [&self.s.recipes, &self.s.keys.dir] {
             let root = std::path::absolute(root).ok()?;
-            h.update(crate::files::tree_digest_without_links(&root, &skip).ok()?);
+            let mut entries = crate::files::tree_entries_without_links(&root, &skip).ok()?;
+            h.update(crate::files::digest_entries(&mut entries));
+            seen.get_or_insert_with(|| recipes_seen(&entries, taken));
         }
         let lock_identity = match std::fs::symlink_metadata(&lock) {
             // Through a link, a change to what it points to would not show.
@@ -318,6 +322,7 @@ impl<'s> Probe<'s> {
             project: h.finish_hex(),
             lock: lock_identity,
             lock_path: lock,
+            seen,
         })
     }
 
@@ -402,9 +407,35 @@ pub(super) struct Before {
     project: String,
     lock: Option<FileIdentity>,
     lock_path: PathBuf,
+    /// The package recipes among the project's files, as walked.
+    seen: Option<crate::recipe::Seen>,
+}
+
+/// The package recipes (`packages/<name>`, regular files) of a walk of the
+/// recipes directory begun at `taken`.
+fn recipes_seen(
+    entries: &[crate::files::TreeEntry],
+    taken: std::time::SystemTime,
+) -> crate::recipe::Seen {
+    let files = entries
+        .iter()
+        .filter(|e| e.mode & libc::S_IFMT == libc::S_IFREG)
+        .filter_map(|e| {
+            let name = e.rel.strip_prefix("packages/")?;
+            // A name shown lossily names no file.
+            (!name.contains(['/', char::REPLACEMENT_CHARACTER])).then(|| (name.into(), e.id))
+        })
+        .collect();
+    crate::recipe::Seen { taken, files }
 }
 
 impl Before {
+    /// The package recipes' files as this walk found them (taken: held
+    /// only while the recipes are read).
+    pub(super) fn take_seen(&mut self) -> Option<crate::recipe::Seen> {
+        self.seen.take()
+    }
+
     /// One digest of these and the package files' identities.
     fn with<P: AsRef<Path>>(&self, inputs: &[(P, FileIdentity)]) -> Option<String> {
         let mut h = crate::digest::KeyHasher::new();
@@ -550,6 +581,7 @@ mod tests {
             project: String::new(),
             lock: None,
             lock_path: lock_path.clone(),
+            seen: None,
         };
         // Other bytes, written in one tick (created: both times the same).
         std::fs::write(&lock_path, b"another process's bytes").unwrap();

@@ -212,7 +212,10 @@ fn a_build_in_place_lists_again_only_the_pool_directories_changed_since() {
     fs::write(alpha.join("stray.deb"), b"not listed").unwrap();
     gone("beta").unwrap();
     assert!(ok(&mut p.build(&[])).contains("wrote 2 packages into"));
-    assert!(!alpha.join("stray.deb").exists(), "a changed directory was not listed again");
+    assert!(
+        !alpha.join("stray.deb").exists(),
+        "a changed directory was not listed again"
+    );
     assert!(alpha.join("alpha_1.0_all.deb").is_file());
     assert!(p.locked().0.contains(FROM_STATS));
     ok(debforge().arg("verify").arg(p.out()));
