@@ -531,7 +531,11 @@ pub fn tree_entries_without_links(root: &Path, skip: &Skip<'_>) -> std::io::Resu
 /// change just after its stat may have left the time it had; git's index
 /// calls such entries racy), as is one whose name was not UTF-8 (kept
 /// lossily, it names nothing). An entry gone since its directory's stat is
-/// an error (the caller walks afresh).
+/// an error (the caller walks afresh). A name is stat'ed by its path from
+/// the nearest directory that was opened, so a directory above it swapped
+/// for a link during the walk is followed (the walk of a tree nothing else
+/// changes meanwhile, as an output under its lock; the next walk sees the
+/// link).
 pub fn tree_entries_since(
     root: &Path,
     skip: &Skip<'_>,
@@ -725,7 +729,9 @@ impl<'a> TreeWalk<'a> {
         let read = match self.listed_before(id) {
             Some(names) => self.read_as_before(base, path, names),
             // Not followed: a directory swapped for a link since it was
-            // stat'ed is an error, not another tree.
+            // stat'ed is an error, not another tree. (Only its last name:
+            // the names above it, where they were not listed again, are
+            // resolved as paths, see `tree_entries_since`.)
             None => {
                 let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
                 rustix::fs::openat(base, path, flags, Mode::empty())
@@ -766,7 +772,9 @@ impl<'a> TreeWalk<'a> {
             if rest.contains('/') {
                 continue;
             }
-            if rest.is_empty() || lossy(rest) {
+            // Only a plain name: a damaged or hand-made walk naming `..`
+            // would lead the stats (and what acts on them) out of the tree.
+            if matches!(rest, "" | "." | "..") || lossy(rest) {
                 return None;
             }
             names.push(rest);
@@ -1167,6 +1175,20 @@ mod tests {
         ghost.push(g);
         let ghost = sorted(ghost);
         assert!(since(&ghost, long_after).is_err());
+        // A name that is no plain name (a damaged or hand-made walk) is
+        // never followed out of its directory: that directory is listed.
+        let mut out_of_it = sorted(tree_entries(root, &|_| false).unwrap());
+        out_of_it.retain(|e| e.rel != "pool/a/alpha/alpha.deb");
+        out_of_it.push(TreeEntry {
+            rel: "pool/a/alpha/..".into(),
+            mode: libc::S_IFDIR | 0o755,
+            id: out_of_it[0].id,
+        });
+        let out_of_it = sorted(out_of_it);
+        assert_eq!(
+            lines(&since(&out_of_it, long_after).unwrap()),
+            lines(&fresh)
+        );
         // Within the racy window before the earlier walk, every directory
         // is listed again: the same forgetful walk sees everything.
         let now = std::time::SystemTime::now();
