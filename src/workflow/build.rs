@@ -171,7 +171,7 @@ fn build_all(
     signing: &[SigningKey],
     recorder: &unchanged::Recorder,
     stamp: bool,
-    seen: Option<crate::recipe::Seen>,
+    mut seen: Option<crate::recipe::Seen>,
 ) -> Result<(BuildReport, Option<Inputs>, pipeline::SettledLock), WorkflowError> {
     let reporter = recorder.inner();
     // The lab's base: its files read before anything is fetched (a wrong
@@ -183,35 +183,34 @@ fn build_all(
     // files can change the output: no signed source asked, none read for
     // the base.
     let stamp = stamp && base_config.sources.is_empty() && base_config.closure.is_none();
-    let mut pass =
-        match fetch_and_prepare(s, &config, signing, recorder, None, stamp, seen.as_ref()) {
-            // A package the last build picked for the base that its source no
-            // longer offers (a mirror refreshed): picked again from what it
-            // offers now. `--locked` keeps the error: the lock says that file.
-            Err(e)
-                if !s.locked
-                    && base_config.closure.as_ref().is_some_and(|c| {
-                        not_offered(&e, c).is_some_and(|(name, version)| {
-                            super::base::picked_in_lock(&s.recipes, c, name, version)
-                        })
-                    }) =>
-            {
-                report::warning(
-                    reporter,
-                    format!("{e}: the packages picked for the base are picked again"),
-                );
-                fetch_and_prepare(
-                    s,
-                    &config,
-                    signing,
-                    recorder,
-                    Some(Vec::new()),
-                    stamp,
-                    seen.as_ref(),
-                )?
-            }
-            other => other?,
-        };
+    let mut pass = match fetch_and_prepare(s, &config, signing, recorder, None, stamp, &mut seen) {
+        // A package the last build picked for the base that its source no
+        // longer offers (a mirror refreshed): picked again from what it
+        // offers now. `--locked` keeps the error: the lock says that file.
+        Err(e)
+            if !s.locked
+                && base_config.closure.as_ref().is_some_and(|c| {
+                    not_offered(&e, c).is_some_and(|(name, version)| {
+                        super::base::picked_in_lock(&s.recipes, c, name, version)
+                    })
+                }) =>
+        {
+            report::warning(
+                reporter,
+                format!("{e}: the packages picked for the base are picked again"),
+            );
+            fetch_and_prepare(
+                s,
+                &config,
+                signing,
+                recorder,
+                Some(Vec::new()),
+                stamp,
+                &mut seen,
+            )?
+        }
+        other => other?,
+    };
     base.extend(super::base::read_sources(
         &base_config,
         &pass.session,
@@ -239,11 +238,10 @@ fn build_all(
                 recorder,
                 Some(picked),
                 stamp,
-                seen.as_ref(),
+                &mut seen,
             )?;
         }
     }
-    drop(seen);
     let Pass {
         mut session,
         artifacts,
@@ -348,11 +346,20 @@ fn fetch_and_prepare<'r>(
     recorder: &'r unchanged::Recorder,
     picked: Option<Vec<crate::recipe::PackageRecipe>>,
     stamp: bool,
-    seen: Option<&crate::recipe::Seen>,
+    seen: &mut Option<crate::recipe::Seen>,
 ) -> Result<Pass<'r>, WorkflowError> {
     let reporter = recorder.inner();
-    let mut session =
-        super::open_session_with(&s.recipes, s.pipeline.clone(), reporter, picked, seen)?;
+    let mut session = super::open_session_with(
+        &s.recipes,
+        s.pipeline.clone(),
+        reporter,
+        picked,
+        seen.as_ref(),
+    )?;
+    // The probe's stats served reading the recipes: gone before the
+    // packages are resolved (memory: a name and an identity a recipe). A
+    // second pass (the base's picks changed) stats them itself.
+    *seen = None;
     let (mut packages, sources) = super::resolve_and_fetch_unsettled(&session, s.locked, reporter)?;
     // What the stamp needs of the fetched files, taken before preparing.
     let inputs = if stamp && sources.is_empty() {
