@@ -224,7 +224,7 @@ fn walk_pool(out: &Path) -> Option<(Vec<TreeEntry>, SystemTime)> {
     let since = WalkedPool::read(out).and_then(|before| {
         let before = crate::files::WalkedBefore {
             entries: &before.entries,
-            taken: before.taken(),
+            taken: before.taken,
         };
         crate::files::tree_entries_since(out, &skip, &before).ok()
     });
@@ -241,8 +241,7 @@ fn walk_pool(out: &Path) -> Option<(Vec<TreeEntry>, SystemTime)> {
 /// or another output's costs only time.
 #[derive(serde::Serialize, serde::Deserialize)]
 pub(super) struct WalkedPool<E> {
-    /// Seconds and nanoseconds since the epoch.
-    taken: (u64, u32),
+    taken: SystemTime,
     entries: Vec<E>,
 }
 
@@ -263,23 +262,15 @@ impl WalkedPool<TreeEntry> {
             .is_sorted_by(|a, b| a.rel < b.rel)
             .then_some(walked)
     }
-
-    fn taken(&self) -> SystemTime {
-        let (secs, nanos) = self.taken;
-        SystemTime::UNIX_EPOCH + std::time::Duration::new(secs, nanos)
-    }
 }
 
 impl<'e> WalkedPool<&'e TreeEntry> {
     /// Of the output's `entries` (sorted by path) as a build left them, its
     /// walk having begun at `taken`: the pool's, for the next build. Best
-    /// effort.
+    /// effort (a time before the epoch does not serialize: no file).
     pub(super) fn write(out: &Path, taken: SystemTime, entries: &'e [TreeEntry]) {
-        let since = taken
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
         let walked = WalkedPool {
-            taken: (since.as_secs(), since.subsec_nanos()),
+            taken,
             entries: entries
                 .iter()
                 .filter(|e| e.rel == "pool" || e.rel.starts_with("pool/"))
@@ -293,7 +284,7 @@ impl<'e> WalkedPool<&'e TreeEntry> {
 }
 
 /// Where the pool's walk is kept: beside the output, as its stamps are.
-pub(super) fn walk_path(out: &Path) -> PathBuf {
+fn walk_path(out: &Path) -> PathBuf {
     crate::files::beside(out, "walk")
 }
 
