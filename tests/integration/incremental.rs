@@ -627,7 +627,10 @@ fn random_edits(seed: u64, count: usize, rounds: usize) -> Project {
         .unwrap();
         fs::create_dir_all(&debs).unwrap();
         let deb = debs.join(format!("{name}_{version}_all.deb"));
+        // Dated: the debs' bytes (and so where the index is cut in pieces)
+        // must not follow the clock from run to run.
         ok(debforge()
+            .env("SOURCE_DATE_EPOCH", EPOCH)
             .args(["deb", "build"])
             .arg(&tree)
             .arg("-o")
