@@ -100,10 +100,58 @@ pub struct ControlParagraph {
     /// before it ends.
     spans: Vec<Span>,
     /// Comments by field index, in field order.
-    comments: Vec<(usize, Comments)>,
+    comments: FieldComments,
     /// 1-based line of the first field in the parsed input (0 when built).
     line: usize,
 }
+
+/// A paragraph's comments by field index: boxed, as nearly no paragraph
+/// has any (8 bytes a paragraph, not a vector's 24: with it, a prepared
+/// package is no bigger than the fetched file it is made from, and the
+/// build makes one in the other's place, see `pipeline::prepare`).
+#[derive(Debug, Clone, Default)]
+struct FieldComments(Option<Box<Vec<(usize, Comments)>>>);
+
+impl FieldComments {
+    fn as_slice(&self) -> &[(usize, Comments)] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [(usize, Comments)] {
+        match &mut self.0 {
+            Some(v) => v.as_mut_slice(),
+            None => &mut [],
+        }
+    }
+
+    fn push(&mut self, comment: (usize, Comments)) {
+        self.0.get_or_insert_default().push(comment);
+    }
+
+    fn retain(&mut self, keep: impl FnMut(&(usize, Comments)) -> bool) {
+        if let Some(v) = &mut self.0 {
+            v.retain(keep);
+            if v.is_empty() {
+                self.0 = None;
+            }
+        }
+    }
+
+    fn shrink(&mut self) {
+        if let Some(v) = &mut self.0 {
+            v.shrink_to_fit();
+        }
+    }
+}
+
+/// Equal when they hold the same comments (none and an emptied list alike).
+impl PartialEq for FieldComments {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for FieldComments {}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Span {
@@ -146,6 +194,7 @@ impl ControlParagraph {
             raw: &self.text[colon as usize + 1..end as usize],
             comments: self
                 .comments
+                .as_slice()
                 .iter()
                 .find(|(at, _)| *at == i)
                 .map(|(_, c)| c),
@@ -212,7 +261,7 @@ impl ControlParagraph {
         let colon = offset(at + name.len());
         let end = offset(at + name.len() + 1 + raw.len());
         self.spans.insert(i, Span { colon, end });
-        for (at, _) in &mut self.comments {
+        for (at, _) in self.comments.as_mut_slice() {
             if *at >= i {
                 *at += 1;
             }
@@ -267,7 +316,7 @@ impl ControlParagraph {
             self.spans.remove(i);
             self.shift(i, -((end - start) as isize));
             self.comments.retain(|(at, _)| *at != i);
-            for (at, _) in &mut self.comments {
+            for (at, _) in self.comments.as_mut_slice() {
                 if *at > i {
                     *at -= 1;
                 }
@@ -280,16 +329,22 @@ impl ControlParagraph {
     /// The comments of the last field, made where it has none.
     fn last_comments(&mut self) -> Option<&mut Comments> {
         let last = self.spans.len().checked_sub(1)?;
-        if self.comments.last().is_none_or(|(at, _)| *at != last) {
+        if self
+            .comments
+            .as_slice()
+            .last()
+            .is_none_or(|(at, _)| *at != last)
+        {
             self.comments.push((last, Comments::default()));
         }
-        self.comments.last_mut().map(|(_, c)| c)
+        self.comments.as_mut_slice().last_mut().map(|(_, c)| c)
     }
 
     /// Held, often by the thousand: no spare capacity.
     fn shrink(&mut self) {
         self.text.shrink_to_fit();
         self.spans.shrink_to_fit();
+        self.comments.shrink();
     }
 
     /// Parses text that must hold exactly one paragraph (a `DEBIAN/control`).

@@ -15,15 +15,18 @@ use super::{PoolEntry, RepoError};
 use crate::openpgp::sign::SigningKey;
 use crate::report::Reporter;
 
-/// One generation of the repository.
+/// One generation of the repository. Its packages are a list it owns when
+/// read; a build records its new generation from the report's own list
+/// (`Generation<&[PoolEntry]>`: a copy was every package's strings again
+/// while the build settled).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Generation {
+pub struct Generation<P = Vec<PoolEntry>> {
     pub number: u32,
     /// The Release's `Date`, seconds since the epoch.
     pub date: i64,
     /// SHA256 of `dists/<suite>/Release`.
     pub release_sha256: String,
-    pub packages: Vec<PoolEntry>,
+    pub packages: P,
     /// SHA256 of the lock file the build used (empty without one).
     pub lock_sha256: String,
     /// Fingerprints of the keys that signed it.
@@ -212,11 +215,11 @@ fn kept_indexes(
         .collect()
 }
 
-impl Generation {
+impl<P: std::ops::Deref<Target = [PoolEntry]>> Generation<P> {
     /// What decides whether a build is a new generation: everything but the
     /// number, the date and the Release's digest (a re-dated Release).
-    fn same_content(&self, other: &Generation) -> bool {
-        self.packages == other.packages
+    fn same_content(&self, other: &Generation<impl std::ops::Deref<Target = [PoolEntry]>>) -> bool {
+        *self.packages == *other.packages
             && self.keys == other.keys
             && self.pins_sha256 == other.pins_sha256
     }
@@ -224,7 +227,7 @@ impl Generation {
     /// [`Generation::same_content`]'s fields as one digest.
     fn content_key(&self) -> String {
         let mut key = ContentKey::default();
-        for p in &self.packages {
+        for p in self.packages.iter() {
             key.package(
                 [
                     &p.package,
@@ -373,7 +376,11 @@ impl Summary {
     /// written from `g` itself (a copy of every pool file's name and
     /// SHA256 was megabytes beside it while the build settled), in
     /// [`Summary`]'s shape.
-    fn write_of(out: &Path, g: &Generation, manifest: crate::files::FileIdentity) {
+    fn write_of(
+        out: &Path,
+        g: &Generation<impl std::ops::Deref<Target = [PoolEntry]>>,
+        manifest: crate::files::FileIdentity,
+    ) {
         #[derive(serde::Serialize)]
         struct Of<'g> {
             manifest: Option<crate::files::FileIdentity>,
@@ -610,26 +617,33 @@ fn read(path: &Path) -> Result<Generation, RepoError> {
 }
 
 /// Records `g` (numbered after the last) unless its content equals the last
-/// generation's. Returns the generation in force and whether it is new.
-pub fn record(out: &Path, g: Generation) -> Result<(Generation, bool), RepoError> {
+/// generation's. Returns the number of the generation in force and whether
+/// it is new.
+pub fn record<P>(out: &Path, g: Generation<P>) -> Result<(u32, bool), RepoError>
+where
+    P: std::ops::Deref<Target = [PoolEntry]> + serde::Serialize,
+{
     let before = last(out, 1)?.pop();
     if let Some(last) = &before
         && last.same_content(&g)
     {
-        return Ok((last.clone(), false));
+        return Ok((last.number, false));
     }
     let number = before.map_or(1, |l| l.number + 1);
-    write_new(out, g, number).map(|g| (g, true))
+    write_new(out, g, number).map(|number| (number, true))
 }
 
 /// [`record`], where `seen` is the last generation as [`earlier`] read it:
 /// while it is still the last, its manifest is not read again. Returns the
 /// number of the generation in force and whether it is new.
-pub fn record_after(
+pub fn record_after<P>(
     out: &Path,
-    g: Generation,
+    g: Generation<P>,
     seen: Option<&LastRead>,
-) -> Result<(u32, bool), RepoError> {
+) -> Result<(u32, bool), RepoError>
+where
+    P: std::ops::Deref<Target = [PoolEntry]> + serde::Serialize,
+{
     let files = manifests(out)?;
     let still_last = |seen: &&LastRead| {
         files.last().is_some_and(|(number, path)| {
@@ -639,16 +653,19 @@ pub fn record_after(
         })
     };
     let Some(seen) = seen.filter(still_last) else {
-        return record(out, g).map(|(g, new)| (g.number, new));
+        return record(out, g);
     };
     if seen.content == g.content_key() {
         return Ok((seen.number, false));
     }
-    write_new(out, g, seen.number + 1).map(|g| (g.number, true))
+    write_new(out, g, seen.number + 1).map(|number| (number, true))
 }
 
-/// Writes `g` as generation `number`.
-fn write_new(out: &Path, mut g: Generation, number: u32) -> Result<Generation, RepoError> {
+/// Writes `g` as generation `number`; returns `number`.
+fn write_new<P>(out: &Path, mut g: Generation<P>, number: u32) -> Result<u32, RepoError>
+where
+    P: std::ops::Deref<Target = [PoolEntry]> + serde::Serialize,
+{
     g.number = number;
     let dir = dir_of(out);
     let path = dir.join(format!("{:06}.json", g.number));
@@ -662,7 +679,7 @@ fn write_new(out: &Path, mut g: Generation, number: u32) -> Result<Generation, R
     {
         Summary::write_of(out, &g, crate::files::FileIdentity::of(&m));
     }
-    Ok(g)
+    Ok(number)
 }
 
 /// How one package differs between two generations.
@@ -1123,17 +1140,17 @@ mod tests {
         let out = dir.path().join("repo-out");
         let v1 = [tiny_deb(dir.path(), "liba", "1.0-1", None)];
         let r1 = write_repo(&out, &v1, &keys, 1_600_000_000, "").unwrap();
-        let (g1, new) = record(&out, generation(&out, &r1, &keys, 1_600_000_000)).unwrap();
-        assert_eq!((g1.number, new), (1, true));
+        let recorded = record(&out, generation(&out, &r1, &keys, 1_600_000_000)).unwrap();
+        assert_eq!(recorded, (1, true));
         // The same content again: still generation 1.
-        let (again, new) = record(&out, generation(&out, &r1, &keys, 1_600_000_050)).unwrap();
-        assert_eq!((again.number, new), (1, false));
+        let again = record(&out, generation(&out, &r1, &keys, 1_600_000_050)).unwrap();
+        assert_eq!(again, (1, false));
         // Generation 2 with a newer liba; generation 1's file stays (retain
         // is the build's job: here the old pool file is kept by hand).
         let v2 = [tiny_deb(dir.path(), "liba", "1.1-1", None)];
         let r2 = write_repo(&out, &v2, &keys, 1_600_000_100, "").unwrap();
         record(&out, generation(&out, &r2, &keys, 1_600_000_100)).unwrap();
-        let old = out.join(&g1.packages[0].filename);
+        let old = out.join(&r1.packages[0].filename);
         std::fs::create_dir_all(old.parent().unwrap()).unwrap();
         std::fs::copy(&v1[0].file, &old).unwrap();
         let all = list(&out).unwrap();
