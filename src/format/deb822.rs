@@ -109,6 +109,8 @@ pub struct ControlParagraph {
 /// has any (8 bytes a paragraph, not a vector's 24: with it, a prepared
 /// package is no bigger than the fetched file it is made from, and the
 /// build makes one in the other's place, see `pipeline::prepare`).
+// A thin box: a boxed slice would be 16 bytes.
+#[allow(clippy::box_collection)]
 #[derive(Debug, Clone, Default)]
 struct FieldComments(Option<Box<Vec<(usize, Comments)>>>);
 
