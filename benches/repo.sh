@@ -61,6 +61,13 @@ read -r t_df2 m_df2 < <(best "${build[@]}" --locked)
 # (Before each: the recipe back and built, unmeasured.)
 setup='cp "$work/victim" "$victim"; "${build[@]}" >/dev/null 2>&1; rm "$victim"'
 read -r t_df3 m_df3 < <(best "${build[@]}")
+# The same once the pool is older than the racy window. A build takes the
+# last build's listing of a pool directory only where the directory did not
+# change in the 2 s before that listing (file times are coarse: FAT's are
+# 2 s), so the builds above, within seconds of the cold ones that made the
+# pool, list all of it again. A lab's next build comes minutes later.
+setup='sleep 2.1; cp "$work/victim" "$victim"; "${build[@]}" >/dev/null 2>&1; rm "$victim"'
+read -r t_df4 m_df4 < <(best "${build[@]}")
 
 # aptly
 cat > "$work/aptly.conf" <<JSON
@@ -77,9 +84,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo "== whole signed repository, $n debs, best of $rounds"
 printf '  debforge build (cold cache)   %7.3f s  %8s KB\n' "$t_df" "$m_df"
 printf '  debforge build --locked again %7.3f s  %8s KB\n' "$t_df2" "$m_df2"
-printf '  debforge build, one recipe gone %5.3f s  %8s KB\n' "$t_df3" "$m_df3"
+printf '  debforge build, one recipe gone, within 2 s of the pool made %5.3f s  %8s KB\n' "$t_df3" "$m_df3"
+printf '  debforge build, one recipe gone, the pool older %7.3f s  %8s KB\n' "$t_df4" "$m_df4"
 printf '  aptly repo add + publish      %7.3f s  %8s KB\n' "$t_ap" "$m_ap"
 printf '  reprepro includedeb           %7.3f s  %8s KB\n' "$t_rp" "$m_rp"
 faster=$(awk -v a="$t_ap" -v b="$t_rp" 'BEGIN { print (a < b) ? a : b }')
 echo "  debforge/aptly $(ratio "$t_df" "$t_ap"); debforge/reprepro $(ratio "$t_df" "$t_rp"); debforge/faster $(ratio "$t_df" "$faster") (goal <= 0.5)"
-echo "  again/cold $(ratio "$t_df2" "$t_df"); one recipe gone/cold $(ratio "$t_df3" "$t_df") (goal <= 0.2 each)"
+echo "  again/cold $(ratio "$t_df2" "$t_df"); one recipe gone/cold $(ratio "$t_df4" "$t_df"), within 2 s of the pool made $(ratio "$t_df3" "$t_df") (goal <= 0.2 each)"
