@@ -63,17 +63,6 @@ impl Resolved {
         }
     }
 
-    /// The lock is written and this is the entry's last holder: it keeps
-    /// what preparing reads (name, version, architecture, origin, path,
-    /// size, SHA256). Where the file came from and the other digests that
-    /// vouched for it go: for a project file they are half its entry, held
-    /// for every package until the repository is written.
-    pub fn keep_identity(&mut self) {
-        if let Some(l) = Arc::get_mut(&mut self.locked) {
-            *l = l.identity_only();
-        }
-    }
-
     pub(super) fn expected(&self) -> Expected {
         Expected {
             size: self.locked.size,

@@ -182,22 +182,6 @@ impl LockedPackage {
             for_base: self.for_base,
         }
     }
-
-    /// The same package file without what vouched for it (where it came
-    /// from, the index and Release that listed it, its SHA512): what
-    /// preparing it needs, once the lock is written.
-    pub fn identity_only(&self) -> LockedPackage {
-        LockEntry {
-            url: String::new(),
-            sha512: None,
-            index_digests: Vec::new(),
-            index: String::new(),
-            index_sha256: String::new(),
-            release_sha256: String::new(),
-            ..self.entry()
-        }
-        .into()
-    }
 }
 
 impl std::fmt::Debug for LockedPackage {
@@ -555,20 +539,6 @@ mod tests {
         );
         assert_eq!(p.release_sha256(), "d".repeat(64));
         assert_eq!(p.index_digests(), ["Size", "SHA256", "SHA512"]);
-        let bare = p.identity_only();
-        assert_eq!(
-            bare.entry(),
-            LockEntry {
-                url: String::new(),
-                sha512: None,
-                index_digests: Vec::new(),
-                index: String::new(),
-                index_sha256: String::new(),
-                release_sha256: String::new(),
-                ..e
-            }
-        );
-        assert_eq!(bare.sha512(), None);
         assert_eq!(format!("{p:?}"), format!("{:?}", p.entry()));
     }
 

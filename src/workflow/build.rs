@@ -371,7 +371,7 @@ fn fetch_and_prepare<'r>(
     // packages are resolved (memory: a name and an identity a recipe). A
     // second pass (the base's picks changed) stats them itself.
     *seen = None;
-    let (mut packages, sources) = super::resolve_and_fetch_unsettled(&session, s.locked, reporter)?;
+    let (packages, sources) = super::resolve_and_fetch_unsettled(&session, s.locked, reporter)?;
     // What the stamp needs of the fetched files, taken before preparing.
     let inputs = if stamp && sources.is_empty() {
         stamp_inputs(&packages)
@@ -384,9 +384,6 @@ fn fetch_and_prepare<'r>(
     // results before they were copied) is free: given back before the
     // packages are prepared on this thread.
     crate::cores::release_freed_memory();
-    for f in &mut packages {
-        f.resolved.keep_identity();
-    }
     // What the rest of the build asks of the recipes (pins, versions, what
     // it builds, the base's picks) is in a few of them: the others go as
     // their packages are prepared (memory: a recipe per package).
