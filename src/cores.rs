@@ -28,32 +28,60 @@ const IN_FLIGHT: usize = 2;
 pub fn map_kept<T, R, K>(
     items: &[T],
     work: impl Fn(&T) -> R + Sync,
-    mut keep: impl FnMut(R) -> K,
+    keep: impl FnMut(R) -> K,
 ) -> Vec<K>
 where
     T: Sync,
     R: Send,
 {
+    map_kept_owned(items.iter().collect(), work, keep)
+}
+
+/// [`map_kept`] of items the workers own: each goes (is dropped on its
+/// worker) once worked, not when every item is, so what the items hold
+/// (a recipe per package) is not held beside every result.
+pub fn map_kept_owned<T, R, K>(
+    mut items: Vec<T>,
+    work: impl Fn(T) -> R + Sync,
+    mut keep: impl FnMut(R) -> K,
+) -> Vec<K>
+where
+    T: Send,
+    R: Send,
+{
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = items.len().div_ceil(cores).max(64);
+    let len = items.len();
+    let chunk = len.div_ceil(cores).max(64);
     // One chunk: one worker would do it all while this thread waits.
-    if items.len() <= chunk {
-        return items.iter().map(|i| keep(work(i))).collect();
+    if len <= chunk {
+        return items.into_iter().map(|i| keep(work(i))).collect();
     }
-    let mut slots: Vec<Option<K>> = std::iter::repeat_with(|| None).take(items.len()).collect();
+    // Each worker's chunk, by its first index; the first chunk is what is
+    // left of `items` (not copied).
+    let mut parts = Vec::new();
+    while items.len() > chunk {
+        let first = (items.len() - 1) / chunk * chunk;
+        parts.push((first, items.split_off(first)));
+    }
+    parts.push((0, items));
+    let mut slots: Vec<Option<K>> = std::iter::repeat_with(|| None).take(len).collect();
     std::thread::scope(|scope| {
         let (send, receive) = mpsc::sync_channel(IN_FLIGHT * cores);
-        for (n, part) in items.chunks(chunk).enumerate() {
+        for (first, part) in parts {
             let send = send.clone();
             let work = &work;
             scope.spawn(move || {
-                for (b, batch) in part.chunks(BATCH).enumerate() {
-                    let results: Vec<R> = batch.iter().map(work).collect();
+                let mut part = part.into_iter();
+                let mut at = first;
+                loop {
+                    let results: Vec<R> = part.by_ref().take(BATCH).map(work).collect();
+                    let n = results.len();
                     // The caller stops receiving only once every sender is
                     // gone, so a send fails only if it panicked.
-                    if send.send((n * chunk + b * BATCH, results)).is_err() {
+                    if n == 0 || send.send((at, results)).is_err() {
                         return;
                     }
+                    at += n;
                 }
             });
         }
@@ -110,6 +138,16 @@ mod tests {
                 .all(|(i, s)| *s == (2 * i).to_string())
         );
         assert!(map_kept(&[] as &[u32], |n| *n, |n| n).is_empty());
+        // Owned: each item goes as it is worked, on a worker, in order.
+        let owned: Vec<Box<u32>> = (0..1000).map(Box::new).collect();
+        let caller = std::thread::current().id();
+        let out = map_kept_owned(
+            owned,
+            |n| (*n, std::thread::current().id() != caller),
+            |r| r,
+        );
+        assert!(out.iter().enumerate().all(|(i, (n, _))| *n == i as u32));
+        assert!(out.iter().all(|(_, on_a_worker)| *on_a_worker));
         // A single chunk, done on this thread: the same order, each kept once.
         let caller = std::thread::current().id();
         let mut kept = 0;

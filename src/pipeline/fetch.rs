@@ -163,7 +163,7 @@ impl Session<'_> {
             Some(says) => says,
             None => super::Says::of(&self.control_of(file, r.locked.sha256())?),
         };
-        super::check_identity(&r.locked, &r.recipe, file, &says, &self.records)
+        super::check_identity(&r.locked, r.repack.is_some(), file, &says, &self.records)
     }
 
     /// Where the verified file of `r` lives in the cache.

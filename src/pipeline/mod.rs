@@ -319,9 +319,12 @@ impl Says {
 /// vouched for it: the signed index stanza (the lock entry made from it) for
 /// an upstream file, the recipe for a direct one. Package, Version and
 /// Architecture must be what both say.
+///
+/// The entry's name and version are its recipe's (every resolve copies
+/// them): the recipe itself is not kept to be compared again.
 fn check_identity(
     locked: &LockedPackage,
-    recipe: &PackageRecipe,
+    repacked: bool,
     file: &Path,
     says: &Says,
     records: &crate::repo::pool::DigestStore,
@@ -334,7 +337,7 @@ fn check_identity(
     // dpkg-deb would (a repack does that itself, so not twice; a signed
     // index's files are checked when repacked). Once per SHA256: the
     // answer is a function of the bytes.
-    let direct = matches!(locked.origin(), "url" | "path") && recipe.repack.is_none();
+    let direct = matches!(locked.origin(), "url" | "path") && !repacked;
     if direct && !records.data_checked(locked.sha256()) {
         DebFile::open(file)
             .and_then(|d| d.check_data())
@@ -348,8 +351,6 @@ fn check_identity(
         ("Package", locked.name()),
         ("Version", locked.version()),
         ("Architecture", locked.architecture()),
-        ("Package", recipe.name.as_str()),
-        ("Version", recipe.version.as_str()),
     ] {
         let found = says.get(field);
         // Versions are equal as dpkg compares them (`0:1.0` is `1.0`).
@@ -366,7 +367,7 @@ fn check_identity(
         if !same {
             return Err(PipelineError::NotWhatWasVouchedFor(Box::new(
                 IdentityMismatch {
-                    package: recipe.name.clone(),
+                    package: locked.name().to_string(),
                     file: file.to_path_buf(),
                     vouched: vouched.clone(),
                     field,

@@ -16,7 +16,6 @@ use super::{Artifact, Fetched, PipelineError, Session, write_atomic};
 /// The version suffix `f`'s own recipe sets.
 fn own_suffix(f: &Fetched) -> Option<&str> {
     f.resolved
-        .recipe
         .repack
         .as_ref()
         .and_then(|r| r.version_suffix.as_deref())
@@ -96,7 +95,7 @@ impl Session<'_> {
             .enumerate()
             .filter_map(|(i, f)| {
                 match (
-                    &f.resolved.recipe.repack,
+                    &f.resolved.repack,
                     plan.carried_suffix(f.resolved.locked.name()),
                 ) {
                     (Some(r), _) => Some((i, RepackRecipe::clone(r))),
@@ -130,7 +129,7 @@ impl Session<'_> {
             // The entry's last holder, unless the caller keeps the lock.
             drop(resolved.locked);
             Ok(Artifact {
-                for_base: resolved.recipe.for_base,
+                for_base: resolved.for_base,
                 version_changed,
                 control,
                 file,
@@ -266,7 +265,7 @@ impl Session<'_> {
         let size = fs::metadata(&dest).map_err(FileError::at(&dest))?.len();
         let control = self.control_of(&dest, &sha256)?;
         Ok(Artifact {
-            for_base: f.resolved.recipe.for_base,
+            for_base: f.resolved.for_base,
             version_changed: control.get("Version") != Some(locked.version()),
             control,
             file: dest.into(),
@@ -341,7 +340,8 @@ mod tests {
         let fetched: Vec<Fetched> = (0..1000)
             .map(|_| Fetched {
                 resolved: super::super::resolve::Resolved {
-                    recipe: std::sync::Arc::clone(&recipe),
+                    repack: recipe.repack.clone(),
+                    for_base: recipe.for_base,
                     locked: std::sync::Arc::new(crate::recipe::lock::LockEntry::default().into()),
                     from: super::super::resolve::FetchFrom::InPlace(std::sync::Arc::clone(&file)),
                     seen: None,

@@ -33,7 +33,12 @@ pub(super) enum FetchFrom {
 /// One recipe's file, resolved through its trust chain.
 #[derive(Debug, Clone)]
 pub struct Resolved {
-    pub recipe: Arc<PackageRecipe>,
+    /// What the recipe asks of preparing the file: its repack, where it has
+    /// one. (The recipe itself is not kept: a build's go as their packages
+    /// are resolved, see [`super::Session::resolve_releasing`].)
+    pub repack: Option<Box<crate::recipe::RepackRecipe>>,
+    /// Picked for the base's closure, not named by a recipe file.
+    pub for_base: bool,
     /// Shared with the artifact prepared from it.
     pub locked: Arc<LockedPackage>,
     pub(super) from: FetchFrom,
@@ -54,7 +59,8 @@ impl Resolved {
     /// A deep copy, in the calling thread's memory (see `crate::cores`).
     fn kept(self) -> Resolved {
         Resolved {
-            recipe: self.recipe,
+            repack: self.repack.clone(),
+            for_base: self.for_base,
             locked: Arc::new(LockedPackage::clone(&self.locked)),
             // A path recipe's file is made by the calling thread already
             // (`resolve_paths`).
@@ -83,6 +89,32 @@ impl Session<'_> {
     /// thousands of entries is the slowest file a build parses. (`--locked`
     /// reads it before, and the base's closure when the session opens.)
     pub fn resolve(&self) -> Result<(Vec<Resolved>, Vec<OpenSourceFiles>), PipelineError> {
+        self.resolve_list(self.recipes.packages.clone())
+    }
+
+    /// [`Session::resolve`] for a build: the recipes the rest of it does
+    /// not read ([`PackageRecipe::needed_after_prepare`]) go from the
+    /// session, and each as its package is resolved (memory: a recipe per
+    /// package, 7 MB at 20,000, was held beside every resolved package at
+    /// the build's peak).
+    pub fn resolve_releasing(
+        &mut self,
+    ) -> Result<(Vec<Resolved>, Vec<OpenSourceFiles>), PipelineError> {
+        let all = std::mem::take(&mut self.recipes.packages);
+        self.recipes.packages = all
+            .iter()
+            .filter(|p| p.needed_after_prepare())
+            .cloned()
+            .collect();
+        self.resolve_list(all)
+    }
+
+    /// The recipes of `list` resolved, in its order; each path recipe goes
+    /// (unless another holds it) as its package is resolved.
+    fn resolve_list(
+        &self,
+        list: Vec<Arc<PackageRecipe>>,
+    ) -> Result<(Vec<Resolved>, Vec<OpenSourceFiles>), PipelineError> {
         // Read at the first recipe that needs it, then kept ("none" too).
         let mut read: Option<Option<Arc<Lock>>> = None;
         let mut lock = move || -> Result<Option<Arc<Lock>>, PipelineError> {
@@ -92,14 +124,41 @@ impl Session<'_> {
             Ok(read.clone().flatten())
         };
         let mut opened = Vec::new();
-        let mut by_source: BTreeMap<&str, Vec<&Arc<PackageRecipe>>> = BTreeMap::new();
+        // Path recipes by value, each with its file's path, made here one
+        // after another: it is held to the end of the build, and made
+        // between the lock entries (which go once the packages are
+        // prepared) it would keep every page they leave from being given
+        // back. The rest, each after how many path recipes come before it.
+        let mut path_recipes = Vec::new();
+        let mut rest = Vec::new();
+        for p in list {
+            if let Origin::Path { path } = &p.origin {
+                let file: Arc<Path> = self.recipes.dir.join(path).into();
+                path_recipes.push((p, file));
+            } else {
+                rest.push((path_recipes.len(), p));
+            }
+        }
         // The path recipes' results become the list of every package (the
         // rest is added): one list of them is held, not two.
-        let mut paths = self.resolve_paths();
-        let mut next_path = 0;
+        let mut paths = self.resolve_paths(path_recipes);
+        // The first problem in recipe order: a path recipe's before one of
+        // the rest's.
+        let mut checked = 0;
+        let mut first_error_before =
+            |n: usize, paths: &mut Vec<Result<Resolved, PipelineError>>| match (checked..n)
+                .find(|&i| paths[i].is_err())
+            {
+                Some(i) => Err(paths.swap_remove(i).expect_err("an error")),
+                None => {
+                    checked = n;
+                    Ok(())
+                }
+            };
+        let mut by_source: BTreeMap<&str, Vec<&Arc<PackageRecipe>>> = BTreeMap::new();
         let mut urls = Vec::new();
-        // The first problem in recipe order.
-        for p in &self.recipes.packages {
+        for (before, p) in &rest {
+            first_error_before(*before, &mut paths)?;
             match &p.origin {
                 Origin::Upstream { source } => {
                     by_source.entry(source.as_str()).or_default().push(p)
@@ -107,19 +166,15 @@ impl Session<'_> {
                 Origin::Url { url, sha256, size } => {
                     urls.push(self.resolve_url(p, url, sha256, *size, lock()?.as_deref())?)
                 }
-                Origin::Path { .. } => {
-                    if paths[next_path].is_err() {
-                        return Err(paths.swap_remove(next_path).expect_err("an error"));
-                    }
-                    next_path += 1;
-                }
+                Origin::Path { .. } => unreachable!("path recipes are resolved above"),
                 // Made by the build, after fetching: nothing to resolve.
                 Origin::Built => {}
             }
         }
+        first_error_before(paths.len(), &mut paths)?;
         // In place: every path result is a package now.
         let mut out: Vec<Resolved> = paths.into_iter().map(|r| r.expect("no error")).collect();
-        out.reserve_exact(self.recipes.packages.len() - out.len());
+        out.reserve_exact(rest.len());
         out.append(&mut urls);
         let root = self.recipes.root();
         // Every source's key file first: a missing one is said before any
@@ -201,7 +256,8 @@ impl Session<'_> {
             open.load_index(&p.architecture, &wanted, &self.settings.cache)?;
             let f = open.find(&p.name, &p.version, &p.architecture)?;
             out.push(Resolved {
-                recipe: Arc::clone(p),
+                repack: p.repack.clone(),
+                for_base: p.for_base,
                 locked: Arc::new(LockedPackage::from(LockEntry {
                     name: p.name.clone(),
                     version: p.version.clone(),
@@ -249,7 +305,8 @@ impl Session<'_> {
             FetchFrom::Local(self.find_in_dirs(&p.name, &file)?)
         };
         Ok(Resolved {
-            recipe: Arc::clone(p),
+            repack: p.repack.clone(),
+            for_base: p.for_base,
             locked: Arc::new(direct_entry(
                 p,
                 "url",
@@ -316,32 +373,29 @@ impl Session<'_> {
         )?)
     }
 
-    /// Every path recipe, in order, resolved on all cores: thousands of
-    /// local files are read at once, not one after another.
-    fn resolve_paths(&self) -> Vec<Result<Resolved, PipelineError>> {
-        // Each package's path, made here, one after another: it is held
-        // to the end of the build, and made between the lock entries (which
-        // go once the packages are prepared) it would keep every page they
-        // leave from being given back.
-        let recipes: Vec<(&Arc<PackageRecipe>, &Path, Arc<Path>)> = self
-            .recipes
-            .packages
-            .iter()
-            .filter_map(|p| match &p.origin {
-                Origin::Path { path } => {
-                    Some((p, path.as_path(), self.recipes.dir.join(path).into()))
-                }
-                _ => None,
-            })
-            .collect();
+    /// Every path recipe (with its file's path), in order, resolved on all
+    /// cores: thousands of local files are read at once, not one after
+    /// another. Each recipe comes back with its result and goes here (its
+    /// memory is this thread's), unless another holds it.
+    fn resolve_paths(
+        &self,
+        recipes: Vec<(Arc<PackageRecipe>, Arc<Path>)>,
+    ) -> Vec<Result<Resolved, PipelineError>> {
         // Held to the end of the build: each resolved package, and the
         // control of a file seen for the first time, are kept in this
         // thread's memory (see `crate::cores`).
-        self.records.reserve(self.recipes.packages.len());
-        crate::cores::map_kept(
-            &recipes,
-            |(p, path, file)| self.resolve_path(p, path, file),
-            |r| {
+        self.records.reserve(recipes.len());
+        crate::cores::map_kept_owned(
+            recipes,
+            |(p, file)| {
+                let Origin::Path { path } = &p.origin else {
+                    unreachable!("only path recipes")
+                };
+                let resolved = self.resolve_path(&p, path, &file);
+                (resolved, p)
+            },
+            |(r, recipe)| {
+                drop(recipe);
                 r.map(|(resolved, control)| {
                     if let Some(text) = control {
                         self.records.put_control(resolved.locked.sha256(), &text);
@@ -442,7 +496,8 @@ impl Session<'_> {
         };
         let url = format!("file://{}", full.display());
         let resolved = Resolved {
-            recipe: Arc::clone(p),
+            repack: p.repack.clone(),
+            for_base: p.for_base,
             locked: Arc::new(direct_entry(
                 p,
                 "path",
@@ -485,7 +540,8 @@ impl Session<'_> {
             .to_string();
         let local = self.find_in_dirs(&p.name, &file)?;
         Ok(Resolved {
-            recipe: Arc::clone(p),
+            repack: p.repack.clone(),
+            for_base: p.for_base,
             locked: Arc::new(locked.clone()),
             from: FetchFrom::Local(local),
             seen: None,

@@ -347,7 +347,9 @@ impl PackageRecipe {
     /// what it builds (`action = "build"`), the pins (`pin`, a repack, an
     /// exact dependency) and the base's picks (`pipeline::pinned_packages`,
     /// `pipeline::package_versions`). A plain `keep` recipe is read only to
-    /// resolve, fetch and prepare its own package.
+    /// resolve its own package (`Session::resolve_releasing`): what fetching
+    /// and preparing it read of it (its repack, whether it is a base pick)
+    /// the resolved package carries.
     pub fn needed_after_prepare(&self) -> bool {
         self.build.is_some()
             || self.pin.is_some()

@@ -371,7 +371,12 @@ fn fetch_and_prepare<'r>(
     // packages are resolved (memory: a name and an identity a recipe). A
     // second pass (the base's picks changed) stats them itself.
     *seen = None;
-    let (packages, sources) = super::resolve_and_fetch_unsettled(&session, s.locked, reporter)?;
+    // The recipes the rest of the build does not read (a plain `keep`) go
+    // as their packages are resolved; the few it asks of (pins, versions,
+    // what it builds, the base's picks) stay in the session.
+    super::require_lock(&session, s.locked)?;
+    let resolved = session.resolve_releasing()?;
+    let (packages, sources) = super::fetch_unsettled(&session, resolved, s.locked, reporter)?;
     // What the stamp needs of the fetched files, taken before preparing.
     let inputs = if stamp && sources.is_empty() {
         stamp_inputs(&packages)
@@ -384,13 +389,6 @@ fn fetch_and_prepare<'r>(
     // results before they were copied) is free: given back before the
     // packages are prepared on this thread.
     crate::cores::release_freed_memory();
-    // What the rest of the build asks of the recipes (pins, versions, what
-    // it builds, the base's picks) is in a few of them: the others go as
-    // their packages are prepared (memory: a recipe per package).
-    session
-        .recipes
-        .packages
-        .retain(|p| p.needed_after_prepare());
     // With --locked the lock is compared before anything is prepared, as
     // is what writing it would refuse (another file in its place, a newer
     // debforge's lock); then it is rendered, compared and written on a

@@ -238,14 +238,30 @@ pub fn resolve_and_fetch_unsettled(
     locked: bool,
     reporter: &dyn Reporter,
 ) -> Result<(Vec<pipeline::Fetched>, Vec<pipeline::OpenSourceFiles>), WorkflowError> {
-    // Said before the network: --locked cannot work without the lock.
+    require_lock(session, locked)?;
+    let resolved = session.resolve()?;
+    fetch_unsettled(session, resolved, locked, reporter)
+}
+
+/// Said before the network: `--locked` cannot work without the lock.
+pub fn require_lock(session: &Session, locked: bool) -> Result<(), WorkflowError> {
     if locked && session.read_lock()?.is_none() {
         return Err(PipelineError::NoLock {
             path: session.lock_path().to_path_buf(),
         }
         .into());
     }
-    let (resolved, sources) = session.resolve()?;
+    Ok(())
+}
+
+/// [`resolve_and_fetch_unsettled`] once resolved (by
+/// [`Session::resolve_releasing`], for a build).
+pub fn fetch_unsettled(
+    session: &Session,
+    (resolved, sources): (Vec<pipeline::Resolved>, Vec<pipeline::OpenSourceFiles>),
+    locked: bool,
+    reporter: &dyn Reporter,
+) -> Result<(Vec<pipeline::Fetched>, Vec<pipeline::OpenSourceFiles>), WorkflowError> {
     if locked {
         session.check_locked(&resolved)?;
     }
