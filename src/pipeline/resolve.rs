@@ -781,4 +781,75 @@ mod tests {
         let recorded = session.records.recorded(&meta_b).unwrap();
         assert_eq!(recorded.sha256, seen.digests.sha256);
     }
+
+    #[test]
+    fn the_first_problem_is_in_recipe_order_and_a_build_lets_its_plain_recipes_go() {
+        use crate::repo::test_support::tiny_deb;
+        let dir = tempfile::tempdir().unwrap();
+        let debs = dir.path().join("debs");
+        std::fs::create_dir_all(&debs).unwrap();
+        let good = tiny_deb(&debs, "libc1", "1", None).file;
+        let recipe = |name: &str, from: &str| {
+            let text = format!(
+                "name = \"{name}\"\nversion = \"1\"\narchitecture = \"amd64\"\nfrom = {from}\n"
+            );
+            let file = dir.path().join(format!("recipes/packages/{name}.toml"));
+            Arc::new(crate::recipe::parse_package(&file, &text, &Default::default()).unwrap())
+        };
+        let path = |p: &Path| format!("{{ path = \"{}\" }}", p.display());
+        let url = format!(
+            "{{ url = \"https://e.org/libb1.deb\", sha256 = \"{}\", size = 1 }}",
+            "a".repeat(64)
+        );
+        let session = |packages: Vec<Arc<PackageRecipe>>| {
+            let settings = super::super::Settings {
+                cache: dir.path().join("cache"),
+                overrides: Default::default(),
+                // The URL's file is looked for here (offline), and not found.
+                source_dirs: vec![dir.path().join("offline")],
+                http: Default::default(),
+                parallel: 1,
+                now: 0,
+            };
+            let recipes = crate::recipe::RecipeSet {
+                dir: dir.path().join("recipes"),
+                sources: Default::default(),
+                packages,
+            };
+            Session::new(recipes, settings, &crate::report::Quiet).unwrap()
+        };
+        let missing = |name: &str| recipe(name, &path(&debs.join(format!("{name}.deb"))));
+        // A path recipe's problem, then a URL's, then a path recipe's: each
+        // said first when it comes first.
+        let e = session(vec![
+            missing("liba1"),
+            recipe("libb1", &url),
+            missing("libc1"),
+        ])
+        .resolve()
+        .unwrap_err();
+        assert!(e.to_string().contains("liba1.deb"), "{e}");
+        let e = session(vec![
+            recipe("liba1", &path(&good)),
+            recipe("libb1", &url),
+            missing("libc1"),
+        ])
+        .resolve()
+        .unwrap_err();
+        assert!(matches!(e, PipelineError::FileNotFound { .. }), "{e}");
+        let e = session(vec![recipe("libb1", &path(&good)), missing("libc1")])
+            .resolve()
+            .unwrap_err();
+        assert!(e.to_string().contains("libc1.deb"), "{e}");
+        // A build's resolve: the plain recipes leave the session and go once
+        // resolved; what fetching and preparing read of them comes along.
+        let plain = recipe("libc1", &path(&good));
+        let mut build = session(vec![Arc::clone(&plain)]);
+        let (resolved, _) = build.resolve_releasing().unwrap();
+        assert!(build.recipes.packages.is_empty());
+        assert_eq!(Arc::strong_count(&plain), 1, "the recipe is held still");
+        assert_eq!(resolved.len(), 1);
+        assert!(resolved[0].repack.is_none() && !resolved[0].for_base);
+        assert_eq!(resolved[0].locked.name(), "libc1");
+    }
 }
