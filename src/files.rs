@@ -483,6 +483,17 @@ pub fn tree_entries(root: &Path, skip: &Skip<'_>) -> std::io::Result<Vec<TreeEnt
     walk_tree(root, skip, true)
 }
 
+/// [`tree_entries`] with room for `expected` entries made first: a walk of
+/// a whole output (two entries a package) grown by doubling held up to
+/// twice what it listed, 6.3 MB for 40,000 entries at a cold build's peak.
+pub fn tree_entries_expecting(
+    root: &Path,
+    skip: &Skip<'_>,
+    expected: usize,
+) -> std::io::Result<Vec<TreeEntry>> {
+    walk_tree_with(root, skip, true, None, expected)
+}
+
 /// The [`tree_digest`] of a walk's entries (sorted here): each entry's
 /// line hashed in the order of the paths, which is the order of the lines
 /// (a path is unique in a tree, and a line is its path, then a NUL no path
@@ -541,11 +552,12 @@ pub fn tree_entries_since(
     skip: &Skip<'_>,
     before: &WalkedBefore<'_>,
 ) -> std::io::Result<Vec<TreeEntry>> {
-    walk_tree_with(root, skip, true, Some(before))
+    // The same tree, give or take what changed since.
+    walk_tree_with(root, skip, true, Some(before), before.entries.len())
 }
 
 fn walk_tree(root: &Path, skip: &Skip<'_>, links: bool) -> std::io::Result<Vec<TreeEntry>> {
-    walk_tree_with(root, skip, links, None)
+    walk_tree_with(root, skip, links, None, 0)
 }
 
 fn walk_tree_with(
@@ -553,6 +565,7 @@ fn walk_tree_with(
     skip: &Skip<'_>,
     links: bool,
     before: Option<&WalkedBefore<'_>>,
+    expected: usize,
 ) -> std::io::Result<Vec<TreeEntry>> {
     use rustix::fs::{Mode, OFlags};
     let dir = rustix::fs::open(
@@ -566,7 +579,7 @@ fn walk_tree_with(
         before,
         path: root.to_path_buf(),
         rel: String::new(),
-        entries: Vec::new(),
+        entries: Vec::with_capacity(expected),
         depth: 0,
     };
     walk.read(dir)?;

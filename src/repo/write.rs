@@ -694,7 +694,10 @@ fn settle(
         }
         None => {
             let taken = std::time::SystemTime::now();
-            (crate::files::tree_entries(out, &|_| false)?, None, taken)
+            // A directory and a file a package, and the indexes.
+            let expected = 2 * report.packages.len() + 64;
+            let entries = crate::files::tree_entries_expecting(out, &|_| false, expected)?;
+            (entries, None, taken)
         }
     };
     let listed: std::collections::HashSet<&str> = report
