@@ -744,24 +744,34 @@ struct FirstSight {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_package_file_is_recorded_only_under_the_identity_of_the_file_read() {
-        use crate::repo::test_support::tiny_deb;
-        let dir = tempfile::tempdir().unwrap();
+    /// A session over `dir`'s `recipes/` and `cache/`, offline, looking
+    /// for files in `source_dirs`.
+    fn session_in(
+        dir: &Path,
+        source_dirs: Vec<PathBuf>,
+        packages: Vec<Arc<PackageRecipe>>,
+    ) -> Session<'static> {
         let settings = super::super::Settings {
-            cache: dir.path().join("cache"),
+            cache: dir.join("cache"),
             overrides: Default::default(),
-            source_dirs: Vec::new(),
+            source_dirs,
             http: Default::default(),
             parallel: 1,
             now: 0,
         };
         let recipes = crate::recipe::RecipeSet {
-            dir: dir.path().join("recipes"),
+            dir: dir.join("recipes"),
             sources: Default::default(),
-            packages: Vec::new(),
+            packages,
         };
-        let session = Session::new(recipes, settings, &crate::report::Quiet).unwrap();
+        Session::new(recipes, settings, &crate::report::Quiet).unwrap()
+    }
+
+    #[test]
+    fn a_package_file_is_recorded_only_under_the_identity_of_the_file_read() {
+        use crate::repo::test_support::tiny_deb;
+        let dir = tempfile::tempdir().unwrap();
+        let session = session_in(dir.path(), Vec::new(), Vec::new());
         let a = tiny_deb(dir.path(), "liba", "1.0-1", None).file;
         let b = tiny_deb(dir.path(), "liba", "1.1-1", None).file;
         let (meta_a, meta_b) = (
@@ -801,23 +811,8 @@ mod tests {
             "{{ url = \"https://e.org/libb1.deb\", sha256 = \"{}\", size = 1 }}",
             "a".repeat(64)
         );
-        let session = |packages: Vec<Arc<PackageRecipe>>| {
-            let settings = super::super::Settings {
-                cache: dir.path().join("cache"),
-                overrides: Default::default(),
-                // The URL's file is looked for here (offline), and not found.
-                source_dirs: vec![dir.path().join("offline")],
-                http: Default::default(),
-                parallel: 1,
-                now: 0,
-            };
-            let recipes = crate::recipe::RecipeSet {
-                dir: dir.path().join("recipes"),
-                sources: Default::default(),
-                packages,
-            };
-            Session::new(recipes, settings, &crate::report::Quiet).unwrap()
-        };
+        // The URL's file is looked for in offline/, and not found.
+        let session = |packages| session_in(dir.path(), vec![dir.path().join("offline")], packages);
         let missing = |name: &str| recipe(name, &path(&debs.join(format!("{name}.deb"))));
         // A path recipe's problem, then a URL's, then a path recipe's: each
         // said first when it comes first.
