@@ -620,6 +620,21 @@ impl<'a> Session<'a> {
     /// newer debforge is an error). The SHA256 of its bytes now, taken as
     /// they are made, and what was written.
     pub fn write_lock_unless_same(&self, lock: &Lock) -> Result<SettledLock, PipelineError> {
+        self.write_lock_text(&mut |w| lock.write_text(w))
+    }
+
+    /// [`Session::write_lock_unless_same`], each of `lock`'s entries let go
+    /// once written ([`Lock::write_text_releasing`]).
+    pub fn write_lock_releasing(&self, lock: Lock) -> Result<SettledLock, PipelineError> {
+        let mut lock = Some(lock);
+        // `write_atomic_unless_same` writes once.
+        self.write_lock_text(&mut |w| lock.take().expect("written once").write_text_releasing(w))
+    }
+
+    fn write_lock_text(
+        &self,
+        text: &mut dyn FnMut(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<SettledLock, PipelineError> {
         // By type: a FIFO or a device in its place is an error, not replaced.
         let mut old = match crate::input::open_regular(&self.lock_path) {
             Ok(f) => Some(f),
@@ -630,10 +645,15 @@ impl<'a> Session<'a> {
             self.refuse_newer_lock(file)?;
         }
         let mut sha256 = String::new();
-        let mut text = lock_text(lock, &mut sha256);
+        let mut hashed = |w: &mut dyn std::io::Write| {
+            let hasher = crate::digest::Hasher::new(crate::digest::DigestSet::SHA256);
+            let mut hashing = crate::digest::HashingWriter::new(w, hasher);
+            text(&mut hashing)?;
+            sha256 = hashing.finish().1.sha256;
+            Ok(())
+        };
         let written =
-            crate::files::write_atomic_unless_same(&self.lock_path, old.as_mut(), &mut text)?;
-        drop(text);
+            crate::files::write_atomic_unless_same(&self.lock_path, old.as_mut(), &mut hashed)?;
         Ok(SettledLock { sha256, written })
     }
 
@@ -673,20 +693,6 @@ impl<'a> Session<'a> {
             Some(SourceTransport::Open(t)) => Some(t.as_ref()),
             _ => None,
         }
-    }
-}
-
-/// Writes `lock`'s text, its SHA256 into `sha256` as it is written.
-fn lock_text<'l>(
-    lock: &'l Lock,
-    sha256: &'l mut String,
-) -> impl FnMut(&mut dyn std::io::Write) -> std::io::Result<()> + use<'l> {
-    move |w| {
-        let hasher = crate::digest::Hasher::new(crate::digest::DigestSet::SHA256);
-        let mut hashing = crate::digest::HashingWriter::new(w, hasher);
-        lock.write_text(&mut hashing)?;
-        *sha256 = hashing.finish().1.sha256;
-        Ok(())
     }
 }
 

@@ -610,6 +610,22 @@ impl Session<'_> {
         Ok((Arc::unwrap_or_clone(old), settled))
     }
 
+    /// [`Session::settle_lock`] where the caller keeps no lock (a build):
+    /// written, each entry goes once its table is
+    /// ([`Session::write_lock_releasing`]).
+    pub fn settle_lock_releasing(
+        &self,
+        entries: impl Iterator<Item = Arc<LockedPackage>>,
+        locked: bool,
+    ) -> Result<super::SettledLock, PipelineError> {
+        if locked {
+            return self.settle_lock(entries, true).map(|(_, settled)| settled);
+        }
+        let new = Lock::new(entries);
+        self.forget_lock();
+        self.write_lock_releasing(new)
+    }
+
     /// The lock file, where it says what `new` says; an error where it
     /// differs or there is none.
     fn compare_lock(&self, new: &Lock) -> Result<Arc<Lock>, PipelineError> {

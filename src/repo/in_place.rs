@@ -27,7 +27,7 @@ use crate::report::{Event, Reporter, Task};
 
 use super::write::{
     PoolInput, RepoParams, Written, base_name, check_installable, exchange, fresh_staging,
-    place_all, pool_entries, pool_names, write_beside_dists, write_dists,
+    place_all, pool_entries, pool_names, pool_positions, write_beside_dists, write_dists,
 };
 use super::{KEYRING_NAME, OUTPUT_MARKER, PREFERENCES_NAME, RepoError};
 
@@ -114,8 +114,8 @@ pub(super) fn write(
         item: String::new(),
     });
     drop(missing);
-    let pooled = pool_entries(unique);
-    *packages = Vec::new();
+    let named = pool_positions(packages, unique);
+    let pooled = pool_entries(packages, named);
     swap_dists(staging, out)?;
     added.kept = true;
     // The new indexes are in: every top file follows, each renamed whole;

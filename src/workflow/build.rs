@@ -394,10 +394,11 @@ fn fetch_and_prepare<'r>(
     // debforge's lock); then it is rendered, compared and written on a
     // thread of its own while the packages are prepared on this one
     // (neither reads what the other makes). Only a failing write is said
-    // after the preparing. Its entries go once it is written, the rest of
-    // each package's as its artifact is made (memory: an entry per package).
+    // after the preparing. Its entries go as their tables are written, the
+    // rest of each package's as its artifact is made: held until the file
+    // was synced, every entry stood beside every prepared control.
     let (settled, prepared) = if s.locked {
-        let (_, settled) = super::settle_lock(&session, entries.into_iter(), true, reporter)?;
+        let settled = super::settle_lock_releasing(&session, entries.into_iter(), true, reporter)?;
         let prepared = prepare_all(&session, packages, config, signing, s.dates, recorder);
         (Ok(settled), prepared)
     } else {
@@ -405,8 +406,7 @@ fn fetch_and_prepare<'r>(
         std::thread::scope(|scope| {
             let session = &session;
             let settled = scope.spawn(move || {
-                super::settle_lock(session, entries.into_iter(), false, reporter)
-                    .map(|(_, settled)| settled)
+                super::settle_lock_releasing(session, entries.into_iter(), false, reporter)
             });
             let prepared = prepare_all(session, packages, config, signing, s.dates, recorder);
             let settled = settled

@@ -285,8 +285,25 @@ pub fn settle_lock(
     reporter: &dyn Reporter,
 ) -> Result<(crate::recipe::lock::Lock, pipeline::SettledLock), WorkflowError> {
     let (lock, settled) = session.settle_lock(entries, locked)?;
+    say_written(session, &settled, reporter);
+    Ok((lock, settled))
+}
+
+/// [`settle_lock`] where the caller keeps no lock (a build): each entry
+/// goes once written ([`Session::settle_lock_releasing`]).
+pub fn settle_lock_releasing(
+    session: &Session,
+    entries: impl Iterator<Item = std::sync::Arc<crate::recipe::lock::LockedPackage>>,
+    locked: bool,
+    reporter: &dyn Reporter,
+) -> Result<pipeline::SettledLock, WorkflowError> {
+    let settled = session.settle_lock_releasing(entries, locked)?;
+    say_written(session, &settled, reporter);
+    Ok(settled)
+}
+
+fn say_written(session: &Session, settled: &pipeline::SettledLock, reporter: &dyn Reporter) {
     if settled.written.is_some() {
         crate::report::note(reporter, format!("wrote {}", session.lock_path().display()));
     }
-    Ok((lock, settled))
 }
