@@ -20,6 +20,7 @@ pub mod index;
 pub mod pieces;
 pub mod policy;
 pub mod pool;
+mod sorted_table;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod verify;

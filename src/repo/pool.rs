@@ -48,6 +48,7 @@ pub struct DigestStore {
 }
 
 use super::control_texts::{ControlTexts, Sha256};
+use super::sorted_table::{Keyed, SortedTable};
 
 fn sha256_bytes(hex_text: &str) -> Option<Sha256> {
     let mut out = [0; 32];
@@ -60,13 +61,27 @@ fn sha256_bytes(hex_text: &str) -> Option<Sha256> {
 #[derive(Default)]
 struct Records {
     /// By device and inode.
-    digests: std::collections::HashMap<(u64, u64), Record>,
+    digests: SortedTable<Record>,
     /// Their texts on disk, where each is in memory (see
     /// [`super::control_texts`]).
     controls: ControlTexts,
     /// The controls were written and dropped: none is added or answered.
     controls_forgotten: bool,
-    data_checked: std::collections::HashSet<Sha256>,
+    data_checked: SortedTable<Sha256>,
+}
+
+impl Keyed for Record {
+    type Key = (u64, u64);
+    fn key(&self) -> (u64, u64) {
+        (self.identity.dev(), self.identity.ino())
+    }
+}
+
+impl Keyed for Sha256 {
+    type Key = Sha256;
+    fn key(&self) -> Sha256 {
+        *self
+    }
 }
 
 #[derive(Clone, Copy, serde::Serialize, serde::Deserialize)]
@@ -165,14 +180,10 @@ impl Records {
             };
         };
         Records {
-            digests: f
-                .digests
-                .into_iter()
-                .map(|r| ((r.identity.dev(), r.identity.ino()), r))
-                .collect(),
+            digests: SortedTable::of(f.digests),
             controls,
             controls_forgotten: false,
-            data_checked: f.data_checked.into_iter().collect(),
+            data_checked: SortedTable::of(f.data_checked),
         }
     }
 
@@ -195,8 +206,8 @@ impl Records {
 impl serde::Serialize for Records {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut digests: Vec<&Record> = self.digests.values().collect();
-        digests.sort_unstable_by_key(|r| (r.identity.dev(), r.identity.ino()));
+        let mut digests: Vec<&Record> = self.digests.iter().collect();
+        digests.sort_unstable_by_key(|r| r.key());
         let mut checked: Vec<&Sha256> = self.data_checked.iter().collect();
         checked.sort_unstable();
         let mut st = s.serialize_struct("Records", 2)?;
@@ -279,7 +290,7 @@ impl DigestStore {
 
     fn get(&self, now: crate::files::FileIdentity) -> Option<Digests> {
         let mut records = self.records().ok()?;
-        let r = records.digests.get_mut(&(now.dev(), now.ino()))?;
+        let r = records.digests.get_mut((now.dev(), now.ino()))?;
         // Pool files are hard-linked into new outputs: a link alone changes
         // their ctime (and their link count). The record follows the file,
         // so the next change of ctime is judged from here.
@@ -301,14 +312,11 @@ impl DigestStore {
             return;
         };
         if let Ok(mut records) = self.records() {
-            records.digests.insert(
-                (identity.dev(), identity.ino()),
-                Record {
-                    identity,
-                    size: digests.size,
-                    sha256,
-                },
-            );
+            records.digests.insert(Record {
+                identity,
+                size: digests.size,
+                sha256,
+            });
             self.changed
                 .store(true, std::sync::atomic::Ordering::SeqCst);
         }
@@ -331,7 +339,7 @@ impl DigestStore {
     /// end without a fault.
     pub fn data_checked(&self, sha256: &str) -> bool {
         sha256_bytes(sha256)
-            .is_some_and(|key| self.records().is_ok_and(|r| r.data_checked.contains(&key)))
+            .is_some_and(|key| self.records().is_ok_and(|r| r.data_checked.contains(key)))
     }
 
     pub fn put_data_checked(&self, sha256: &str) {
@@ -376,10 +384,9 @@ impl DigestStore {
     pub fn reserve(&self, n: usize) {
         if let Ok(mut records) = self.records() {
             let r = &mut *records;
-            r.digests.reserve(n.saturating_sub(r.digests.len()));
+            r.digests.reserve(n);
             r.controls.reserve(n.saturating_sub(r.controls.len()));
-            r.data_checked
-                .reserve(n.saturating_sub(r.data_checked.len()));
+            r.data_checked.reserve(n);
         }
     }
 
@@ -446,7 +453,7 @@ impl DigestStore {
         let Ok(mut records) = self.records() else {
             return;
         };
-        if let Some(r) = records.digests.get_mut(&(now.dev(), now.ino()))
+        if let Some(r) = records.digests.get_mut((now.dev(), now.ino()))
             && r.identity.same_inode_bytes(&now)
             && r.identity != now
         {
