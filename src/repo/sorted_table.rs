@@ -135,7 +135,11 @@ mod tests {
     fn items_are_found_replaced_and_listed_by_key_across_merges() {
         let mut t = SortedTable::of(vec![Item(5, 1), Item(1, 1), Item(5, 2)]);
         assert_eq!(t.len(), 2);
-        assert_eq!(t.get_mut(5).copied(), Some(Item(5, 2)), "the last of one key");
+        assert_eq!(
+            t.get_mut(5).copied(),
+            Some(Item(5, 2)),
+            "the last of one key"
+        );
         // Keys spread across the sorted ones, over several merges, each
         // added twice (the second replaces the first).
         let n = 3 * MERGE_AT as u32 + 7;
