@@ -68,7 +68,14 @@ pub(super) fn write(
         let index = scope.spawn(|| {
             let index = write_dists(staging, &unique, params, observer)?;
             write_beside_dists(staging, params, pins)?;
-            check_installable(staging, out, params.base, &params.config.architectures)?;
+            let count = unique.len();
+            check_installable(
+                staging,
+                out,
+                count,
+                params.base,
+                &params.config.architectures,
+            )?;
             Ok::<_, RepoError>(index)
         });
         let walked = walk_pool(out);

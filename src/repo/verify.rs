@@ -586,18 +586,25 @@ fn listed_of(index: &std::sync::Arc<Path>, stanza: &ControlParagraph) -> Listed 
 /// repository at `root` — dependencies among its packages, a candidate
 /// under its pins for each — without a signature check or hashing a
 /// package: what `build` runs on its staged output before swapping it in,
-/// so that it never writes a repository `verify` rejects.
-pub fn installability(root: &Path) -> Vec<String> {
+/// so that it never writes a repository `verify` rejects. `packages`: how
+/// many it wrote, at most what an index lists (room made once: grown by
+/// doubling, then shrunk, the lists were the build's peak).
+pub fn installability(root: &Path, packages: usize) -> Vec<String> {
     let mut r = VerifyReport::default();
     let mut listed = Vec::new();
     for index in package_indexes(root) {
         let Ok(file) = crate::input::open_regular(&index) else {
             continue;
         };
-        let read = read_index(&index.into(), file);
+        let read = read_index(&index.into(), file, packages);
         r.problems.extend(read.problem);
         check_relating(&read.listed, &read.relating, &mut r);
-        listed.extend(read.listed);
+        // The first index's list is taken as it is, not copied.
+        if listed.is_empty() {
+            listed = read.listed;
+        } else {
+            listed.extend(read.listed);
+        }
     }
     check_pins(root, &listed, &mut r);
     r.problems
@@ -664,10 +671,11 @@ struct IndexRead {
     problem: Option<String>,
 }
 
-fn read_index(index: &std::sync::Arc<Path>, file: impl std::io::Read) -> IndexRead {
+/// `room`: the stanzas it may have.
+fn read_index(index: &std::sync::Arc<Path>, file: impl std::io::Read, room: usize) -> IndexRead {
     let mut read = IndexRead {
-        listed: Vec::new(),
-        relating: Vec::new(),
+        listed: Vec::with_capacity(room),
+        relating: Vec::with_capacity(room),
         problem: None,
     };
     for stanza in ParagraphReader::new(BufReader::new(file)) {
@@ -684,6 +692,7 @@ fn read_index(index: &std::sync::Arc<Path>, file: impl std::io::Read) -> IndexRe
         }
     }
     read.listed.shrink_to_fit();
+    read.relating.shrink_to_fit();
     read
 }
 
@@ -1017,7 +1026,7 @@ mod tests {
         let c = "pool/c_1_all.deb: c 1 Depends: a (>= 2) | b (>= 2), which no package in this repository satisfies (it has b 1, a 1, b 0.5); apt cannot install it";
         assert_eq!(r.problems, [c]);
         // The build's check: every stanza, from what one reading kept.
-        let read = read_index(&index, text.as_bytes());
+        let read = read_index(&index, text.as_bytes(), 0);
         assert!(read.problem.is_none());
         assert_eq!(read.listed.len(), 5);
         assert_eq!(read.relating.len(), 2);
@@ -1032,7 +1041,7 @@ mod tests {
                     Package: a\nVersion: 1\nFilename: pool/a_1_all.deb\nDepends: b (>= 2)\n\n\
                     not a field\n\n\
                     Package: c\nVersion: 1\nDepends: b (>= 3)\n";
-        let read = read_index(&index, torn.as_bytes());
+        let read = read_index(&index, torn.as_bytes(), 9);
         assert!(read.problem.is_some());
         assert_eq!(read.listed.len(), 2);
         let mut r = VerifyReport::default();

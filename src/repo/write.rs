@@ -308,7 +308,8 @@ fn write_whole(
     let named = pool_positions(packages, unique);
     let pooled = pool_entries(packages, named);
     write_beside_dists(root, params, pins)?;
-    check_installable(root, out, params.base, &params.config.architectures)?;
+    let count = pooled.len();
+    check_installable(root, out, count, params.base, &params.config.architectures)?;
     let parent = crate::files::parent(out);
     let base = base_name(out);
     let pause = params.pause_in_swap.as_deref();
@@ -324,10 +325,11 @@ pub(super) type Written = (Vec<PoolEntry>, IndexReport);
 pub(super) fn check_installable(
     root: &Path,
     out: &Path,
+    packages: usize,
     base: &[super::against::Base],
     architectures: &[String],
 ) -> Result<(), RepoError> {
-    let problems = super::verify::installability(root);
+    let problems = super::verify::installability(root, packages);
     if !problems.is_empty() {
         return Err(RepoError::NotInstallable {
             out: out.to_path_buf(),
@@ -389,7 +391,8 @@ pub fn write_kept(
         .collect();
     super::sign_dists(&dist, &params.config, &listed, params.date, params.keys)?;
     write_beside_dists(root, params, pins)?;
-    check_installable(root, out, params.base, &params.config.architectures)?;
+    // The count of packages is not known here: the lists grow.
+    check_installable(root, out, 0, params.base, &params.config.architectures)?;
     swap_in(
         staging.keep(),
         out,
