@@ -7,12 +7,16 @@
 # megabyte or two); "growth" is what each 1,000 more packages cost from the
 # size before (the slope: flat is what reprepro's is).
 #   bash benches/memory.sh            (needs reprepro; makes a 20,000-deb pool once)
+# DEBFORGE=BIN measures another build of debforge (one copied aside: a
+# rebuild of target/ during the run does not change what is measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sizes=${SIZES:-1000 5000 20000}
 max=$(echo "$sizes" | tr ' ' '\n' | sort -n | tail -1)
-cargo build --release -q
-bin=$PWD/target/release/debforge
+if [ -n "${DEBFORGE:-}" ]; then bin=$DEBFORGE; else
+  cargo build --release -q
+  bin=$PWD/target/release/debforge
+fi
 pool=/tmp/debforge-bench-pool-$max
 [ -d "$pool/pool" ] || bash benches/gen-pool.sh "$max" "$pool" >/dev/null
 work=$(mktemp -d /tmp/debforge-memory-bench.XXXXXX)
