@@ -7,8 +7,9 @@
 # megabyte or two); "growth" is what each 1,000 more packages cost from the
 # size before (the slope: flat is what reprepro's is).
 #   bash benches/memory.sh            (needs reprepro; makes a 20,000-deb pool once)
-# DEBFORGE=BIN measures another build of debforge (one copied aside: a
-# rebuild of target/ during the run does not change what is measured).
+# DEBFORGE=/abs/path/BIN measures another build of debforge (one copied
+# aside: a rebuild of target/ during the run does not change what is
+# measured; a relative path is taken from the repository's root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sizes=${SIZES:-1000 5000 20000}

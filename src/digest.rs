@@ -269,6 +269,51 @@ pub fn sha256_hex(data: &[u8]) -> String {
     hex::encode(sha2::Sha256::digest(data))
 }
 
+/// A file's SHA-256, as its 32 bytes: a build holds one for each package
+/// from preparing it to writing the repository (as a hex `String`, 24
+/// bytes and 64 more on the heap). Shown as the lowercase hex the indexes,
+/// the lock and the reports write.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sha256Sum([u8; 32]);
+
+impl Sha256Sum {
+    /// From its 64 hex digits; `None` for anything else.
+    pub fn from_hex(hex_text: &str) -> Option<Sha256Sum> {
+        let mut out = [0; 32];
+        hex::decode_to_slice(hex_text, &mut out).ok()?;
+        Some(Sha256Sum(out))
+    }
+
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// Its 64 lowercase hex digits, without an allocation.
+    pub fn hex_digits(&self) -> [u8; 64] {
+        let mut text = [0; 64];
+        hex::encode_to_slice(self.0, &mut text).expect("64 digits for 32 bytes");
+        text
+    }
+
+    /// Whether `hex_text` (as [`Digests`] hold it) is this digest.
+    pub fn matches(&self, hex_text: &str) -> bool {
+        Sha256Sum::from_hex(hex_text) == Some(*self)
+    }
+}
+
+impl std::fmt::Display for Sha256Sum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = self.hex_digits();
+        f.write_str(std::str::from_utf8(&text).expect("hex is ASCII"))
+    }
+}
+
+impl std::fmt::Debug for Sha256Sum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
 /// SHA-256 of a file, streamed (as [`digest_with`] reads), lowercase hex.
 pub fn sha256_file(path: &std::path::Path) -> io::Result<String> {
     let d = digest_with(std::fs::File::open(path)?, Hasher::new(DigestSet::SHA256))?;

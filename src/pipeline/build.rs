@@ -89,9 +89,9 @@ impl Session<'_> {
                 for_base: p.for_base,
                 version_changed: false,
                 control: self.control_of(&deb, &d.sha256)?,
+                sha256: super::sha256_sum(&deb, &d.sha256)?,
                 file: deb.into(),
                 size: d.size,
-                sha256: d.sha256,
             });
         }
         Ok(out)

@@ -197,7 +197,7 @@ pub struct Artifact {
     /// Size and SHA256 of `file`, taken while it was written (or, for a
     /// fetched file, as the chain of trust vouched for it).
     pub size: u64,
-    pub sha256: String,
+    pub sha256: crate::digest::Sha256Sum,
 }
 
 impl Artifact {
@@ -219,6 +219,16 @@ impl Artifact {
             sha256: self.sha256,
         }
     }
+}
+
+/// The SHA256 of the package file at `path`, `sha256` in hex, as bytes:
+/// taken by this build or checked against the file, so a text that is not
+/// one is named, not trusted.
+fn sha256_sum(path: &Path, sha256: &str) -> Result<crate::digest::Sha256Sum, PipelineError> {
+    crate::digest::Sha256Sum::from_hex(sha256).ok_or_else(|| PipelineError::BadPackage {
+        path: path.to_path_buf(),
+        reason: format!("its SHA256 {sha256:?} is not 64 hex digits"),
+    })
 }
 
 /// The control paragraph of a package file (only its control member is read).

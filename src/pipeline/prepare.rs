@@ -125,7 +125,8 @@ impl Session<'_> {
             let file = std::sync::Arc::clone(f.file());
             let Fetched { resolved } = f;
             let version_changed = control.get("Version") != Some(resolved.locked.version());
-            let (size, sha256) = (resolved.locked.size, resolved.locked.sha256().to_string());
+            let size = resolved.locked.size;
+            let sha256 = super::sha256_sum(&file, resolved.locked.sha256())?;
             // The entry's last holder, unless the caller keeps the lock.
             drop(resolved.locked);
             Ok(Artifact {
@@ -268,9 +269,9 @@ impl Session<'_> {
             for_base: f.resolved.for_base,
             version_changed: control.get("Version") != Some(locked.version()),
             control,
+            sha256: super::sha256_sum(&dest, &sha256)?,
             file: dest.into(),
             size,
-            sha256,
         })
     }
 }
@@ -356,7 +357,7 @@ mod tests {
                 control: crate::format::deb822::ControlParagraph::new(),
                 file: std::sync::Arc::clone(f.file()),
                 size: 0,
-                sha256: String::new(),
+                sha256: Default::default(),
             })
         })
         .unwrap();

@@ -1026,13 +1026,24 @@ pub fn materialize(
         .iter()
         .zip(&files)
         .zip(controls)
-        .map(|((p, file), control)| super::PoolInput {
-            file: file.as_path().into(),
-            control,
-            size: p.size,
-            sha256: p.sha256.clone(),
+        .map(|((p, file), control)| {
+            let sha256 = crate::digest::Sha256Sum::from_hex(&p.sha256).ok_or_else(|| {
+                RepoError::BadPackage {
+                    path: file.clone(),
+                    reason: format!(
+                        "the generation's manifest gives it SHA256 {:?}, not 64 hex digits",
+                        p.sha256
+                    ),
+                }
+            })?;
+            Ok(super::PoolInput {
+                file: file.as_path().into(),
+                control,
+                size: p.size,
+                sha256,
+            })
         })
-        .collect();
+        .collect::<Result<_, RepoError>>()?;
     super::write(&dest, inputs, &params, pins, observer)?;
     Ok(dest)
 }

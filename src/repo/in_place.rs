@@ -331,7 +331,7 @@ fn present_in(
                     .records
                     .digests_as(&dest, e.id)
                     .map_err(FileError::at(&dest))?;
-                if d.sha256 != p.sha256 || d.size != p.size {
+                if !p.sha256.matches(&d.sha256) || d.size != p.size {
                     return Ok(None);
                 }
                 present.push(true);
@@ -512,7 +512,7 @@ fn present_one(
                 .records
                 .digests_with(&dest, &m)
                 .map_err(FileError::at(&dest))?;
-            Ok((d.sha256 == p.sha256 && d.size == p.size).then_some(true))
+            Ok((p.sha256.matches(&d.sha256) && d.size == p.size).then_some(true))
         }
         Ok(_) => Ok(None),
     }
@@ -843,7 +843,7 @@ mod tests {
             file: Path::new("/nonexistent").into(),
             control: Default::default(),
             size: 1,
-            sha256: crate::digest::sha256_hex(b"a"),
+            sha256: crate::digest::Sha256Sum::from_hex(&crate::digest::sha256_hex(b"a")).unwrap(),
         };
         let records = super::super::pool::DigestStore::new(None);
         let params = RepoParams {
@@ -878,7 +878,7 @@ mod tests {
             Some(vec![true])
         );
         let other = PoolInput {
-            sha256: crate::digest::sha256_hex(b"b"),
+            sha256: crate::digest::Sha256Sum::from_hex(&crate::digest::sha256_hex(b"b")).unwrap(),
             ..input.clone()
         };
         let alias = [("pool/./main/a/a/a_1_all.deb".to_string(), &other)];

@@ -62,7 +62,7 @@ impl<T: Keyed> SortedTable<T> {
     /// Room for `n` items in all, in one allocation (the table is held to
     /// the end of the build: not grown by doubling).
     pub fn reserve(&mut self, n: usize) {
-        self.sorted.reserve(n.saturating_sub(self.len()));
+        self.sorted.reserve_exact(n.saturating_sub(self.len()));
     }
 
     pub fn get_mut(&mut self, key: T::Key) -> Option<&mut T> {

@@ -89,7 +89,7 @@ pub(crate) fn write_repo(
             file: d.file.as_path().into(),
             control: d.control.clone(),
             size: d.size,
-            sha256: d.sha256.clone(),
+            sha256: crate::digest::Sha256Sum::from_hex(&d.sha256).unwrap(),
         })
         .collect();
     write(out, inputs, &params, pins, &crate::report::Quiet)

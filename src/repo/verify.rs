@@ -675,6 +675,8 @@ struct IndexRead {
 fn read_index(index: &std::sync::Arc<Path>, file: impl std::io::Read, room: usize) -> IndexRead {
     let mut read = IndexRead {
         listed: Vec::with_capacity(room),
+        // Nearly every stanza of a real index relates (Depends); shrunk
+        // after, where fewer did.
         relating: Vec::with_capacity(room),
         problem: None,
     };

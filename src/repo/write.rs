@@ -54,7 +54,7 @@ pub struct PoolInput {
     pub file: std::sync::Arc<Path>,
     pub control: ControlParagraph,
     pub size: u64,
-    pub sha256: String,
+    pub sha256: crate::digest::Sha256Sum,
 }
 
 /// A package in the pool: its identity from its control paragraph, its
@@ -478,7 +478,7 @@ pub(super) fn write_dists(
         // it (by `place_all`, or the in-place check of a kept file).
         let digests = crate::digest::Digests {
             size: p.size,
-            sha256: p.sha256.to_string(),
+            sha256: p.sha256.to_hex(),
             ..Default::default()
         };
         crate::format::packages::write_stanza(&p.control, filename, &digests, &mut stanza);
@@ -737,7 +737,7 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
         " 2\0"
     ));
     for p in packages {
-        h.update(p.sha256.as_bytes());
+        h.update(p.sha256.hex_digits());
         h.update(b"\0");
     }
     h.update(format!("{:?}\0{}\0", params.config, params.date).as_bytes());
@@ -753,11 +753,14 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
     // package rebuilt at its version), so it keys nothing; else the key
     // moved with the generations kept, and a build of the same inputs
     // wrote the output again.
-    let own: std::collections::HashSet<&str> = packages.iter().map(|p| p.sha256.as_str()).collect();
+    let own: std::collections::HashSet<crate::digest::Sha256Sum> =
+        packages.iter().map(|p| p.sha256).collect();
     let mut earlier = params
         .retain
         .iter()
-        .filter(|(_, sha)| !own.contains(sha.as_str()))
+        .filter(|(_, sha)| {
+            crate::digest::Sha256Sum::from_hex(sha).is_none_or(|sha| !own.contains(&sha))
+        })
         .peekable();
     if earlier.peek().is_some() {
         // By hash (8 bytes a package, not a path): a collision would only
@@ -832,32 +835,31 @@ fn fill_pool(
 
 /// What the report lists of each package, sorted by pool file: made once
 /// the indexes are written (memory: not beside the compressors), each pool
-/// path moved out of `unique`, not copied.
-/// The pool's entries of `packages`, each package let go as its entry is
-/// made (memory: every control stood beside every entry, 6 MB at 20,000
-/// packages, the build's peak); `named` ([`pool_positions`]) says which go
-/// into the pool, and what each is called there.
+/// path moved out of `named` ([`pool_positions`]: which packages go into
+/// the pool, and what each is called there), each package let go as its
+/// entry is made (every control stood beside every entry, 6 MB at 20,000
+/// packages, the build's peak).
 pub(super) fn pool_entries(
     packages: &mut Vec<PoolInput>,
     named: Vec<(usize, String)>,
 ) -> Vec<PoolEntry> {
+    // Sized once: collected from a filter, the list grew by doubling.
+    let mut out = Vec::with_capacity(named.len());
     let mut named = named.into_iter().peekable();
-    let mut out: Vec<PoolEntry> = std::mem::take(packages)
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, p)| {
-            let (_, filename) = named.next_if(|(at, _)| *at == i)?;
-            let field = |k: &str| p.control.get(k).unwrap_or_default().to_string();
-            Some(PoolEntry {
-                package: field("Package"),
-                version: field("Version"),
-                architecture: field("Architecture"),
-                filename,
-                size: p.size,
-                sha256: p.sha256,
-            })
-        })
-        .collect();
+    for (i, p) in std::mem::take(packages).into_iter().enumerate() {
+        let Some((_, filename)) = named.next_if(|(at, _)| *at == i) else {
+            continue;
+        };
+        let field = |k: &str| p.control.get(k).unwrap_or_default().to_string();
+        out.push(PoolEntry {
+            package: field("Package"),
+            version: field("Version"),
+            architecture: field("Architecture"),
+            filename,
+            size: p.size,
+            sha256: p.sha256.to_hex(),
+        });
+    }
     // Each pool path is there once (`pool_names`), so an unstable sort
     // gives the stable one's order without its scratch copy of every entry
     // (2.5 MB at 20,000 packages, at the build's peak).
@@ -1039,10 +1041,10 @@ fn place_one(
     // recorded under the file's identity: an unchanged package is
     // neither copied nor read again.
     let (digests, _) = place(&p.file, &dest, store).map_err(FileError::at(&dest))?;
-    if digests.sha256 != p.sha256 || digests.size != p.size {
+    if !p.sha256.matches(&digests.sha256) || digests.size != p.size {
         return Err(RepoError::Changed {
             path: p.file.to_path_buf(),
-            expected: p.sha256.to_string(),
+            expected: p.sha256.to_hex(),
             found: digests.sha256,
         });
     }
@@ -1350,7 +1352,8 @@ mod boundary_tests {
             file: Path::new(file).into(),
             control: control.clone(),
             size: 1,
-            sha256: sha256.to_string(),
+            // Two hex digits, as all 64.
+            sha256: crate::digest::Sha256Sum::from_hex(&sha256.repeat(32)).unwrap(),
         };
         let mut packages = vec![
             input("/1", &b, "11"),
@@ -1379,7 +1382,7 @@ mod boundary_tests {
         assert!(packages.is_empty());
         let entries: Vec<(&str, &str, &str)> = entries
             .iter()
-            .map(|e| (e.package.as_str(), e.filename.as_str(), e.sha256.as_str()))
+            .map(|e| (e.package.as_str(), e.filename.as_str(), &e.sha256[62..]))
             .collect();
         assert_eq!(
             entries,
@@ -1400,7 +1403,11 @@ mod boundary_tests {
         };
         let e = e.to_string();
         assert!(e.contains("/6"), "{e}");
-        assert!(e.contains("sha256 66 here, 11 there"), "{e}");
+        let (here, there) = ("66".repeat(32), "11".repeat(32));
+        assert!(
+            e.contains(&format!("sha256 {here} here, {there} there")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -938,6 +938,7 @@ fn the_output_transaction_refuses_a_pin_with_no_candidate() {
     let sha256 = debforge::digest::digest_reader(fs::File::open(&deb).unwrap())
         .unwrap()
         .sha256;
+    let sha256 = debforge::digest::Sha256Sum::from_hex(&sha256).unwrap();
     let records = debforge::repo::pool::DigestStore::new(None);
     let params = debforge::repo::RepoParams {
         base: &[],
