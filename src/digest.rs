@@ -284,6 +284,10 @@ impl Sha256Sum {
         Some(Sha256Sum(out))
     }
 
+    pub fn into_bytes(self) -> [u8; 32] {
+        self.0
+    }
+
     pub fn to_hex(&self) -> String {
         hex::encode(self.0)
     }

@@ -51,9 +51,7 @@ use super::control_texts::{ControlTexts, Sha256};
 use super::sorted_table::{Keyed, SortedTable};
 
 fn sha256_bytes(hex_text: &str) -> Option<Sha256> {
-    let mut out = [0; 32];
-    hex::decode_to_slice(hex_text, &mut out).ok()?;
-    Some(out)
+    crate::digest::Sha256Sum::from_hex(hex_text).map(crate::digest::Sha256Sum::into_bytes)
 }
 
 /// The records in memory, compact; [`RecordsFile`] and [`ControlsFile`]
