@@ -1174,7 +1174,25 @@ pub fn load(dir: &Path) -> Result<RecipeSet, RecipeError> {
 /// each file again.
 pub struct Seen {
     pub taken: std::time::SystemTime,
-    pub files: std::collections::HashMap<std::ffi::OsString, crate::files::FileIdentity>,
+    /// Sorted by name: a list, not a hash table (memory: at 20,000 recipes
+    /// the table's buckets were 1.1 MB more, held at the recipes' peak).
+    files: Vec<(std::ffi::OsString, crate::files::FileIdentity)>,
+}
+
+impl Seen {
+    pub fn new(
+        taken: std::time::SystemTime,
+        mut files: Vec<(std::ffi::OsString, crate::files::FileIdentity)>,
+    ) -> Seen {
+        files.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+        Seen { taken, files }
+    }
+
+    /// The identity the walk took of the recipe file `name`.
+    fn get(&self, name: &std::ffi::OsStr) -> Option<&crate::files::FileIdentity> {
+        let at = self.files.binary_search_by(|(n, _)| n.as_os_str().cmp(name));
+        at.ok().map(|i| &self.files[i].1)
+    }
 }
 
 /// [`load`], taking the recipes the last build kept in the cache directory
@@ -1184,11 +1202,11 @@ pub struct Seen {
 pub fn load_remembering(
     dir: &Path,
     cache: Option<&Path>,
-    seen: Option<&Seen>,
+    seen: Option<Seen>,
 ) -> Result<RecipeSet, RecipeError> {
     // Before any file is stat'ed: a file changed after this may show the
     // same identity as before (`remembered::write`).
-    let taken = seen.map_or_else(std::time::SystemTime::now, |s| s.taken);
+    let taken = seen.as_ref().map_or_else(std::time::SystemTime::now, |s| s.taken);
     load_at(dir, cache, taken, seen).map(|(set, _)| set)
 }
 
@@ -1198,7 +1216,7 @@ fn load_at(
     dir: &Path,
     cache: Option<&Path>,
     taken: std::time::SystemTime,
-    seen: Option<&Seen>,
+    seen: Option<Seen>,
 ) -> Result<(RecipeSet, usize), RecipeError> {
     let unreadable = |path: &Path, e: std::io::Error| RecipeError {
         file: path.to_path_buf(),
@@ -1259,7 +1277,7 @@ fn load_at(
             let stat_now =
                 || crate::input::stat_in(&listing, name).map_err(|e| unreadable(&file(), e));
             // As the project's walk saw it, else stat'ed now.
-            let (identity, stat) = match seen.and_then(|s| s.files.get(name)) {
+            let (identity, stat) = match seen.as_ref().and_then(|s| s.get(name)) {
                 Some(identity) => (*identity, None),
                 None => {
                     let stat = stat_now()?;
@@ -1286,60 +1304,85 @@ fn load_at(
                 identity,
             ))
         },
+        // Each made shared here, where it is kept: not a second copy of
+        // every recipe beside the list of results. An error boxed: the
+        // list holds one result a recipe.
         |r: Result<(Got, crate::files::FileIdentity), RecipeError>| {
             r.map(|(got, identity)| match got {
                 Got::Kept(i) => {
                     let mut r = recipes[i].take().expect("each file once");
                     r.file = file_of(known.name(i));
-                    (r, identity, true)
+                    (std::sync::Arc::new(r), identity, true)
                 }
-                Got::Parsed(p) => (p.kept(), identity, false),
+                Got::Parsed(p) => (std::sync::Arc::new(p.kept()), identity, false),
             })
+            .map_err(Box::new)
         },
     );
     drop(recipes);
-    let mut packages: Vec<std::sync::Arc<PackageRecipe>> = Vec::with_capacity(parsed.len());
-    let mut identities = Vec::with_capacity(parsed.len());
-    let mut kept_count = 0;
-    // (name, architecture) → index in `packages`.
-    let mut seen: std::collections::HashMap<(String, String), usize> = Default::default();
-    for recipe in parsed {
-        // The first problem in file order, as a sequential read would say.
-        let (recipe, identity, kept) = recipe?;
-        kept_count += usize::from(kept);
-        let key = (recipe.name.clone(), recipe.architecture.clone());
-        if let Some(other) = seen.get(&key).map(|&i| &packages[i]) {
-            return Err(RecipeError {
-                file: recipe.file.clone(),
-                line: None,
-                message: format!(
-                    "package {} ({}) is also described by {}",
-                    recipe.name,
-                    recipe.architecture,
-                    other.file.display()
-                ),
-            });
-        }
-        seen.insert(key, packages.len());
-        packages.push(std::sync::Arc::new(recipe));
-        identities.push(identity);
+    // Its stats served the reading (memory: a name and an identity a recipe).
+    drop(seen);
+    // The first problem in file order, as a sequential read would say: a
+    // recipe that does not load, or one that describes a package an earlier
+    // one does.
+    let loaded = parsed.iter().position(Result::is_err).unwrap_or(parsed.len());
+    let packages: Vec<std::sync::Arc<PackageRecipe>> = parsed[..loaded]
+        .iter()
+        .flatten()
+        .map(|(recipe, _, _)| recipe.clone())
+        .collect();
+    if let Some((earlier, later)) = first_described_twice(&packages) {
+        let (recipe, other) = (&packages[later], &packages[earlier]);
+        return Err(RecipeError {
+            file: recipe.file.clone(),
+            line: None,
+            message: format!(
+                "package {} ({}) is also described by {}",
+                recipe.name,
+                recipe.architecture,
+                other.file.display()
+            ),
+        });
     }
+    if loaded < parsed.len() {
+        let Some(Err(e)) = parsed.into_iter().nth(loaded) else {
+            unreachable!("the first result that is an error")
+        };
+        return Err(*e);
+    }
+    let kept_count = parsed.iter().flatten().filter(|(_, _, kept)| *kept).count();
     // Written again unless every recipe was as kept, and no more.
     let all_kept = kept_count == names.len() && known.len() == names.len();
     if let Some((cache, packages_abs)) = kept_in.filter(|_| !all_kept) {
         let entries = names
             .iter()
-            .zip(&identities)
-            .zip(&packages)
-            .map(|((n, id), p)| (n.as_encoded_bytes(), *id, &**p));
+            .zip(parsed.iter().flatten())
+            .map(|(n, (p, id, _))| (n.as_encoded_bytes(), *id, &**p));
         remembered::write(cache, &packages_abs, &sources_sha256, taken, entries);
     }
+    drop(parsed);
     let set = RecipeSet {
         dir: dir.to_path_buf(),
         sources,
         packages,
     };
     Ok((set, kept_count))
+}
+
+/// The first recipe, in file order, that describes the package an earlier
+/// one does (its architecture too), and that earlier one: `(earlier,
+/// later)`. By sorting positions, not a table of every name (memory).
+fn first_described_twice(packages: &[std::sync::Arc<PackageRecipe>]) -> Option<(usize, usize)> {
+    let key = |i: usize| (&packages[i].name, &packages[i].architecture);
+    let mut order: Vec<usize> = (0..packages.len()).collect();
+    order.sort_unstable_by(|&a, &b| key(a).cmp(&key(b)).then(a.cmp(&b)));
+    // In a run of one key, each position beside the one before it: the
+    // run's second is its earliest repeat, paired with its first.
+    order
+        .windows(2)
+        .filter(|w| key(w[0]) == key(w[1]))
+        .map(|w| (w[0], w[1]))
+        .min_by_key(|&(_, later)| later)
 }
 
 /// A recipe as a parsing worker found it.
@@ -1384,6 +1427,47 @@ fingerprint = ["790BC7277767219C42C86F933B4FE6ACC0B21F32", "f6ec b376 2474 eda9 
     }
 
     #[test]
+    fn the_first_problem_in_file_order_is_reported_a_recipe_that_does_not_load_or_a_package_described_twice()
+     {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        write_recipes(dir, &["aa", "bb", "cc", "dd"], "1");
+        let recipe = |file: &str, name: &str, arch: &str| {
+            let text = format!(
+                "name = \"{name}\"\nversion = \"2\"\narchitecture = \"{arch}\"\nfrom = {{ path = \"x.deb\" }}\n"
+            );
+            fs::write(dir.join("packages").join(file), text).unwrap();
+        };
+        let problem = || {
+            let e = load(dir).map(|_| ()).unwrap_err();
+            (e.file.file_name().unwrap().to_str().unwrap().to_owned(), e.message)
+        };
+        // Another architecture is another package.
+        recipe("bb2.toml", "bb", "amd64");
+        assert!(load(dir).is_ok());
+        // Of two repeats, the earlier second one, named beside the first.
+        recipe("cc2.toml", "cc", "all");
+        recipe("bb3.toml", "bb", "all");
+        recipe("bb4.toml", "bb", "all");
+        let (file, message) = problem();
+        assert_eq!(file, "bb3.toml");
+        assert!(message.contains("package bb (all) is also described by"), "{message}");
+        assert!(message.ends_with("packages/bb.toml"), "{message}");
+        // A recipe that does not load, before the first repeat: it is the problem.
+        fs::write(dir.join("packages/bb20.toml"), "name = ").unwrap();
+        assert_eq!(problem().0, "bb20.toml");
+        // After it: the repeat is.
+        fs::remove_file(dir.join("packages/bb20.toml")).unwrap();
+        fs::write(dir.join("packages/bb5.toml"), "name = ").unwrap();
+        assert_eq!(problem().0, "bb3.toml");
+        fs::remove_file(dir.join("packages/bb3.toml")).unwrap();
+        fs::remove_file(dir.join("packages/bb4.toml")).unwrap();
+        assert_eq!(problem().0, "bb5.toml");
+        fs::remove_file(dir.join("packages/bb5.toml")).unwrap();
+        assert_eq!(problem().0, "cc2.toml");
+    }
+
+    #[test]
     fn recipes_kept_by_the_last_load_are_taken_while_their_files_are_unchanged() {
         let tmp = tempfile::tempdir().unwrap();
         let (dir, cache) = (tmp.path().join("recipes"), tmp.path().join("cache"));
@@ -1420,13 +1504,13 @@ fingerprint = ["790BC7277767219C42C86F933B4FE6ACC0B21F32", "f6ec b376 2474 eda9 
         // The identities a walk of the project took stand for each file's
         // stat: a recipe edited after that walk is taken as the walk saw it
         // (the next build's walk sees the edit).
-        let walk = |dir: &Path| Seen {
-            taken: later,
-            files: crate::files::tree_entries_without_links(dir, &|_| false)
+        let walk = |dir: &Path| {
+            let files = crate::files::tree_entries_without_links(dir, &|_| false)
                 .unwrap()
                 .into_iter()
                 .filter_map(|e| Some((e.rel.strip_prefix("packages/")?.into(), e.id)))
-                .collect(),
+                .collect();
+            Seen::new(later, files)
         };
         let seen = walk(&dir);
         // Past a file time's tick: the same size, another identity.
@@ -1437,12 +1521,12 @@ fingerprint = ["790BC7277767219C42C86F933B4FE6ACC0B21F32", "f6ec b376 2474 eda9 
             let v: Vec<String> = set.packages.iter().map(|p| p.version.clone()).collect();
             (v, kept)
         };
-        let loaded = load_at(&dir, Some(&cache), later, Some(&seen)).unwrap();
+        let loaded = load_at(&dir, Some(&cache), later, Some(seen)).unwrap();
         assert_eq!(
             versions(loaded),
             (vec!["1".into(), "33".into(), "1".into()], 3)
         );
-        let loaded = load_at(&dir, Some(&cache), later, Some(&walk(&dir))).unwrap();
+        let loaded = load_at(&dir, Some(&cache), later, Some(walk(&dir))).unwrap();
         assert_eq!(
             versions(loaded),
             (vec!["1".into(), "44".into(), "1".into()], 2)

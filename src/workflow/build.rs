@@ -365,12 +365,11 @@ fn fetch_and_prepare<'r>(
         s.pipeline.clone(),
         reporter,
         picked,
-        seen.as_ref(),
+        // The probe's stats serve reading the recipes, and go with it
+        // (memory: a name and an identity a recipe). A second pass (the
+        // base's picks changed) stats them itself.
+        seen.take(),
     )?;
-    // The probe's stats served reading the recipes: gone before the
-    // packages are resolved (memory: a name and an identity a recipe). A
-    // second pass (the base's picks changed) stats them itself.
-    *seen = None;
     // The recipes the rest of the build does not read (a plain `keep`) go
     // as their packages are resolved; the few it asks of (pins, versions,
     // what it builds, the base's picks) stay in the session.

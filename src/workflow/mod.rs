@@ -199,7 +199,7 @@ fn open_session_with<'a>(
     settings: pipeline::Settings,
     reporter: &'a dyn Reporter,
     picked: Option<Vec<crate::recipe::PackageRecipe>>,
-    seen: Option<&crate::recipe::Seen>,
+    seen: Option<crate::recipe::Seen>,
 ) -> Result<Session<'a>, WorkflowError> {
     let mut recipes = crate::recipe::load_remembering(dir, Some(&settings.cache), seen)?;
     let config = crate::recipe::load_base(dir)?;

@@ -417,7 +417,7 @@ fn recipes_seen(
     entries: &[crate::files::TreeEntry],
     taken: std::time::SystemTime,
 ) -> crate::recipe::Seen {
-    let files = entries
+    let files: Vec<_> = entries
         .iter()
         .filter(|e| e.mode & libc::S_IFMT == libc::S_IFREG)
         .filter_map(|e| {
@@ -426,7 +426,7 @@ fn recipes_seen(
             (!name.contains(['/', char::REPLACEMENT_CHARACTER])).then(|| (name.into(), e.id))
         })
         .collect();
-    crate::recipe::Seen { taken, files }
+    crate::recipe::Seen::new(taken, files)
 }
 
 impl Before {
