@@ -1190,7 +1190,9 @@ impl Seen {
 
     /// The identity the walk took of the recipe file `name`.
     fn get(&self, name: &std::ffi::OsStr) -> Option<&crate::files::FileIdentity> {
-        let at = self.files.binary_search_by(|(n, _)| n.as_os_str().cmp(name));
+        let at = self
+            .files
+            .binary_search_by(|(n, _)| n.as_os_str().cmp(name));
         at.ok().map(|i| &self.files[i].1)
     }
 }
@@ -1206,7 +1208,9 @@ pub fn load_remembering(
 ) -> Result<RecipeSet, RecipeError> {
     // Before any file is stat'ed: a file changed after this may show the
     // same identity as before (`remembered::write`).
-    let taken = seen.as_ref().map_or_else(std::time::SystemTime::now, |s| s.taken);
+    let taken = seen
+        .as_ref()
+        .map_or_else(std::time::SystemTime::now, |s| s.taken);
     load_at(dir, cache, taken, seen).map(|(set, _)| set)
 }
 
@@ -1325,7 +1329,10 @@ fn load_at(
     // The first problem in file order, as a sequential read would say: a
     // recipe that does not load, or one that describes a package an earlier
     // one does.
-    let loaded = parsed.iter().position(Result::is_err).unwrap_or(parsed.len());
+    let loaded = parsed
+        .iter()
+        .position(Result::is_err)
+        .unwrap_or(parsed.len());
     let packages: Vec<std::sync::Arc<PackageRecipe>> = parsed[..loaded]
         .iter()
         .flatten()
@@ -1440,7 +1447,10 @@ fingerprint = ["790BC7277767219C42C86F933B4FE6ACC0B21F32", "f6ec b376 2474 eda9 
         };
         let problem = || {
             let e = load(dir).map(|_| ()).unwrap_err();
-            (e.file.file_name().unwrap().to_str().unwrap().to_owned(), e.message)
+            (
+                e.file.file_name().unwrap().to_str().unwrap().to_owned(),
+                e.message,
+            )
         };
         // Another architecture is another package.
         recipe("bb2.toml", "bb", "amd64");
@@ -1451,7 +1461,10 @@ fingerprint = ["790BC7277767219C42C86F933B4FE6ACC0B21F32", "f6ec b376 2474 eda9 
         recipe("bb4.toml", "bb", "all");
         let (file, message) = problem();
         assert_eq!(file, "bb3.toml");
-        assert!(message.contains("package bb (all) is also described by"), "{message}");
+        assert!(
+            message.contains("package bb (all) is also described by"),
+            "{message}"
+        );
         assert!(message.ends_with("packages/bb.toml"), "{message}");
         // A recipe that does not load, before the first repeat: it is the problem.
         fs::write(dir.join("packages/bb20.toml"), "name = ").unwrap();
