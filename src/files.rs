@@ -618,7 +618,9 @@ impl<'a> TreeWalk<'a> {
         use rustix::fs::AtFlags;
         use std::os::unix::ffi::OsStrExt;
         let mut listing = rustix::fs::Dir::new(dir)?;
-        let mut dirs = Vec::new();
+        // Each subdirectory gone into as it is listed, not listed first: a
+        // pool's letter directory holds a directory per source package
+        // (20,000 names and identities held at a cold build's peak).
         while let Some(e) = listing.next() {
             let e = e?;
             let name = e.file_name();
@@ -631,12 +633,9 @@ impl<'a> TreeWalk<'a> {
             }
             let st = rustix::fs::statat(listing.fd()?, name, AtFlags::SYMLINK_NOFOLLOW)?;
             if let Some(id) = self.entry(os_name, &st)? {
-                dirs.push((name.to_owned(), id));
+                self.check_depth(true)?;
+                self.descend(listing.fd()?, name, &id)?;
             }
-        }
-        self.check_depth(!dirs.is_empty())?;
-        for (name, id) in dirs {
-            self.descend(listing.fd()?, &name, &id)?;
         }
         Ok(())
     }
@@ -651,7 +650,7 @@ impl<'a> TreeWalk<'a> {
         names: Vec<&str>,
     ) -> std::io::Result<()> {
         use rustix::fs::AtFlags;
-        let mut dirs = Vec::new();
+        // Each subdirectory gone into as it is stat'ed (see `read`).
         for name in names {
             if self.skipped(name.as_ref()) {
                 continue;
@@ -662,12 +661,9 @@ impl<'a> TreeWalk<'a> {
             let path = std::ffi::CString::new(path).map_err(std::io::Error::other)?;
             let st = rustix::fs::statat(base, &path, AtFlags::SYMLINK_NOFOLLOW)?;
             if let Some(id) = self.entry(name.as_ref(), &st)? {
-                dirs.push((path, id));
+                self.check_depth(true)?;
+                self.descend(base, &path, &id)?;
             }
-        }
-        self.check_depth(!dirs.is_empty())?;
-        for (path, id) in dirs {
-            self.descend(base, &path, &id)?;
         }
         Ok(())
     }

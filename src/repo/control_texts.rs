@@ -100,7 +100,15 @@ impl ControlTexts {
     /// The text kept under `key`, no longer kept.
     pub(super) fn remove(&mut self, key: &Sha256) -> Option<String> {
         let (at, len) = self.index.remove(key)?;
-        self.read(at, len)
+        let text = self.read(at, len);
+        // The last one taken (a build takes each once): the table goes now,
+        // not when the build forgets the store (memory: sized for every
+        // package, 1.6 MB at 20,000, held at preparing's peak).
+        if self.index.is_empty() {
+            self.index = HashMap::new();
+            self.spill = None;
+        }
+        text
     }
 
     /// Every key, sorted (the same texts make the same file).
@@ -209,5 +217,12 @@ mod tests {
         assert!(keys.windows(2).all(|w| w[0] < w[1]));
         // The file is unlinked: nothing is left in the directory.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // Each taken once: every text comes back, and with the last one the
+        // table and the file go.
+        for k in keys {
+            assert!(t.remove(&k).is_some());
+            assert_eq!(t.spill.is_some(), t.len() > 0);
+        }
+        assert_eq!(t.index.capacity(), 0);
     }
 }

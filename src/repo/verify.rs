@@ -91,9 +91,22 @@ impl VerifyReport {
 struct Listed {
     /// The index that lists it (one allocation for all its packages).
     index: std::sync::Arc<Path>,
-    name: String,
-    version: String,
-    provides: Vec<String>,
+    /// Its name, then its version: one allocation (held for every package
+    /// of every index).
+    text: Box<str>,
+    name_len: u32,
+    /// Boxed: nearly every package provides nothing.
+    provides: Box<[String]>,
+}
+
+impl Listed {
+    fn name(&self) -> &str {
+        &self.text[..self.name_len as usize]
+    }
+
+    fn version(&self) -> &str {
+        &self.text[self.name_len as usize..]
+    }
 }
 
 /// Verifies every suite under `root/dists/` against `keyring` (binary or
@@ -566,10 +579,13 @@ fn check_package_control(
 
 /// What the installability checks need of a stanza.
 fn listed_of(index: &std::sync::Arc<Path>, stanza: &ControlParagraph) -> Listed {
+    let name = stanza.get("Package").unwrap_or("?");
+    let version = stanza.get("Version").unwrap_or_default();
     Listed {
         index: std::sync::Arc::clone(index),
-        name: stanza.get("Package").unwrap_or("?").to_string(),
-        version: stanza.get("Version").unwrap_or_default().to_string(),
+        text: [name, version].concat().into_boxed_str(),
+        // A stanza is read with a bound far below 4 GiB.
+        name_len: u32::try_from(name.len()).expect("a stanza is smaller than 4 GiB"),
         provides: stanza
             .field("Provides")
             .map(|p| {
@@ -700,27 +716,36 @@ fn read_index(index: &std::sync::Arc<Path>, file: impl std::io::Read, room: usiz
 
 /// The relations of one stanza of an index, kept from the one reading of
 /// the build's check ([`installability`]): of every stanza that has any.
+/// Compact (held for every package at the check's peak): both fields in
+/// one allocation; no Filename, which only a problem needs (read again
+/// then, [`Filename::At`]). An empty field checks as an absent one: it
+/// names nothing.
 struct Relating {
     /// The stanza's position in the index (in what it lists).
     at: u32,
-    filename: Box<str>,
-    pre_depends: Option<Box<str>>,
-    depends: Option<Box<str>>,
+    /// Where `Depends` begins in `text`, after `Pre-Depends`.
+    split: u32,
+    text: Box<str>,
 }
 
 impl Relating {
     fn of(at: u32, stanza: &ControlParagraph) -> Option<Relating> {
-        let field = |name| stanza.field(name).map(|f| f.folded().into_boxed_str());
+        let field = |name| stanza.field(name).map(|f| f.folded());
         let (pre_depends, depends) = (field("Pre-Depends"), field("Depends"));
         if pre_depends.is_none() && depends.is_none() {
             return None;
         }
+        let (pre_depends, depends) = (pre_depends.unwrap_or_default(), depends.unwrap_or_default());
         Some(Relating {
             at,
-            filename: stanza.get("Filename").unwrap_or_default().into(),
-            pre_depends,
-            depends,
+            split: u32::try_from(pre_depends.len()).expect("a stanza is smaller than 4 GiB"),
+            text: [pre_depends, depends].concat().into_boxed_str(),
         })
+    }
+
+    fn fields(&self) -> [(&'static str, &str); 2] {
+        let (pre_depends, depends) = self.text.split_at(self.split as usize);
+        [("Pre-Depends", pre_depends), ("Depends", depends)]
     }
 }
 
@@ -732,22 +757,22 @@ fn check_relating(listed: &[Listed], relating: &[Relating], r: &mut VerifyReport
     for rel in relating {
         let l = &listed[rel.at as usize];
         let who = Who {
-            filename: &rel.filename,
-            package: &l.name,
-            version: &l.version,
+            filename: Filename::At {
+                index: &l.index,
+                at: rel.at,
+            },
+            package: l.name(),
+            version: l.version(),
         };
-        let fields = [("Pre-Depends", &rel.pre_depends), ("Depends", &rel.depends)];
-        for (field, text) in fields {
-            if let Some(text) = text {
-                known.check(&who, field, text, r);
-            }
+        for (field, text) in rel.fields().into_iter().filter(|(_, t)| !t.is_empty()) {
+            known.check(&who, field, text, r);
         }
     }
 }
 
 /// The stanza a problem is said of.
 struct Who<'a> {
-    filename: &'a str,
+    filename: Filename<'a>,
     package: &'a str,
     version: &'a str,
 }
@@ -755,60 +780,119 @@ struct Who<'a> {
 impl<'a> Who<'a> {
     fn of(stanza: &'a ControlParagraph) -> Who<'a> {
         Who {
-            filename: stanza.get("Filename").unwrap_or_default(),
+            filename: Filename::Known(stanza.get("Filename").unwrap_or_default()),
             package: stanza.get("Package").unwrap_or("?"),
             version: stanza.get("Version").unwrap_or_default(),
         }
     }
 }
 
+/// A stanza's Filename, as read, or where to read it again.
+enum Filename<'a> {
+    Known(&'a str),
+    /// The stanza at this position of this index.
+    At {
+        index: &'a Path,
+        at: u32,
+    },
+}
+
+impl std::fmt::Display for Filename<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Filename::Known(name) => f.write_str(name),
+            Filename::At { index, at } => {
+                let stanza = crate::input::open_regular(index).ok().and_then(|file| {
+                    let mut stanzas = ParagraphReader::new(BufReader::new(file));
+                    stanzas.nth(*at as usize)?.ok()
+                });
+                f.write_str(
+                    stanza
+                        .as_ref()
+                        .and_then(|s| s.get("Filename"))
+                        .unwrap_or_default(),
+                )
+            }
+        }
+    }
+}
+
+/// Listed packages by name: their positions sorted by name, then position
+/// (4 bytes a package, where a map of names to lists was about 80).
+struct ByName<'a> {
+    order: Vec<u32>,
+    listed: &'a [Listed],
+}
+
+impl<'a> ByName<'a> {
+    fn new(listed: &'a [Listed]) -> ByName<'a> {
+        let mut order: Vec<u32> = (0..listed.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| {
+            (listed[a as usize].name(), a).cmp(&(listed[b as usize].name(), b))
+        });
+        ByName { order, listed }
+    }
+
+    /// The positions in `listed` of the packages named `name`.
+    fn range(&self, name: &str) -> &[u32] {
+        let from = self
+            .order
+            .partition_point(|&i| self.listed[i as usize].name() < name);
+        let len = self.order[from..]
+            .iter()
+            .take_while(|&&i| self.listed[i as usize].name() == name)
+            .count();
+        &self.order[from..from + len]
+    }
+
+    /// The packages named `name`, in the order they are listed.
+    fn named<'s>(&'s self, name: &str) -> impl Iterator<Item = &'a Listed> + 's {
+        self.range(name).iter().map(|&i| &self.listed[i as usize])
+    }
+
+    /// Each name, in name order, with its packages in the order listed.
+    fn groups(&self) -> impl Iterator<Item = (&'a str, Vec<&'a Listed>)> + '_ {
+        let listed = self.listed;
+        self.order
+            .chunk_by(move |&a, &b| listed[a as usize].name() == listed[b as usize].name())
+            .map(move |run| {
+                let of_name: Vec<&Listed> = run.iter().map(|&i| &listed[i as usize]).collect();
+                (of_name[0].name(), of_name)
+            })
+    }
+}
+
 /// What one index lists, by name, for [`check_dependencies`].
 struct Known<'a> {
-    /// Positions in `listed`, by name.
-    order: Vec<u32>,
+    by_name: ByName<'a>,
     provided: std::collections::HashSet<&'a str>,
     listed: &'a [Listed],
 }
 
 impl<'a> Known<'a> {
-    /// By name: positions sorted by name (4 bytes a package, where a map of
-    /// parsed versions was hundreds), versions parsed only where a relation
-    /// names them.
+    /// By name ([`ByName`]), versions parsed only where a relation names
+    /// them.
     fn new(listed: &'a [Listed]) -> Known<'a> {
-        let mut order: Vec<u32> = (0..listed.len() as u32).collect();
-        order.sort_unstable_by(|&a, &b| listed[a as usize].name.cmp(&listed[b as usize].name));
         let provided = listed
             .iter()
             .flat_map(|l| l.provides.iter().map(String::as_str))
             .collect();
         Known {
-            order,
+            by_name: ByName::new(listed),
             provided,
             listed,
         }
     }
 
-    /// The positions in `order` of the packages named `name`.
-    fn range(&self, name: &str) -> &[u32] {
-        let from = self
-            .order
-            .partition_point(|&i| self.listed[i as usize].name.as_str() < name);
-        let len = self.order[from..]
-            .iter()
-            .take_while(|&&i| self.listed[i as usize].name == name)
-            .count();
-        &self.order[from..from + len]
-    }
-
     /// The packages named `name`.
-    fn named<'s>(&'s self, name: &str) -> impl Iterator<Item = &'s Listed> + 's {
-        self.range(name).iter().map(|&i| &self.listed[i as usize])
+    fn named<'s>(&'s self, name: &str) -> impl Iterator<Item = &'a Listed> + 's {
+        self.by_name.named(name)
     }
 
     /// The positions of the packages with any of `names`, in index order.
     fn positions<'s>(&self, names: impl Iterator<Item = &'s str>) -> Vec<usize> {
         let mut at: Vec<usize> = names
-            .flat_map(|name| self.range(name).iter().map(|&i| i as usize))
+            .flat_map(|name| self.by_name.range(name).iter().map(|&i| i as usize))
             .collect();
         at.sort_unstable();
         at.dedup();
@@ -837,7 +921,7 @@ impl<'a> Known<'a> {
             }
             let satisfied = group.0.iter().any(|rel| {
                 self.named(&rel.name).any(|l| {
-                    Version::parse_lenient(&l.version)
+                    Version::parse_lenient(l.version())
                         .is_ok_and(|(v, _)| rel.matches(&rel.name, &v))
                 }) || (rel.constraint.is_none() && self.provided.contains(rel.name.as_str()))
             });
@@ -846,7 +930,7 @@ impl<'a> Known<'a> {
                     .positions(group.0.iter().map(|rel| rel.name.as_str()))
                     .into_iter()
                     .map(|i| &self.listed[i])
-                    .map(|o| format!("{} {}", o.name, o.version))
+                    .map(|o| format!("{} {}", o.name(), o.version()))
                     .collect();
                 let group_text: Vec<String> = group.0.iter().map(|rel| rel.to_string()).collect();
                 r.problems.push(format!(
@@ -882,32 +966,17 @@ fn check_pins(root: &Path, listed: &[Listed], r: &mut VerifyReport) {
             return;
         }
     };
-    let by_name = by_name(listed);
+    // By name once: thousands of pins are checked against thousands of
+    // packages.
+    let by_name = ByName::new(listed);
     check_version_pins(&prefs, &by_name, r);
     check_release_pins(&prefs, &by_name, r);
     check_candidates(&prefs, &by_name, r);
 }
 
-/// What the indexes list, by package name (one pass: thousands of pins
-/// are checked against thousands of packages).
-type ByName<'a> = std::collections::BTreeMap<&'a str, Vec<&'a Listed>>;
-
-fn by_name(listed: &[Listed]) -> ByName<'_> {
-    let mut map = ByName::new();
-    for l in listed {
-        map.entry(l.name.as_str()).or_default().push(l);
-    }
-    map
-}
-
 /// The versions of `name` that the indexes list.
 fn versions_of<'a>(listed: &ByName<'a>, name: &str) -> Vec<&'a str> {
-    listed
-        .get(name)
-        .into_iter()
-        .flatten()
-        .map(|l| l.version.as_str())
-        .collect()
+    listed.named(name).map(Listed::version).collect()
 }
 
 /// Reports each pin of 1000 or more on an exact version that no index lists.
@@ -956,8 +1025,8 @@ fn check_release_pins(prefs: &Preferences, listed: &ByName, r: &mut VerifyReport
 fn check_candidates(prefs: &Preferences, listed: &ByName, r: &mut VerifyReport) {
     // Each index's Release, read where a pin may name one of its packages.
     let mut releases = std::collections::BTreeMap::new();
-    let parses = |l: &&Listed| crate::format::version::Version::parse_lenient(&l.version).is_ok();
-    for (&name, of_name) in listed {
+    let parses = |l: &&Listed| crate::format::version::Version::parse_lenient(l.version()).is_ok();
+    for (name, of_name) in listed.groups() {
         // No pin names it: a version that parses is its candidate (what
         // `candidate` says for offers all at the index's priority), with no
         // offer made for each of thousands of packages.
@@ -968,7 +1037,7 @@ fn check_candidates(prefs: &Preferences, listed: &ByName, r: &mut VerifyReport) 
             .iter()
             .filter_map(|l| {
                 Some(Offer {
-                    version: crate::format::version::Version::parse_lenient(&l.version)
+                    version: crate::format::version::Version::parse_lenient(l.version())
                         .ok()?
                         .0,
                     index_priority: 500,
@@ -1043,6 +1112,8 @@ mod tests {
                     Package: a\nVersion: 1\nFilename: pool/a_1_all.deb\nDepends: b (>= 2)\n\n\
                     not a field\n\n\
                     Package: c\nVersion: 1\nDepends: b (>= 3)\n";
+        // (A problem's Filename is read from the index again.)
+        std::fs::write(&path, torn).unwrap();
         let read = read_index(&index, torn.as_bytes(), 9);
         assert!(read.problem.is_some());
         assert_eq!(read.listed.len(), 2);
