@@ -753,6 +753,17 @@ impl Relating {
 /// check), from what one reading of it kept: `listed` of every stanza,
 /// `relating` of those with relations.
 fn check_relating(listed: &[Listed], relating: &[Relating], r: &mut VerifyReport) {
+    let filenames = std::cell::RefCell::new(FilenameCursor::default());
+    check_relating_with(listed, relating, r, &filenames);
+}
+
+/// [`check_relating`], the problems' Filenames read through `filenames`.
+fn check_relating_with(
+    listed: &[Listed],
+    relating: &[Relating],
+    r: &mut VerifyReport,
+    filenames: &std::cell::RefCell<FilenameCursor>,
+) {
     let known = Known::new(listed);
     for rel in relating {
         let l = &listed[rel.at as usize];
@@ -760,6 +771,7 @@ fn check_relating(listed: &[Listed], relating: &[Relating], r: &mut VerifyReport
             filename: Filename::At {
                 index: &l.index,
                 at: rel.at,
+                cursor: filenames,
             },
             package: l.name(),
             version: l.version(),
@@ -790,10 +802,11 @@ impl<'a> Who<'a> {
 /// A stanza's Filename, as read, or where to read it again.
 enum Filename<'a> {
     Known(&'a str),
-    /// The stanza at this position of this index.
+    /// The stanza at position `at` of `index`, read through `cursor`.
     At {
         index: &'a Path,
         at: u32,
+        cursor: &'a std::cell::RefCell<FilenameCursor>,
     },
 }
 
@@ -801,19 +814,65 @@ impl std::fmt::Display for Filename<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Filename::Known(name) => f.write_str(name),
-            Filename::At { index, at } => {
-                let stanza = crate::input::open_regular(index).ok().and_then(|file| {
-                    let mut stanzas = ParagraphReader::new(BufReader::new(file));
-                    stanzas.nth(*at as usize)?.ok()
-                });
-                f.write_str(
-                    stanza
-                        .as_ref()
-                        .and_then(|s| s.get("Filename"))
-                        .unwrap_or_default(),
-                )
+            Filename::At { index, at, cursor } => {
+                f.write_str(&cursor.borrow_mut().filename(index, *at))
             }
         }
+    }
+}
+
+/// Reads an index forward for the Filenames its problems are said of: they
+/// are said in index order, so the index is read again once, however many
+/// problems it has (read from its start for each, thousands of problems
+/// took minutes).
+#[derive(Default)]
+struct FilenameCursor {
+    reading: Option<(PathBuf, ParagraphReader<BufReader<std::fs::File>>)>,
+    /// The position of the stanza `reading` gives next.
+    next: u32,
+    /// The last stanza's position and Filename (a stanza may have several
+    /// problems).
+    last: Option<(u32, String)>,
+    /// Times an index was opened (for the tests).
+    opened: u32,
+}
+
+impl FilenameCursor {
+    /// The Filename of the stanza at `at` in `index` (empty where it has
+    /// none or cannot be read again).
+    fn filename(&mut self, index: &Path, at: u32) -> String {
+        let same_index = self.reading.as_ref().is_some_and(|(p, _)| p == index);
+        if same_index
+            && let Some((p, f)) = &self.last
+            && *p == at
+        {
+            return f.clone();
+        }
+        if !same_index || at < self.next {
+            self.last = None;
+            self.next = 0;
+            self.opened += 1;
+            self.reading = crate::input::open_regular(index)
+                .ok()
+                .map(|f| (index.to_path_buf(), ParagraphReader::new(BufReader::new(f))));
+        }
+        let Some((_, stanzas)) = &mut self.reading else {
+            return String::new();
+        };
+        while self.next <= at {
+            let stanza = stanzas.next();
+            self.next += 1;
+            match stanza {
+                Some(Ok(s)) if self.next - 1 == at => {
+                    let filename = s.get("Filename").unwrap_or_default().to_string();
+                    self.last = Some((at, filename.clone()));
+                    return filename;
+                }
+                Some(Ok(_)) => {}
+                _ => break,
+            }
+        }
+        String::new()
     }
 }
 
@@ -1075,6 +1134,50 @@ mod tests {
             .filter(|p| p.contains("Filename"))
             .map(|p| listed_of(index, p))
             .collect()
+    }
+
+    /// Thousands of problems, several on one stanza: each names its own
+    /// stanza's Filename, and the index is read again once for all of them.
+    #[test]
+    fn many_problems_read_the_index_again_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Packages");
+        let mut text = String::from("Package: a\nVersion: 1\nFilename: pool/a.deb\n\n");
+        for n in 0..3000 {
+            // Every third stanza has no Filename; each has two problems.
+            let filename = if n % 3 == 0 {
+                String::new()
+            } else {
+                format!("Filename: pool/p{n}.deb\n")
+            };
+            text.push_str(&format!(
+                "Package: p{n}\nVersion: 1\n{filename}Pre-Depends: a (>= 3)\nDepends: a (>= 2)\n\n"
+            ));
+        }
+        std::fs::write(&path, &text).unwrap();
+        let index: std::sync::Arc<Path> = path.as_path().into();
+        let read = read_index(&index, text.as_bytes(), 0);
+        let (mut r, filenames) = (VerifyReport::default(), Default::default());
+        check_relating_with(&read.listed, &read.relating, &mut r, &filenames);
+        assert_eq!(r.problems.len(), 6000);
+        for (i, p) in r.problems.iter().enumerate() {
+            let n = i / 2;
+            let filename = if n % 3 == 0 {
+                String::new()
+            } else {
+                format!("pool/p{n}.deb")
+            };
+            let field = if i % 2 == 0 {
+                "Pre-Depends: a (>= 3)"
+            } else {
+                "Depends: a (>= 2)"
+            };
+            assert!(
+                p.starts_with(&format!("{filename}: p{n} 1 {field}, ")),
+                "{p}"
+            );
+        }
+        assert_eq!(filenames.borrow().opened, 1);
     }
 
     /// A relation nothing satisfies names what the index has in index
