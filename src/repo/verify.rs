@@ -925,7 +925,6 @@ impl<'a> ByName<'a> {
 struct Known<'a> {
     by_name: ByName<'a>,
     provided: std::collections::HashSet<&'a str>,
-    listed: &'a [Listed],
 }
 
 impl<'a> Known<'a> {
@@ -939,7 +938,6 @@ impl<'a> Known<'a> {
         Known {
             by_name: ByName::new(listed),
             provided,
-            listed,
         }
     }
 
@@ -988,7 +986,7 @@ impl<'a> Known<'a> {
                 let have: Vec<String> = self
                     .positions(group.0.iter().map(|rel| rel.name.as_str()))
                     .into_iter()
-                    .map(|i| &self.listed[i])
+                    .map(|i| &self.by_name.listed[i])
                     .map(|o| format!("{} {}", o.name(), o.version()))
                     .collect();
                 let group_text: Vec<String> = group.0.iter().map(|rel| rel.to_string()).collect();
