@@ -120,7 +120,7 @@ struct BuildStamp<'r> {
     date: i64,
     /// The package files the build read outside the project (path recipes'
     /// files, cache files), by path.
-    inputs: Vec<PathBuf>,
+    inputs: InputPaths<'r>,
     /// The project, the lock and the package files ([`Before`] and
     /// [`identities`]) as one digest.
     identity: String,
@@ -239,7 +239,7 @@ impl<'s> Probe<'s> {
         let (tree, stamped) = std::thread::scope(|scope| {
             let stamped = scope.spawn(|| {
                 let stamp = postcard::from_bytes::<BuildStamp<'static>>(bytes.as_deref()?).ok()?;
-                let identity = before.as_ref()?.with(&identities(&stamp.inputs)?);
+                let identity = before.as_ref()?.with(&identities(stamp.inputs.read()?)?);
                 Some((stamp, identity, self.generations_digest()))
             });
             let walked = crate::files::tree_entries(&self.s.out, &|_| false).ok();
@@ -351,10 +351,8 @@ impl<'s> Probe<'s> {
         if report.output.tree.is_empty() || !before.lock_written(lock) {
             return;
         }
-        let Some(now) = identities_after(&inputs, report.output.relinked.as_ref()) else {
-            return;
-        };
-        let Some(identity) = before.with(&now) else {
+        let relinked = report.output.relinked.as_ref();
+        let Some(identity) = before.with_after(&inputs, relinked) else {
             return;
         };
         let Some(generations) = self.generations_digest() else {
@@ -364,7 +362,7 @@ impl<'s> Probe<'s> {
             settings: self.settings.clone(),
             date: self.date(),
             project: before.project.clone(),
-            inputs: inputs.into_iter().map(|(f, _)| f.to_path_buf()).collect(),
+            inputs: InputPaths::Written(&inputs),
             identity,
             tree: report.output.tree.clone(),
             generations,
@@ -438,17 +436,56 @@ impl Before {
 
     /// One digest of these and the package files' identities.
     fn with<P: AsRef<Path>>(&self, inputs: &[(P, FileIdentity)]) -> Option<String> {
+        let mut h = self.hasher()?;
+        for (f, id) in inputs {
+            add_input(&mut h, f.as_ref(), id);
+        }
+        Some(h.finish_hex())
+    }
+
+    /// [`Before::with`] the package files' identities once the build
+    /// linked them into the pool (`inputs` as they were before it read
+    /// them). Only a file whose links the build changed (`relinked`;
+    /// `None`: any) is stat'ed again: a link moves its change time, and
+    /// must be all that did. Any other is named as it was read, so a change
+    /// made to it since shows next time. `None` where one changed, or is
+    /// gone. Stat'ed and digested a chunk at a time (memory: a list of
+    /// every identity again, and its paths, was the end of a build's
+    /// peak).
+    fn with_after(
+        &self,
+        inputs: &[(std::sync::Arc<Path>, FileIdentity)],
+        relinked: Option<&crate::repo::Inodes>,
+    ) -> Option<String> {
+        let again = |id: &FileIdentity| relinked.is_none_or(|r| r.contains(&(id.dev(), id.ino())));
+        let mut h = self.hasher()?;
+        for chunk in inputs.chunks(STAT_CHUNK) {
+            let stat: Vec<&Path> = chunk
+                .iter()
+                .filter(|(_, id)| again(id))
+                .map(|(f, _)| &**f)
+                .collect();
+            let mut now = identities(&stat)?.into_iter();
+            for (f, read) in chunk {
+                let id = if again(read) {
+                    let (_, id) = now.next()?;
+                    read.same_bytes_ignoring_links(&id).then_some(id)?
+                } else {
+                    *read
+                };
+                add_input(&mut h, f, &id);
+            }
+        }
+        Some(h.finish_hex())
+    }
+
+    /// The digest's start: the project and the lock (`None` without one).
+    fn hasher(&self) -> Option<crate::digest::KeyHasher> {
         let mut h = crate::digest::KeyHasher::new();
         h.update(&self.project);
         h.update(b"\0lock\0");
         h.update(self.lock?.to_bytes());
-        for (f, id) in inputs {
-            h.update(b"\0");
-            h.update(f.as_ref().as_os_str().as_encoded_bytes());
-            h.update(b"\0");
-            h.update(id.to_bytes());
-        }
-        Some(h.finish_hex())
+        Some(h)
     }
 
     /// Whether the lock file is what this build left (`lock`): the file it
@@ -479,33 +516,48 @@ impl Before {
     }
 }
 
-/// The package files' identities once the build linked them into the pool
-/// (`inputs` as they were before it read them). Only a file whose links
-/// the build changed (`relinked`; `None`: any) is stat'ed again: a link
-/// moves its change time, and must be all that did. Any other is named as
-/// it was read, so a change made to it since shows next time. `None` where
-/// one changed, or is gone.
-fn identities_after(
-    inputs: &[(std::sync::Arc<Path>, FileIdentity)],
-    relinked: Option<&crate::repo::Inodes>,
-) -> Option<Vec<(std::sync::Arc<Path>, FileIdentity)>> {
-    let again = |id: &FileIdentity| relinked.is_none_or(|r| r.contains(&(id.dev(), id.ino())));
-    let stat: Vec<_> = inputs
-        .iter()
-        .filter(|(_, id)| again(id))
-        .map(|(f, _)| f.clone())
-        .collect();
-    let mut now = identities(&stat)?.into_iter();
-    inputs
-        .iter()
-        .map(|(f, read)| {
-            if !again(read) {
-                return Some((f.clone(), *read));
-            }
-            let (_, id) = now.next()?;
-            read.same_bytes_ignoring_links(&id).then(|| (f.clone(), id))
-        })
-        .collect()
+/// One package file's part of [`Before::with`].
+fn add_input(h: &mut crate::digest::KeyHasher, f: &Path, id: &FileIdentity) {
+    h.update(b"\0");
+    h.update(f.as_os_str().as_encoded_bytes());
+    h.update(b"\0");
+    h.update(id.to_bytes());
+}
+
+/// Package files stat'ed at a time after a build (on every core).
+const STAT_CHUNK: usize = 4096;
+
+/// The package files a stamp names: the build's own list where it is
+/// written (not copied: a path a package), as read otherwise. Either is
+/// the same sequence of paths on disk.
+enum InputPaths<'r> {
+    Read(Vec<PathBuf>),
+    Written(&'r [(std::sync::Arc<Path>, FileIdentity)]),
+}
+
+impl InputPaths<'_> {
+    /// The paths of a stamp that was read (`None` for one being written).
+    fn read(&self) -> Option<&[PathBuf]> {
+        match self {
+            InputPaths::Read(paths) => Some(paths),
+            InputPaths::Written(_) => None,
+        }
+    }
+}
+
+impl serde::Serialize for InputPaths<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            InputPaths::Read(paths) => s.collect_seq(paths),
+            InputPaths::Written(inputs) => s.collect_seq(inputs.iter().map(|(f, _)| &**f)),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for InputPaths<'_> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::deserialize(d).map(InputPaths::Read)
+    }
 }
 
 /// The identity of each package file (`None` if one is gone): of what it
@@ -562,6 +614,48 @@ mod tests {
     use super::*;
     use crate::files::Wrote;
     use crate::pipeline::SettledLock;
+
+    /// After a build, the package files' digest is the one a stamp check
+    /// takes of them (every file stat'ed), across chunks; a file changed
+    /// since it was read voids it; one whose links the build did not change
+    /// is named as read, not stat'ed. The stamp's paths, borrowed from the
+    /// build's list, are the bytes a list of paths is and read back as one.
+    #[test]
+    fn the_files_digest_after_a_build_is_the_stamp_checks_and_its_paths_are_a_list_of_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let inputs: Vec<(std::sync::Arc<Path>, FileIdentity)> = (0..STAT_CHUNK + 7)
+            .map(|i| {
+                let f = dir.path().join(format!("{i}.deb"));
+                std::fs::write(&f, i.to_string()).unwrap();
+                let id = FileIdentity::of(&std::fs::metadata(&f).unwrap());
+                (f.into(), id)
+            })
+            .collect();
+        let before = Before {
+            project: "project".into(),
+            lock: Some(inputs[0].1),
+            lock_path: dir.path().join("debforge.lock"),
+            seen: None,
+        };
+        let paths: Vec<PathBuf> = inputs.iter().map(|(f, _)| f.to_path_buf()).collect();
+        let checked = before.with(&identities(&paths).unwrap());
+        assert!(checked.is_some());
+        assert_eq!(before.with_after(&inputs, None), checked);
+        let written = postcard::to_allocvec(&InputPaths::Written(&inputs)).unwrap();
+        assert_eq!(written, postcard::to_allocvec(&paths).unwrap());
+        let read: InputPaths = postcard::from_bytes(&written).unwrap();
+        assert_eq!(read.read(), Some(paths.as_slice()));
+        // The last file, in the second chunk, rewritten at another size.
+        let (last, _) = inputs.last().unwrap();
+        std::fs::write(last, "other bytes").unwrap();
+        assert_eq!(before.with_after(&inputs, None), None);
+        // Not relinked: named as read, not stat'ed (its change shows at
+        // the next build's check).
+        let none = crate::repo::Inodes::new();
+        assert_eq!(before.with_after(&inputs, Some(&none)), checked);
+        let relinked: crate::repo::Inodes = [(inputs[3].1.dev(), inputs[3].1.ino())].into();
+        assert_eq!(before.with_after(&inputs, Some(&relinked)), checked);
+    }
 
     /// A lock this build wrote is taken by the identity its writer saw only
     /// where the rename came in a later tick than the last write; else (a
