@@ -914,6 +914,23 @@ impl FileIdentity {
         out
     }
 
+    /// The identity [`FileIdentity::to_bytes`] gave (what a build spilled
+    /// to its own temporary file, [`SpillFile`]).
+    pub fn from_bytes(bytes: &[u8; 64]) -> FileIdentity {
+        let mut fields = bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("eight bytes")));
+        let mut next = || fields.next().expect("eight fields");
+        FileIdentity {
+            dev: next(),
+            ino: next(),
+            size: next(),
+            mtime: (next() as i64, next() as i64),
+            ctime: (next() as i64, next() as i64),
+            nlink: next(),
+        }
+    }
+
     pub fn dev(&self) -> u64 {
         self.dev
     }
@@ -928,9 +945,167 @@ impl FileIdentity {
     }
 }
 
+/// An unlinked temporary file a build appends to and reads back: what it
+/// would otherwise hold of every package from one stage to a later one
+/// (a control paragraph, a path and an identity), kept on disk with only
+/// where each one is in memory. Gone with the process, whatever happens.
+/// Appends are buffered: one write per [`SPILL_BUFFERED`] bytes, not one
+/// per package.
+pub struct SpillFile {
+    file: fs::File,
+    /// Bytes in the file; `pending` follows them.
+    written: u64,
+    pending: Vec<u8>,
+}
+
+/// Bytes appended to a [`SpillFile`] before they are written.
+pub const SPILL_BUFFERED: usize = 64 * 1024;
+
+impl SpillFile {
+    /// Made in `dir` where it is a directory (beside the cache it serves),
+    /// else in the system's temporary directory.
+    pub fn new(dir: Option<&Path>) -> std::io::Result<SpillFile> {
+        let file = match dir {
+            Some(dir) if dir.is_dir() => {
+                tempfile::tempfile_in(dir).or_else(|_| tempfile::tempfile())
+            }
+            _ => tempfile::tempfile(),
+        }?;
+        Ok(SpillFile {
+            file,
+            written: 0,
+            pending: Vec::new(),
+        })
+    }
+
+    /// Appends `bytes`, and says where they begin.
+    pub fn append(&mut self, bytes: &[u8]) -> std::io::Result<u64> {
+        let at = self.len();
+        if self.pending.capacity() == 0 {
+            self.pending.reserve_exact(SPILL_BUFFERED);
+        }
+        self.pending.extend_from_slice(bytes);
+        if self.pending.len() >= SPILL_BUFFERED {
+            self.flush()?;
+        }
+        Ok(at)
+    }
+
+    /// Every byte appended.
+    pub fn len(&self) -> u64 {
+        self.written + self.pending.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The pending bytes written, and their buffer let go (made again, in
+    /// the appending thread's memory, by the next append).
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        if !self.pending.is_empty() {
+            self.file.write_all(&self.pending)?;
+            self.written += self.pending.len() as u64;
+        }
+        self.pending = Vec::new();
+        Ok(())
+    }
+
+    /// `buf.len()` bytes from `at`, written or still pending.
+    pub fn read_exact_at(&self, buf: &mut [u8], at: u64) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let in_file = (self.written.saturating_sub(at) as usize).min(buf.len());
+        let (from_file, from_pending) = buf.split_at_mut(in_file);
+        self.file.read_exact_at(from_file, at)?;
+        if from_pending.is_empty() {
+            return Ok(());
+        }
+        // Past the written bytes: `at + in_file` is where they end, or after.
+        let start = (at + in_file as u64 - self.written) as usize;
+        let pending = self
+            .pending
+            .get(start..start + from_pending.len())
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
+        from_pending.copy_from_slice(pending);
+        Ok(())
+    }
+
+    /// Everything appended, in order from the start, read in blocks.
+    pub fn reader(&self) -> impl std::io::Read + '_ {
+        std::io::BufReader::with_capacity(SPILL_BUFFERED, SpillReader { spill: self, at: 0 })
+    }
+}
+
+/// [`SpillFile::reader`] before its buffer.
+struct SpillReader<'s> {
+    spill: &'s SpillFile,
+    at: u64,
+}
+
+impl std::io::Read for SpillReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = (self.spill.len().saturating_sub(self.at) as usize).min(buf.len());
+        // Within the file or within the pending bytes, not across.
+        let n = if self.at < self.spill.written {
+            n.min((self.spill.written - self.at) as usize)
+        } else {
+            n
+        };
+        self.spill.read_exact_at(&mut buf[..n], self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What was appended comes back from `at` whether written or still
+    /// buffered, across the two and across the buffer's end; the reader
+    /// gives every byte in order; the file is unlinked; an identity goes
+    /// through its bytes and back.
+    #[test]
+    fn a_spill_gives_back_what_was_appended_written_or_buffered() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let mut spill = SpillFile::new(Some(dir.path())).unwrap();
+        let record = |n: usize| format!("{n}:").repeat(n % 97 + 1);
+        let mut all = Vec::new();
+        let mut at = Vec::new();
+        for n in 0..3_000 {
+            at.push(spill.append(record(n).as_bytes()).unwrap());
+            all.extend_from_slice(record(n).as_bytes());
+        }
+        assert_eq!(spill.len(), all.len() as u64);
+        assert!(spill.written > 0 && !spill.pending.is_empty());
+        for n in [0, 1, 1_500, 2_998, 2_999] {
+            let mut buf = vec![0; record(n).len()];
+            spill.read_exact_at(&mut buf, at[n]).unwrap();
+            assert_eq!(buf, record(n).as_bytes());
+        }
+        // Across the written bytes' end.
+        let w = spill.written as usize;
+        let mut buf = vec![0; 100];
+        spill.read_exact_at(&mut buf, (w - 50) as u64).unwrap();
+        assert_eq!(buf, all[w - 50..w + 50]);
+        assert!(
+            spill
+                .read_exact_at(&mut buf, all.len() as u64 - 99)
+                .is_err()
+        );
+        let mut read = Vec::new();
+        spill.reader().read_to_end(&mut read).unwrap();
+        assert_eq!(read, all);
+        spill.flush().unwrap();
+        assert_eq!(
+            (spill.written, spill.pending.capacity()),
+            (all.len() as u64, 0)
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let id = FileIdentity::of(&std::fs::metadata(dir.path()).unwrap());
+        assert_eq!(FileIdentity::from_bytes(&id.to_bytes()), id);
+    }
 
     #[test]
     fn a_tree_is_removed_whole_without_following_links_or_a_frame_per_level() {

@@ -8,7 +8,7 @@
 //! - [`error`]: `Hint` beside every error type, `FileError` for I/O on a path.
 //! - [`report`]: the events long work reports; the printer is the binary's.
 //! - [`input`]: input files read by type and with a bound.
-//! - [`files`]: atomic writes, sibling paths, sorted walks.
+//! - [`files`]: atomic writes, sibling paths, sorted walks, spill files.
 //! - [`format`]: pure Debian formats (deb822, versions, relations, Release,
 //!   Packages, preferences, dates).
 //! - [`deb`]: the `.deb` container, read and written as streams.

@@ -12,18 +12,13 @@
 //! control from the package file again.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+
+use crate::files::SpillFile;
 
 /// A SHA256, as bytes: held by the thousand (hex strings were four
 /// allocations' worth more per package).
 pub(super) type Sha256 = [u8; 32];
-
-/// Texts appended here before they go to the file: one write per this
-/// many bytes, not one per package.
-const BUFFERED: usize = 64 * 1024;
 
 /// The texts, by key; see the module's comment.
 #[derive(Default)]
@@ -31,17 +26,9 @@ pub(super) struct ControlTexts {
     /// Where the temporary file is made (`None`: the system's temporary
     /// directory).
     dir: Option<PathBuf>,
-    spill: Option<Spill>,
+    spill: Option<SpillFile>,
     /// Each text's offset and length in the spill.
     index: HashMap<Sha256, (u64, u32)>,
-}
-
-/// The unlinked file and the bytes not yet written to it.
-struct Spill {
-    file: File,
-    /// Bytes in the file; `pending` follows them.
-    written: u64,
-    pending: Vec<u8>,
 }
 
 impl ControlTexts {
@@ -58,9 +45,6 @@ impl ControlTexts {
     /// and made again here.
     pub(super) fn kept(mut self) -> ControlTexts {
         self.flush();
-        if let Some(spill) = &mut self.spill {
-            spill.pending = Vec::new();
-        }
         ControlTexts {
             index: self.index.clone(),
             ..self
@@ -82,12 +66,9 @@ impl ControlTexts {
             return;
         };
         let Some(spill) = self.spill() else { return };
-        let at = spill.written + spill.pending.len() as u64;
-        spill.pending.extend_from_slice(text.as_bytes());
-        let full = spill.pending.len() >= BUFFERED;
-        self.index.insert(key, (at, len));
-        if full {
-            self.flush();
+        match spill.append(text.as_bytes()) {
+            Ok(at) => _ = self.index.insert(key, (at, len)),
+            Err(_) => self.lose_all(),
         }
     }
 
@@ -118,51 +99,31 @@ impl ControlTexts {
         keys
     }
 
-    fn spill(&mut self) -> Option<&mut Spill> {
+    fn spill(&mut self) -> Option<&mut SpillFile> {
         if self.spill.is_none() {
             // Beside the records, else in the system's temporary directory.
-            let file = match &self.dir {
-                Some(dir) if dir.is_dir() => {
-                    tempfile::tempfile_in(dir).or_else(|_| tempfile::tempfile())
-                }
-                _ => tempfile::tempfile(),
-            };
-            self.spill = Some(Spill {
-                file: file.ok()?,
-                written: 0,
-                pending: Vec::new(),
-            });
+            self.spill = Some(SpillFile::new(self.dir.as_deref()).ok()?);
         }
         self.spill.as_mut()
     }
 
-    /// The pending bytes to the file; on a failure, every text is lost
-    /// (a cache: the callers read the controls again).
+    /// The pending bytes to the file (their buffer let go).
     fn flush(&mut self) {
-        let Some(spill) = &mut self.spill else { return };
-        if spill.pending.is_empty() {
-            return;
-        }
-        if spill.file.write_all(&spill.pending).is_ok() {
-            spill.written += spill.pending.len() as u64;
-            spill.pending.clear();
-        } else {
-            self.spill = None;
-            self.index.clear();
+        if self.spill.as_mut().is_some_and(|s| s.flush().is_err()) {
+            self.lose_all();
         }
     }
 
-    /// A text is all in the file or all still pending (pending bytes are
-    /// written together).
+    /// On a failure every text is lost (a cache: the callers read the
+    /// controls again).
+    fn lose_all(&mut self) {
+        self.spill = None;
+        self.index.clear();
+    }
+
     fn read(&self, at: u64, len: u32) -> Option<String> {
-        let spill = self.spill.as_ref()?;
         let mut buf = vec![0; len as usize];
-        if at >= spill.written {
-            let from = (at - spill.written) as usize;
-            buf.copy_from_slice(spill.pending.get(from..from + len as usize)?);
-        } else {
-            spill.file.read_exact_at(&mut buf, at).ok()?;
-        }
+        self.spill.as_ref()?.read_exact_at(&mut buf, at).ok()?;
         String::from_utf8(buf).ok()
     }
 }
@@ -197,12 +158,8 @@ mod tests {
         }
         assert_eq!(t.len(), 600);
         assert!(
-            t.spill.as_ref().unwrap().written > 0,
-            "some texts are in the file"
-        );
-        assert!(
-            !t.spill.as_ref().unwrap().pending.is_empty(),
-            "some are not yet"
+            t.spill.as_ref().unwrap().len() > 2 * crate::files::SPILL_BUFFERED as u64,
+            "the buffer was written out"
         );
         for n in [0, 1, 299, 598, 599] {
             assert_eq!(t.get(&key(n)).as_deref(), Some(text(n).as_str()));

@@ -133,12 +133,13 @@ fn redate(
 }
 
 /// The package files' identities before a build read them, for its stamp.
-type Inputs = Vec<(std::sync::Arc<Path>, crate::files::FileIdentity)>;
+type Inputs = unchanged::Inputs;
 
 /// Each package file by its identity: a path recipe's as it was before it
 /// was read, under the path as written too (a link pointed elsewhere
 /// resolves to another file); a cache file's (named by its digest) now.
-fn stamp_inputs(packages: &[pipeline::Fetched]) -> Option<Inputs> {
+/// Kept in a file in `cache` (`None` where it cannot be: no stamp).
+fn stamp_inputs(packages: &[pipeline::Fetched], cache: &Path) -> Option<Inputs> {
     // The path as written, where it is another path than the file's.
     fn written(f: &pipeline::Fetched) -> Option<&Path> {
         f.resolved
@@ -148,26 +149,22 @@ fn stamp_inputs(packages: &[pipeline::Fetched]) -> Option<Inputs> {
             .map(Path::new)
             .filter(|w| *w != &**f.file())
     }
-    // Held to the end of the build: sized once, as counted (memory: twice
-    // the count, shrunk after, was 3.2 MB at 20,000 packages at the
-    // build's peak).
-    let count = packages
-        .iter()
-        .map(|f| 1 + usize::from(f.resolved.seen.is_some() && written(f).is_some()))
-        .sum();
-    let mut out = Vec::with_capacity(count);
+    let mut out = Inputs::new(cache)?;
     for f in packages {
         match f.resolved.seen {
             Some(id) => {
-                out.push((std::sync::Arc::clone(f.file()), id));
+                out.push(f.file(), &id)?;
                 if let Some(written) = written(f) {
-                    out.push((written.into(), id));
+                    out.push(written, &id)?;
                 }
             }
-            None => out.extend(unchanged::identities(std::slice::from_ref(f.file()))?),
+            None => {
+                for (f, id) in unchanged::identities(std::slice::from_ref(f.file()))? {
+                    out.push(&f, &id)?;
+                }
+            }
         }
     }
-    out.shrink_to_fit();
     Some(out)
 }
 
@@ -378,7 +375,7 @@ fn fetch_and_prepare<'r>(
     let (packages, sources) = super::fetch_unsettled(&session, resolved, s.locked, reporter)?;
     // What the stamp needs of the fetched files, taken before preparing.
     let inputs = if stamp && sources.is_empty() {
-        stamp_inputs(&packages)
+        stamp_inputs(&packages, &s.pipeline.cache)
     } else {
         None
     };
