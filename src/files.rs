@@ -950,12 +950,14 @@ impl FileIdentity {
 /// (a control paragraph, a path and an identity), kept on disk with only
 /// where each one is in memory. Gone with the process, whatever happens.
 /// Appends are buffered: one write per [`SPILL_BUFFERED`] bytes, not one
-/// per package.
+/// per package. After a failed write every use fails: the file's end is
+/// no longer known.
 pub struct SpillFile {
     file: fs::File,
     /// Bytes in the file; `pending` follows them.
     written: u64,
     pending: Vec<u8>,
+    failed: bool,
 }
 
 /// Bytes appended to a [`SpillFile`] before they are written.
@@ -975,11 +977,13 @@ impl SpillFile {
             file,
             written: 0,
             pending: Vec::new(),
+            failed: false,
         })
     }
 
     /// Appends `bytes`, and says where they begin.
     pub fn append(&mut self, bytes: &[u8]) -> std::io::Result<u64> {
+        self.usable()?;
         let at = self.len();
         if self.pending.capacity() == 0 {
             self.pending.reserve_exact(SPILL_BUFFERED);
@@ -1003,17 +1007,31 @@ impl SpillFile {
     /// The pending bytes written, and their buffer let go (made again, in
     /// the appending thread's memory, by the next append).
     pub fn flush(&mut self) -> std::io::Result<()> {
+        self.usable()?;
         if !self.pending.is_empty() {
+            // A write cut short leaves the file's end unknown.
+            self.failed = true;
             self.file.write_all(&self.pending)?;
+            self.failed = false;
             self.written += self.pending.len() as u64;
         }
         self.pending = Vec::new();
         Ok(())
     }
 
+    fn usable(&self) -> std::io::Result<()> {
+        match self.failed {
+            true => Err(std::io::Error::other(
+                "an earlier write to the spill file failed",
+            )),
+            false => Ok(()),
+        }
+    }
+
     /// `buf.len()` bytes from `at`, written or still pending.
     pub fn read_exact_at(&self, buf: &mut [u8], at: u64) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
+        self.usable()?;
         let in_file = (self.written.saturating_sub(at) as usize).min(buf.len());
         let (from_file, from_pending) = buf.split_at_mut(in_file);
         self.file.read_exact_at(from_file, at)?;
@@ -1105,6 +1123,14 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         let id = FileIdentity::of(&std::fs::metadata(dir.path()).unwrap());
         assert_eq!(FileIdentity::from_bytes(&id.to_bytes()), id);
+        // A write that fails (the file made read-only underneath) leaves
+        // the spill refusing every use, not giving other bytes.
+        let mut broken = SpillFile::new(Some(dir.path())).unwrap();
+        broken.file = std::fs::File::open(dir.path()).unwrap();
+        broken.append(&[1; SPILL_BUFFERED - 1]).unwrap();
+        assert!(broken.append(&[2; 2]).is_err());
+        assert!(broken.append(b"x").is_err());
+        assert!(broken.read_exact_at(&mut [0; 1], 0).is_err());
     }
 
     #[test]
