@@ -1063,12 +1063,6 @@ struct SpillReader<'s> {
 impl std::io::Read for SpillReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = (self.spill.len().saturating_sub(self.at) as usize).min(buf.len());
-        // Within the file or within the pending bytes, not across.
-        let n = if self.at < self.spill.written {
-            n.min((self.spill.written - self.at) as usize)
-        } else {
-            n
-        };
         self.spill.read_exact_at(&mut buf[..n], self.at)?;
         self.at += n as u64;
         Ok(n)

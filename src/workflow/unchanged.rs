@@ -555,11 +555,10 @@ impl Inputs {
     /// Adds `path`, read as `id`.
     pub(super) fn push(&mut self, path: &Path, id: &FileIdentity) -> Option<()> {
         let bytes = path.as_os_str().as_encoded_bytes();
-        let mut record = Vec::with_capacity(4 + bytes.len() + 64);
-        record.extend_from_slice(&u32::try_from(bytes.len()).ok()?.to_le_bytes());
-        record.extend_from_slice(bytes);
-        record.extend_from_slice(&id.to_bytes());
-        self.spill.append(&record).ok()?;
+        let len = u32::try_from(bytes.len()).ok()?.to_le_bytes();
+        for part in [&len[..], bytes, &id.to_bytes()] {
+            self.spill.append(part).ok()?;
+        }
         self.count += 1;
         Some(())
     }
