@@ -73,6 +73,12 @@ pub fn pool_path(component: &str, control: &ControlParagraph) -> Result<String, 
 /// compared, never opened: what an unchecked paragraph gives may name
 /// anything.
 pub fn pool_path_unchecked(component: &str, control: &ControlParagraph) -> String {
+    format!("pool/{component}/{}", pool_path_in_component(control))
+}
+
+/// [`pool_path_unchecked`] under `pool/<component>/`: what a package names
+/// of its pool path before the repository's component is known.
+pub fn pool_path_in_component(control: &ControlParagraph) -> String {
     let package = control.get("Package").unwrap_or_default();
     let source = control
         .get("Source")
@@ -89,7 +95,7 @@ pub fn pool_path_unchecked(component: &str, control: &ControlParagraph) -> Strin
         source.get(..1)
     };
     let prefix = prefix.unwrap_or(source);
-    format!("pool/{component}/{prefix}/{source}/{package}_{version}_{arch}.deb")
+    format!("{prefix}/{source}/{package}_{version}_{arch}.deb")
 }
 
 /// The fields that say where the file is and what it is: never taken from
@@ -135,12 +141,44 @@ pub fn write_stanza(
     digests: &Digests,
     out: &mut String,
 ) {
-    let field = |out: &mut String, name: &str, raw: &str| {
-        out.push_str(name);
-        out.push(':');
-        out.push_str(raw);
-        out.push('\n');
-    };
+    render(control, out, |out| {
+        write_file_fields(filename, digests, out)
+    });
+}
+
+/// [`write_stanza`]'s text without the file fields, appended to `out`,
+/// and where in what it appended they go: what a build renders of each
+/// package where its control is read, before the package has a pool file
+/// (the fields dpkg-scanpackages writes are one run in its order).
+pub fn write_stanza_without_files(control: &ControlParagraph, out: &mut String) -> usize {
+    let start = out.len();
+    let mut split = 0;
+    render(control, out, |out| split = out.len() - start);
+    split
+}
+
+/// The file fields of [`write_stanza`], appended to `out`: where the
+/// package is and its digests.
+pub fn write_file_fields(filename: &str, digests: &Digests, out: &mut String) {
+    let size = digests.size.to_string();
+    for name in FILE_FIELDS {
+        let value = match name {
+            "Filename" => Some(filename),
+            "Size" => Some(size.as_str()),
+            _ => digests.by_field(name),
+        };
+        if let Some(v) = value {
+            out.push_str(name);
+            out.push(':');
+            out.push_str(&super::deb822::canonical_raw(v));
+            out.push('\n');
+        }
+    }
+}
+
+/// A stanza's fields but the file fields, with `file_fields` called where
+/// those go.
+fn render(control: &ControlParagraph, out: &mut String, file_fields: impl FnOnce(&mut String)) {
     // As `ControlParagraph::set_verbatim` stores a value.
     let verbatim = |out: &mut String, name: &str, value: &str| {
         let space = if value.starts_with('\n') || value.is_empty() {
@@ -168,16 +206,11 @@ pub fn write_stanza(
             None => others.push(f),
         }
     }
+    let mut file_fields = Some(file_fields);
     for (name, value) in FIELD_ORDER.iter().zip(known) {
         if FILE_FIELDS.contains(name) {
-            let size = digests.size.to_string();
-            let value = match *name {
-                "Filename" => Some(filename),
-                "Size" => Some(size.as_str()),
-                _ => digests.by_field(name),
-            };
-            if let Some(v) = value {
-                field(out, name, &super::deb822::canonical_raw(v));
+            if let Some(write) = file_fields.take() {
+                write(out);
             }
         } else if let Some(v) = value {
             verbatim(out, name, v);
@@ -275,6 +308,39 @@ mod tests {
             s.to_string()
                 .contains("Description: NCCL \n long text\n .\n more\n")
         );
+    }
+
+    /// A build renders each stanza in two parts where the control is read
+    /// and puts the file fields between them later: the same bytes as one
+    /// rendering, for a paragraph with fields on both sides, a control's
+    /// own file fields, and one with none after them.
+    #[test]
+    fn a_stanza_without_its_file_fields_is_the_stanza_around_them() {
+        let run = FIELD_ORDER
+            .iter()
+            .position(|n| *n == FILE_FIELDS[0])
+            .unwrap();
+        assert_eq!(FIELD_ORDER[run..run + FILE_FIELDS.len()], FILE_FIELDS);
+        let d = Digests {
+            size: 10,
+            sha256: "s256".into(),
+            ..Digests::default()
+        };
+        for text in [
+            "Package: a\nVersion: 1\nArchitecture: amd64\nX-B: 2\nDescription: d\n more\nSection: libs\n",
+            "Package: evil\nVersion: 1\nArchitecture: amd64\nSHA512: 1111\nSize: 1\nFilename: /etc\n",
+            "Package: a\nVersion: 1\nArchitecture: all\n",
+        ] {
+            let control = ControlParagraph::parse_single(text).unwrap();
+            let mut whole = String::from("before\n");
+            write_stanza(&control, "pool/main/a/a/a_1_all.deb", &d, &mut whole);
+            let mut parts = String::from("before\n");
+            let split = write_stanza_without_files(&control, &mut parts);
+            let tail = parts.split_off("before\n".len() + split);
+            write_file_fields("pool/main/a/a/a_1_all.deb", &d, &mut parts);
+            parts.push_str(&tail);
+            assert_eq!(parts, whole, "{text}");
+        }
     }
 
     #[test]

@@ -88,7 +88,7 @@ impl Session<'_> {
             out.push(Artifact {
                 for_base: p.for_base,
                 version_changed: false,
-                control: self.control_of(&deb, &d.sha256)?,
+                entry: self.index_entry(&self.control_of(&deb, &d.sha256)?)?,
                 sha256: super::sha256_sum(&deb, &d.sha256)?,
                 file: deb.into(),
                 size: d.size,

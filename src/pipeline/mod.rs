@@ -30,6 +30,7 @@ use crate::fetch::{FetchError, Http, HttpOptions, Reporter};
 use crate::format::deb822::ControlParagraph;
 use crate::recipe::lock::{Lock, LockEntry, LockError, LockedPackage};
 use crate::recipe::{PackageRecipe, RecipeError, RecipeSet};
+use crate::repo::stanzas::{IndexEntry, Stanzas};
 use crate::upstream::{DirTransport, HttpTransport, Transport, UpstreamError};
 
 pub use crate::repo::{KEYRING_NAME, PREFERENCES_NAME};
@@ -192,8 +193,9 @@ pub struct Artifact {
     /// The file that goes into the pool (the fetched file, its repack, or a
     /// package built from a recipe).
     pub file: std::sync::Arc<Path>,
-    /// The control paragraph of `file`, read from that file.
-    pub control: ControlParagraph,
+    /// What the indexes take from the control paragraph of `file`, read
+    /// from that file (its stanza is in the session's spill file).
+    pub entry: IndexEntry,
     /// Size and SHA256 of `file`, taken while it was written (or, for a
     /// fetched file, as the chain of trust vouched for it).
     pub size: u64,
@@ -202,19 +204,19 @@ pub struct Artifact {
 
 impl Artifact {
     pub fn package(&self) -> &str {
-        self.control.get("Package").unwrap_or_default()
+        self.entry.package()
     }
     pub fn version(&self) -> &str {
-        self.control.get("Version").unwrap_or_default()
+        self.entry.version()
     }
     pub fn architecture(&self) -> &str {
-        self.control.get("Architecture").unwrap_or_default()
+        self.entry.architecture()
     }
     /// What `repo::write` needs of it, moved.
     pub fn into_pool_input(self) -> crate::repo::PoolInput {
         crate::repo::PoolInput {
             file: self.file,
-            control: self.control,
+            entry: self.entry,
             size: self.size,
             sha256: self.sha256,
         }
@@ -430,9 +432,13 @@ pub fn package_versions(prepared: &[Artifact], recipes: &RecipeSet) -> BTreeMap<
 /// package kept as its distribution built it that nothing needs exactly
 /// (c-ares from Ubuntu's archive): pinning that would downgrade or remove
 /// the machine's own newer build and what depends on it. A recipe's
-/// `pin = true|false` overrides the default for its package.
-pub fn pinned_packages(prepared: &[Artifact], recipes: &RecipeSet) -> Vec<String> {
-    use crate::format::relation::{Relations, names_exact_version};
+/// `pin = true|false` overrides the default for its package. `control`
+/// gives a pinned package's control paragraph, read once for its relations.
+pub fn pinned_packages(
+    prepared: &[Artifact],
+    recipes: &RecipeSet,
+    control: impl Fn(&Artifact) -> Result<ControlParagraph, PipelineError>,
+) -> Result<Vec<String>, PipelineError> {
     use crate::recipe::Action;
     // The project's own recipes before the packages picked for the base: a
     // pick of another architecture (`pin = false`) never unpins the
@@ -466,37 +472,56 @@ pub fn pinned_packages(prepared: &[Artifact], recipes: &RecipeSet) -> Vec<String
             .map(|(n, _)| n.to_string()),
     );
     let ours: std::collections::BTreeSet<&str> = prepared.iter().map(|a| a.package()).collect();
+    // Each pinned package's exact dependencies, by its place in `prepared`.
+    let mut exact_of: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     loop {
         let mut more = Vec::new();
-        for a in prepared.iter().filter(|a| pinned.contains(a.package())) {
-            for field in ["Pre-Depends", "Depends"] {
-                let Some(Ok(rel)) = a
-                    .control
-                    .field(field)
-                    .map(|v| Relations::parse(&v.folded()))
-                else {
-                    continue;
-                };
-                for r in rel.0.iter().flat_map(|alt| &alt.0) {
-                    let exact = r
-                        .constraint
-                        .as_ref()
-                        .is_some_and(|(op, _)| names_exact_version(field, *op));
-                    if exact
-                        && ours.contains(r.name.as_str())
-                        && !pinned.contains(&r.name)
-                        && explicit.get(r.name.as_str()) != Some(&false)
-                    {
-                        more.push(r.name.clone());
-                    }
+        for (i, a) in prepared.iter().enumerate() {
+            if !pinned.contains(a.package()) {
+                continue;
+            }
+            let exact = match exact_of.entry(i) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(exact_dependencies(&control(a)?))
+                }
+            };
+            for name in exact.iter() {
+                if ours.contains(name.as_str())
+                    && !pinned.contains(name)
+                    && explicit.get(name.as_str()) != Some(&false)
+                {
+                    more.push(name.clone());
                 }
             }
         }
         if more.is_empty() {
-            return pinned.into_iter().collect();
+            return Ok(pinned.into_iter().collect());
         }
         pinned.extend(more);
     }
+}
+
+/// The packages `control` depends on at an exact version (`=`, `<=`), in
+/// its Pre-Depends and Depends.
+fn exact_dependencies(control: &ControlParagraph) -> Vec<String> {
+    use crate::format::relation::{Relations, names_exact_version};
+    let mut names = Vec::new();
+    for field in ["Pre-Depends", "Depends"] {
+        let Some(Ok(rel)) = control.field(field).map(|v| Relations::parse(&v.folded())) else {
+            continue;
+        };
+        for r in rel.0.iter().flat_map(|alt| &alt.0) {
+            let exact = r
+                .constraint
+                .as_ref()
+                .is_some_and(|(op, _)| names_exact_version(field, *op));
+            if exact {
+                names.push(r.name.clone());
+            }
+        }
+    }
+    names
 }
 
 /// Where a source's files come from in this run, decided once.
@@ -528,6 +553,9 @@ pub struct Session<'a> {
     /// The lock file as last read: its identity, its entries, the SHA256 of
     /// its bytes.
     parsed_lock: std::sync::Mutex<Option<ParsedLock>>,
+    /// Each prepared package's index stanza, on disk (in the cache) from
+    /// where its control is read to the write.
+    stanzas: std::sync::Mutex<Stanzas>,
 }
 
 impl<'a> Session<'a> {
@@ -560,6 +588,7 @@ impl<'a> Session<'a> {
         let records = crate::repo::pool::DigestStore::new(Some(
             settings.cache.join(crate::repo::pool::RECORDS_FILE),
         ));
+        let stanzas = Stanzas::new(Some(settings.cache.clone()));
         Ok(Session {
             recipes,
             settings,
@@ -569,7 +598,37 @@ impl<'a> Session<'a> {
             transports,
             records,
             parsed_lock: std::sync::Mutex::new(None),
+            stanzas: std::sync::Mutex::new(stanzas),
         })
+    }
+
+    /// What the indexes need of a prepared package: its stanza rendered
+    /// into the session's spill file, its control checked, its names and
+    /// pool path kept (see [`crate::repo::stanzas`]).
+    fn index_entry(&self, control: &ControlParagraph) -> Result<IndexEntry, PipelineError> {
+        let mut stanzas = self.stanzas.lock().expect("stanzas");
+        stanzas
+            .add(control)
+            .map_err(|e| FileError::at(&self.settings.cache)(e).into())
+    }
+
+    /// `a`'s control paragraph, read back from its stanza: for what reads
+    /// a prepared package's relations (few packages).
+    pub fn control_of_artifact(&self, a: &Artifact) -> Result<ControlParagraph, PipelineError> {
+        let stanzas = self.stanzas.lock().expect("stanzas");
+        stanzas
+            .control(&a.entry)
+            .map_err(|e| FileError::at(&self.settings.cache)(e).into())
+    }
+
+    /// The stanzas of every package prepared, for the write (none is
+    /// added after): the session keeps none.
+    pub fn take_stanzas(&self) -> Result<Stanzas, PipelineError> {
+        let mut stanzas = std::mem::take(&mut *self.stanzas.lock().expect("stanzas"));
+        stanzas
+            .flush()
+            .map_err(FileError::at(&self.settings.cache))?;
+        Ok(stanzas)
     }
 
     /// Keeps what this run learned about files for the next one.
@@ -842,7 +901,10 @@ mod tests {
                 sources: sources.clone(),
                 packages,
             };
-            assert_eq!(pinned_packages(&[], &recipes), ["libx"]);
+            let control = |_: &Artifact| -> Result<ControlParagraph, PipelineError> {
+                unreachable!("no package prepared")
+            };
+            assert_eq!(pinned_packages(&[], &recipes, control).unwrap(), ["libx"]);
         }
     }
 }

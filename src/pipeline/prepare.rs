@@ -129,10 +129,12 @@ impl Session<'_> {
             let sha256 = super::sha256_sum(&file, resolved.locked.sha256())?;
             // The entry's last holder, unless the caller keeps the lock.
             drop(resolved.locked);
+            // The control goes here: its stanza waits on disk for the write.
+            let entry = self.index_entry(&control)?;
             Ok(Artifact {
                 for_base: resolved.for_base,
                 version_changed,
-                control,
+                entry,
                 file,
                 size,
                 sha256,
@@ -268,7 +270,7 @@ impl Session<'_> {
         Ok(Artifact {
             for_base: f.resolved.for_base,
             version_changed: control.get("Version") != Some(locked.version()),
-            control,
+            entry: self.index_entry(&control)?,
             sha256: super::sha256_sum(&dest, &sha256)?,
             file: dest.into(),
             size,
@@ -354,7 +356,7 @@ mod tests {
             Ok(Artifact {
                 for_base: false,
                 version_changed: false,
-                control: crate::format::deb822::ControlParagraph::new(),
+                entry: Default::default(),
                 file: std::sync::Arc::clone(f.file()),
                 size: 0,
                 sha256: Default::default(),

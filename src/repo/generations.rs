@@ -1021,6 +1021,8 @@ pub fn materialize(
         return Ok(dest);
     }
     let controls = controls_of(g, &files, records)?;
+    let mut stanzas = super::stanzas::Stanzas::new(None);
+    let spill_dir = std::env::temp_dir();
     let inputs: Vec<super::PoolInput> = g
         .packages
         .iter()
@@ -1036,15 +1038,18 @@ pub fn materialize(
                     ),
                 }
             })?;
+            let entry = stanzas
+                .add(&control)
+                .map_err(crate::error::FileError::at(&spill_dir))?;
             Ok(super::PoolInput {
                 file: file.as_path().into(),
-                control,
+                entry,
                 size: p.size,
                 sha256,
             })
         })
         .collect::<Result<_, RepoError>>()?;
-    super::write(&dest, inputs, &params, pins, observer)?;
+    super::write(&dest, inputs, &stanzas, &params, pins, observer)?;
     Ok(dest)
 }
 

@@ -25,6 +25,7 @@ use crate::error::FileError;
 use crate::files::TreeEntry;
 use crate::report::{Event, Reporter, Task};
 
+use super::stanzas::Stanzas;
 use super::write::{
     PoolInput, RepoParams, Written, base_name, check_installable, exchange, fresh_staging,
     place_all, pool_entries, pool_names, pool_positions, write_beside_dists, write_dists,
@@ -50,7 +51,7 @@ pub(super) fn applies(out: &Path, params: &RepoParams) -> bool {
 pub(super) fn write(
     out: &Path,
     staging: &Path,
-    packages: &mut Vec<PoolInput>,
+    (packages, stanzas): (&mut Vec<PoolInput>, &Stanzas),
     params: &RepoParams,
     pins: &str,
     observer: &dyn Reporter,
@@ -66,7 +67,7 @@ pub(super) fn write(
     // once, a build of the whole output, where memory peaks, does not.)
     let (present, index, walked) = std::thread::scope(|scope| {
         let index = scope.spawn(|| {
-            let index = write_dists(staging, &unique, params, observer)?;
+            let index = write_dists(staging, (&unique, stanzas), params, observer)?;
             write_beside_dists(staging, params, pins)?;
             let count = unique.len();
             check_installable(
@@ -841,7 +842,7 @@ mod tests {
         let (walked, _) = walk_pool(&out).unwrap();
         let input = PoolInput {
             file: Path::new("/nonexistent").into(),
-            control: Default::default(),
+            entry: Default::default(),
             size: 1,
             sha256: crate::digest::Sha256Sum::from_hex(&crate::digest::sha256_hex(b"a")).unwrap(),
         };

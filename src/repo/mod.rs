@@ -21,6 +21,7 @@ pub mod pieces;
 pub mod policy;
 pub mod pool;
 mod sorted_table;
+pub mod stanzas;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod verify;

@@ -83,14 +83,15 @@ pub(crate) fn write_repo(
         retain_from: None,
         kept_pieces: Default::default(),
     };
+    let mut stanzas = super::stanzas::Stanzas::default();
     let inputs: Vec<_> = debs
         .iter()
         .map(|d| PoolInput {
             file: d.file.as_path().into(),
-            control: d.control.clone(),
+            entry: stanzas.add(&d.control).unwrap(),
             size: d.size,
             sha256: crate::digest::Sha256Sum::from_hex(&d.sha256).unwrap(),
         })
         .collect();
-    write(out, inputs, &params, pins, &crate::report::Quiet)
+    write(out, inputs, &stanzas, &params, pins, &crate::report::Quiet)
 }

@@ -9,11 +9,11 @@ use crate::error::FileError;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::format::deb822::ControlParagraph;
 use crate::openpgp::sign::SigningKey;
 use crate::report::{Event, Reporter, Task};
 
 use super::pool::{DigestStore, place};
+use super::stanzas::{IndexEntry, Stanzas};
 use super::{
     DistsWriter, IndexReport, IndexStats, KEYRING_NAME, PREFERENCES_NAME, RepoConfig, RepoError,
 };
@@ -45,14 +45,14 @@ pub struct RepoParams<'k> {
     pub base: &'k [super::against::Base],
 }
 
-/// One package file for the pool, with the control paragraph read from it
-/// and the size and SHA256 it must still have. Owned: [`write`] drops them
-/// once the pool and the indexes are written, before the output is walked
-/// (memory: a control paragraph per package).
+/// One package file for the pool: what its control paragraph gave the
+/// indexes (its stanza is in the [`Stanzas`] the write is given) and the
+/// size and SHA256 it must still have. Owned: [`write`] drops them once the
+/// pool and the indexes are written, before the output is walked.
 #[derive(Debug, Clone)]
 pub struct PoolInput {
     pub file: std::sync::Arc<Path>,
-    pub control: ControlParagraph,
+    pub entry: IndexEntry,
     pub size: u64,
     pub sha256: crate::digest::Sha256Sum,
 }
@@ -163,12 +163,15 @@ pub fn lock_output(out: &Path) -> Result<OutputLock, RepoError> {
 pub fn write(
     out: &Path,
     packages: Vec<PoolInput>,
+    stanzas: &Stanzas,
     params: &RepoParams,
     pins: &str,
     observer: &dyn Reporter,
 ) -> Result<OutputReport, RepoError> {
-    write_then(out, packages, params, pins, observer, |_| Ok::<(), ()>(()))
-        .map(|(report, _)| report)
+    write_then(out, packages, stanzas, params, pins, observer, |_| {
+        Ok::<(), ()>(())
+    })
+    .map(|(report, _)| report)
 }
 
 /// [`write`], and `then` of what it wrote, run beside the walk of the
@@ -178,6 +181,7 @@ pub fn write(
 pub fn write_then<T: Send, E: Send>(
     out: &Path,
     mut packages: Vec<PoolInput>,
+    stanzas: &Stanzas,
     params: &RepoParams,
     pins: &str,
     observer: &dyn Reporter,
@@ -212,7 +216,14 @@ pub fn write_then<T: Send, E: Send>(
     // else, or a pool file that would change bytes under its name, is
     // written whole.
     let in_place = if super::in_place::applies(out, params) {
-        super::in_place::write(out, staging.path(), &mut packages, params, pins, observer)?
+        super::in_place::write(
+            out,
+            staging.path(),
+            (&mut packages, stanzas),
+            params,
+            pins,
+            observer,
+        )?
     } else {
         None
     };
@@ -220,7 +231,14 @@ pub fn write_then<T: Send, E: Send>(
     let ((pooled, index), walked) = match in_place {
         Some(done) => done,
         None => (
-            write_whole(out, staging, &mut packages, params, pins, observer)?,
+            write_whole(
+                out,
+                staging,
+                (&mut packages, stanzas),
+                params,
+                pins,
+                observer,
+            )?,
             None,
         ),
     };
@@ -278,7 +296,7 @@ pub fn write_then<T: Send, E: Send>(
 fn write_whole(
     out: &Path,
     staging: tempfile::TempDir,
-    packages: &mut Vec<PoolInput>,
+    (packages, stanzas): (&mut Vec<PoolInput>, &Stanzas),
     params: &RepoParams,
     pins: &str,
     observer: &dyn Reporter,
@@ -295,7 +313,7 @@ fn write_whole(
             let current = unique.iter().map(|(rel, _)| rel.as_str()).collect();
             retain_earlier(root, out, &current, params)
         });
-        let index = write_dists(root, &unique, params, observer);
+        let index = write_dists(root, (&unique, stanzas), params, observer);
         (
             filling.join().expect("filling the pool does not panic"),
             index,
@@ -304,7 +322,7 @@ fn write_whole(
     filled?;
     let index = index?;
     // In the pool and the indexes: what they hold goes before the check
-    // reads the index back (memory: a control paragraph per package).
+    // reads the index back.
     let named = pool_positions(packages, unique);
     let pooled = pool_entries(packages, named);
     write_beside_dists(root, params, pins)?;
@@ -451,17 +469,18 @@ pub(super) fn fresh_staging(
 }
 
 /// `dists/`: the indexes of the pooled packages (`unique`, in pool order),
-/// the Release files, signed. Each Packages stanza is rendered as the index
-/// is written, not held beside every control paragraph.
+/// the Release files, signed. Each Packages stanza is read from `stanzas`
+/// (rendered where its package was prepared), its file fields added.
 pub(super) fn write_dists(
     root: &Path,
-    unique: &[(String, &PoolInput)],
+    (unique, stanzas): (&[(String, &PoolInput)], &Stanzas),
     params: &RepoParams,
     observer: &dyn Reporter,
 ) -> Result<IndexReport, RepoError> {
     let total = unique.len() as u64;
     let mut dists = DistsWriter::new(root, &params.config, &params.kept_pieces)?;
     let mut stanza = String::new();
+    let mut reader = stanzas.reader();
     for (i, (filename, p)) in unique.iter().enumerate() {
         // One event per hundred stanzas: a line per package would cost more
         // than the stanza.
@@ -481,9 +500,15 @@ pub(super) fn write_dists(
             sha256: p.sha256.to_hex(),
             ..Default::default()
         };
-        crate::format::packages::write_stanza(&p.control, filename, &digests, &mut stanza);
-        let architecture = p.control.get("Architecture").unwrap_or_default();
-        dists.add(architecture, filename, &stanza)?;
+        reader
+            .write(&p.entry, filename, &digests, &mut stanza)
+            .map_err(|e| RepoError::BadPackage {
+                path: p.file.to_path_buf(),
+                reason: format!(
+                    "its stanza could not be read back from the build's spill file: {e}"
+                ),
+            })?;
+        dists.add(p.entry.architecture(), filename, &stanza)?;
     }
     observer.event(Event::Work {
         task: Task::Index,
@@ -771,7 +796,7 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
         let names: std::collections::HashSet<u64> = packages
             .iter()
             // Only compared: checked where it names a file (`pool_names`).
-            .map(|p| crate::format::packages::pool_path_unchecked(component, &p.control))
+            .filter_map(|p| p.entry.pool_path_unchecked(component))
             .map(|rel| state.hash_one(rel))
             .collect();
         for (rel, sha) in earlier.filter(|(rel, _)| !names.contains(&state.hash_one(rel))) {
@@ -850,11 +875,10 @@ pub(super) fn pool_entries(
         let Some((_, filename)) = named.next_if(|(at, _)| *at == i) else {
             continue;
         };
-        let field = |k: &str| p.control.get(k).unwrap_or_default().to_string();
         out.push(PoolEntry {
-            package: field("Package"),
-            version: field("Version"),
-            architecture: field("Architecture"),
+            package: p.entry.package().to_string(),
+            version: p.entry.version().to_string(),
+            architecture: p.entry.architecture().to_string(),
             filename,
             size: p.size,
             sha256: p.sha256.to_hex(),
@@ -889,28 +913,23 @@ fn position_in(packages: &[PoolInput], p: &PoolInput) -> usize {
     at
 }
 
-/// Each package's pool path, from its own control paragraph, once, in pool
-/// order: two recipes that name the same file are one pool entry; the same
-/// name, version and architecture with other bytes is refused, as an
-/// archive refuses it.
+/// Each package's pool path, from its own control paragraph (checked where
+/// it was read: [`Stanzas::add`]), once, in pool order: two recipes that
+/// name the same file are one pool entry; the same name, version and
+/// architecture with other bytes is refused, as an archive refuses it.
 pub(super) fn pool_names<'p>(
     packages: &'p [PoolInput],
     component: &str,
 ) -> Result<Vec<(String, &'p PoolInput)>, RepoError> {
-    // On all cores: each control is checked whole (its relations parsed)
-    // before it names a file, thousands of them where the other cores
-    // would wait.
-    let paths = crate::cores::map_kept(
-        packages,
-        |p| crate::format::packages::pool_path(component, &p.control),
-        |rel| rel.map(|r| r.as_str().to_owned()),
-    );
     let mut named = Vec::with_capacity(packages.len());
-    for (rel, p) in paths.into_iter().zip(packages) {
-        let rel = rel.map_err(|e| RepoError::BadPackage {
-            path: p.file.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+    for p in packages {
+        let rel = p
+            .entry
+            .pool_path(component)
+            .map_err(|reason| RepoError::BadPackage {
+                path: p.file.to_path_buf(),
+                reason: reason.to_string(),
+            })?;
         named.push((rel, p));
     }
     // Pool order, as a walk of the pool would give (the indexes list the
@@ -1348,9 +1367,10 @@ mod boundary_tests {
             control("ab-c"),
             control("libz"),
         );
-        let input = |file: &str, control: &ControlParagraph, sha256: &str| PoolInput {
+        let mut stanzas = crate::repo::stanzas::Stanzas::default();
+        let mut input = |file: &str, control: &ControlParagraph, sha256: &str| PoolInput {
             file: Path::new(file).into(),
-            control: control.clone(),
+            entry: stanzas.add(control).unwrap(),
             size: 1,
             // Two hex digits, as all 64.
             sha256: crate::digest::Sha256Sum::from_hex(&sha256.repeat(32)).unwrap(),

@@ -197,11 +197,10 @@ pub(super) fn closure_change(
         .filter(|p| p.for_base)
         .map(|p| (p.name.clone(), p.version.clone(), p.architecture.clone()))
         .collect();
-    let ours: Vec<against::Package> = artifacts
-        .iter()
-        .filter(|a| !a.for_base)
-        .filter_map(|a| against::Package::of(&a.control))
-        .collect();
+    let mut ours: Vec<against::Package> = Vec::new();
+    for a in artifacts.iter().filter(|a| !a.for_base) {
+        ours.extend(against::Package::of(&session.control_of_artifact(a)?));
+    }
     let mut wanted: BTreeSet<Key> = BTreeSet::new();
     for arch in architectures {
         let offered = Base::read(&session.source_index(source, arch)?)?;

@@ -287,10 +287,11 @@ fn build_all(
         .into_iter()
         .map(pipeline::Artifact::into_pool_input)
         .collect();
+    let stanzas = session.take_stanzas()?;
     // The generation is recorded (from the new Release, the lock and the
     // report) while the written output is walked for its stamp.
     let (output, generation) =
-        crate::repo::write_then(&s.out, pool, &params, &pins, reporter, |output| {
+        crate::repo::write_then(&s.out, pool, &stanzas, &params, &pins, reporter, |output| {
             (!output.unchanged)
                 .then(|| {
                     let at = (s.out.as_path(), last.as_ref());
@@ -449,8 +450,12 @@ pub(super) fn prepared_controls(
         s.dates,
         reporter,
     )?;
+    let controls = artifacts
+        .iter()
+        .map(|a| session.control_of_artifact(a))
+        .collect::<Result<_, _>>()?;
     session.save_records();
-    Ok(artifacts.into_iter().map(|a| a.control).collect())
+    Ok(controls)
 }
 
 /// repository.toml with `--mirror` over its `mirror`.
@@ -511,7 +516,9 @@ fn prepare_all(
     // repository (its Release's Origin and Label); the rest (a
     // distribution's own library) is offered like any repository's (see
     // format::preferences and pipeline::pinned_packages).
-    let names = pipeline::pinned_packages(&artifacts, &session.recipes);
+    let names = pipeline::pinned_packages(&artifacts, &session.recipes, |a| {
+        session.control_of_artifact(a)
+    })?;
     report_unpinned(&artifacts, &names, reporter);
     let pins = crate::format::preferences::release_pins(
         &config.origin,

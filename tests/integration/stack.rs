@@ -951,9 +951,10 @@ fn the_output_transaction_refuses_a_pin_with_no_candidate() {
         retain_from: None,
         kept_pieces: Default::default(),
     };
+    let mut stanzas = debforge::repo::stanzas::Stanzas::new(Some(dir.path().to_path_buf()));
     let input = vec![debforge::repo::PoolInput {
         file: deb.as_path().into(),
-        control,
+        entry: stanzas.add(&control).unwrap(),
         size: fs::metadata(&deb).unwrap().len(),
         sha256,
     }];
@@ -962,6 +963,7 @@ fn the_output_transaction_refuses_a_pin_with_no_candidate() {
     debforge::repo::write(
         &out,
         input.clone(),
+        &stanzas,
         &params,
         &pins,
         &|_: debforge::report::Event| {},
@@ -973,6 +975,7 @@ fn the_output_transaction_refuses_a_pin_with_no_candidate() {
     let err = debforge::repo::write(
         &out,
         input,
+        &stanzas,
         &params,
         &pins,
         &|_: debforge::report::Event| {},
