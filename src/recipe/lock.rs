@@ -67,6 +67,11 @@ pub struct LockedPackage {
     pub size: u64,
     index_digests: Box<[String]>,
     pub for_base: bool,
+    /// The URL is its text at `URL` followed by the path: only the part
+    /// before the path is kept (a source's base URL, or `file://` and the
+    /// recipes' directory), as nearly every URL ends with its path (memory:
+    /// 85 bytes a package, held from resolving to preparing).
+    url_ends_in_path: bool,
 }
 
 /// The texts of an entry, in `LockedPackage::text`'s order.
@@ -87,13 +92,14 @@ const RELEASE_SHA256: usize = 10;
 impl From<LockEntry> for LockedPackage {
     fn from(e: LockEntry) -> LockedPackage {
         let sha512 = e.sha512.unwrap_or_default();
+        let base = e.url.strip_suffix(&e.path).filter(|_| !e.path.is_empty());
         let texts: [&str; TEXTS] = [
             &e.name,
             &e.version,
             &e.architecture,
             &e.origin,
             &e.path,
-            &e.url,
+            base.unwrap_or(&e.url),
             &e.sha256,
             &sha512,
             &e.index,
@@ -113,6 +119,7 @@ impl From<LockEntry> for LockedPackage {
             size: e.size,
             index_digests: e.index_digests.into_boxed_slice(),
             for_base: e.for_base,
+            url_ends_in_path: base.is_some(),
         }
     }
 }
@@ -141,8 +148,11 @@ impl LockedPackage {
         self.text(PATH)
     }
     /// Where it was fetched from when locked.
-    pub fn url(&self) -> &str {
-        self.text(URL)
+    pub fn url(&self) -> std::borrow::Cow<'_, str> {
+        match self.url_ends_in_path {
+            true => [self.text(URL), self.path()].concat().into(),
+            false => self.text(URL).into(),
+        }
     }
     pub fn sha256(&self) -> &str {
         self.text(SHA256)
@@ -171,7 +181,7 @@ impl LockedPackage {
             architecture: self.architecture().to_string(),
             origin: self.origin().to_string(),
             path: self.path().to_string(),
-            url: self.url().to_string(),
+            url: self.url().into_owned(),
             size: self.size,
             sha256: self.sha256().to_string(),
             sha512: self.sha512().map(str::to_string),
@@ -229,7 +239,7 @@ impl LockedPackage {
         line(out, "architecture", self.architecture());
         line(out, "origin", self.origin());
         line(out, "path", self.path());
-        line(out, "url", self.url());
+        line(out, "url", &*self.url());
         line(out, "size", &self.size);
         line(out, "sha256", self.sha256());
         if let Some(sha512) = self.sha512() {
@@ -602,7 +612,26 @@ mod tests {
             (p.name(), p.version(), p.architecture(), p.origin()),
             ("libnccl2", "2.4.2-1+cuda10.1", "amd64", "nvidia-ml")
         );
-        assert_eq!((p.path(), p.url()), (e.path.as_str(), ""));
+        assert_eq!((p.path(), &*p.url()), (e.path.as_str(), ""));
+        // A URL that ends in the path keeps only what is before it; one
+        // that does not (or a path that is empty) is kept whole.
+        for (url, path) in [
+            ("file:///p/recipes/debs/x.deb", "debs/x.deb"),
+            ("file:///abs/x.deb", "/abs/x.deb"),
+            ("http://127.0.0.1/pool/x.deb", "pool/x.deb"),
+            ("http://127.0.0.1/other.deb", "pool/x.deb"),
+            ("http://127.0.0.1/", ""),
+            ("pool/x.deb", "pool/x.deb"),
+        ] {
+            let e = LockEntry {
+                url: url.into(),
+                path: path.into(),
+                ..e.clone()
+            };
+            let p = LockedPackage::from(e.clone());
+            assert_eq!((&*p.url(), p.path()), (url, path));
+            assert_eq!(p.entry(), e);
+        }
         assert_eq!(p.sha512(), e.sha512.as_deref());
         assert_eq!(
             (p.index(), p.index_sha256()),

@@ -63,8 +63,8 @@ pub(super) fn write(
     // package must be, whatever the pool holds. The walk is the pool's part
     // of the output's stamp: the output is not walked again once written,
     // only what this build changed. (The check reads the index back while
-    // the packages' controls are still held: a build in place holds both at
-    // once, a build of the whole output, where memory peaks, does not.)
+    // the pool inputs are still held: a build in place holds both at once,
+    // a build of the whole output does not.)
     let (present, index, walked) = std::thread::scope(|scope| {
         let index = scope.spawn(|| {
             let index = write_dists(staging, (&unique, stanzas), params, observer)?;

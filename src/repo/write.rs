@@ -795,7 +795,8 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
         let component = &params.config.component;
         let names: std::collections::HashSet<u64> = packages
             .iter()
-            // Only compared: checked where it names a file (`pool_names`).
+            // None for a package whose control names no pool file: the
+            // write refuses it (`pool_names`).
             .filter_map(|p| p.entry.pool_path_unchecked(component))
             .map(|rel| state.hash_one(rel))
             .collect();

@@ -141,13 +141,13 @@ type Inputs = unchanged::Inputs;
 /// Kept in a file in `cache` (`None` where it cannot be: no stamp).
 fn stamp_inputs(packages: &[pipeline::Fetched], cache: &Path) -> Option<Inputs> {
     // The path as written, where it is another path than the file's.
-    fn written(f: &pipeline::Fetched) -> Option<&Path> {
+    fn written(f: &pipeline::Fetched) -> Option<std::path::PathBuf> {
         f.resolved
             .locked
             .url()
             .strip_prefix("file://")
-            .map(Path::new)
-            .filter(|w| *w != &**f.file())
+            .map(std::path::PathBuf::from)
+            .filter(|w| **w != **f.file())
     }
     let mut out = Inputs::new(cache)?;
     for f in packages {
@@ -155,7 +155,7 @@ fn stamp_inputs(packages: &[pipeline::Fetched], cache: &Path) -> Option<Inputs> 
             Some(id) => {
                 out.push(f.file(), &id)?;
                 if let Some(written) = written(f) {
-                    out.push(written, &id)?;
+                    out.push(&written, &id)?;
                 }
             }
             None => {
