@@ -65,19 +65,16 @@ pub const FIELD_ORDER: [&str; 41] = [
 /// `Source`), so nothing taken from a package can leave the pool directory.
 pub fn pool_path(component: &str, control: &ControlParagraph) -> Result<String, ControlError> {
     check_binary_control(control)?;
-    Ok(pool_path_unchecked(component, control))
+    Ok(format!(
+        "pool/{component}/{}",
+        pool_path_in_component(control)
+    ))
 }
 
-/// [`pool_path`] without the paragraph's check (its relations parsed: most
-/// of the cost), for a paragraph already checked or a path that is only
-/// compared, never opened: what an unchecked paragraph gives may name
-/// anything.
-pub fn pool_path_unchecked(component: &str, control: &ControlParagraph) -> String {
-    format!("pool/{component}/{}", pool_path_in_component(control))
-}
-
-/// [`pool_path_unchecked`] under `pool/<component>/`: what a package names
-/// of its pool path before the repository's component is known.
+/// [`pool_path`] under `pool/<component>/`, without the paragraph's check
+/// (its relations parsed: most of the cost): what a package names of its
+/// pool path before the repository's component is known. Unchecked, it
+/// may name anything: only for a paragraph checked apart.
 pub fn pool_path_in_component(control: &ControlParagraph) -> String {
     let package = control.get("Package").unwrap_or_default();
     let source = control

@@ -7,11 +7,13 @@
 //!                                                 repo::write(artifacts) ──▶ the repository
 //! ```
 //!
-//! An [`Artifact`] is what goes into the pool: its file, the control
-//! paragraph *of that file* (read once, when the file was made or fetched)
-//! and the digests taken while it was written. Everything downstream (pool
-//! names, index stanzas, exact dependencies, pins, what `build` prints)
-//! comes from it, never from what the recipe or the lock said it would be.
+//! An [`Artifact`] is what goes into the pool: its file, what the control
+//! paragraph *of that file* gives the indexes (read once, when the file was
+//! made or fetched: its names, its pool path and its stanza, on disk until
+//! the write, see [`crate::repo::stanzas`]) and the digests taken while it
+//! was written. Everything downstream (pool names, index stanzas, exact
+//! dependencies, pins, what `build` prints) comes from it, never from what
+//! the recipe or the lock said it would be.
 
 mod build;
 mod fetch;
@@ -605,15 +607,18 @@ impl<'a> Session<'a> {
     /// What the indexes need of a prepared package: its stanza rendered
     /// into the session's spill file, its control checked, its names and
     /// pool path kept (see [`crate::repo::stanzas`]).
+    /// Rendered and checked on the calling thread (a repack's), appended
+    /// under the lock.
     fn index_entry(&self, control: &ControlParagraph) -> Result<IndexEntry, PipelineError> {
+        let failed = |e| FileError::at(&self.settings.cache)(e).into();
+        let rendered = crate::repo::stanzas::Rendered::of(control).map_err(failed)?;
         let mut stanzas = self.stanzas.lock().expect("stanzas");
-        stanzas
-            .add(control)
-            .map_err(|e| FileError::at(&self.settings.cache)(e).into())
+        stanzas.append(rendered).map_err(failed)
     }
 
     /// `a`'s control paragraph, read back from its stanza: for what reads
-    /// a prepared package's relations (few packages).
+    /// a prepared package's relations (the pinned packages; with a base
+    /// closure, every package).
     pub fn control_of_artifact(&self, a: &Artifact) -> Result<ControlParagraph, PipelineError> {
         let stanzas = self.stanzas.lock().expect("stanzas");
         stanzas

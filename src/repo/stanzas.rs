@@ -24,8 +24,43 @@ use crate::format::packages;
 pub struct Stanzas {
     dir: Option<PathBuf>,
     spill: Option<SpillFile>,
-    /// Each stanza is rendered here, then appended.
-    scratch: String,
+}
+
+/// A package's stanza rendered and its control checked, not yet in the
+/// spill file: made on any thread, appended by [`Stanzas::append`] (the
+/// check parses every relation: most of the cost, kept out of the lock a
+/// session's spill is behind).
+pub struct Rendered {
+    text: String,
+    entry: IndexEntry,
+}
+
+impl Rendered {
+    pub fn of(control: &ControlParagraph) -> io::Result<Rendered> {
+        let mut text = String::new();
+        let head = packages::write_stanza_without_files(control, &mut text);
+        let (rest, refused) = match crate::format::control::check_binary_control(control) {
+            Ok(()) => (packages::pool_path_in_component(control), false),
+            Err(e) => (e.to_string(), true),
+        };
+        let mut names = String::new();
+        let mut ends = [0; 3];
+        for (end, field) in ends.iter_mut().zip(["Package", "Version", "Architecture"]) {
+            names.push_str(control.get(field).unwrap_or_default());
+            *end = u32::try_from(names.len()).map_err(|_| too_long("name"))?;
+        }
+        names.push_str(&rest);
+        let length = |n: usize| u32::try_from(n).map_err(|_| too_long("stanza"));
+        let entry = IndexEntry {
+            text: names.into_boxed_str(),
+            ends,
+            at: 0,
+            head: length(head)?,
+            tail: length(text.len() - head)?,
+            refused,
+        };
+        Ok(Rendered { text, entry })
+    }
 }
 
 /// What a build keeps of one package for the indexes and the report.
@@ -69,10 +104,6 @@ impl IndexEntry {
             true => Err(self.part(3)),
         }
     }
-    /// The pool path for comparing only: none where the control was refused.
-    pub fn pool_path_unchecked(&self, component: &str) -> Option<String> {
-        self.pool_path(component).ok()
-    }
 }
 
 fn too_long(what: &str) -> io::Error {
@@ -95,39 +126,28 @@ impl Stanzas {
     /// control (its relations parsed: what names a pool file must be
     /// whole), once, where the package is prepared.
     pub fn add(&mut self, control: &ControlParagraph) -> io::Result<IndexEntry> {
+        self.append(Rendered::of(control)?)
+    }
+
+    /// `rendered`'s stanza into the spill file: its entry, placed.
+    pub fn append(&mut self, rendered: Rendered) -> io::Result<IndexEntry> {
         if self.spill.is_none() {
             self.spill = Some(SpillFile::new(self.dir.as_deref())?);
         }
         let spill = self.spill.as_mut().expect("made above");
-        self.scratch.clear();
-        let head = packages::write_stanza_without_files(control, &mut self.scratch);
-        let at = spill.append(self.scratch.as_bytes())?;
-        let (rest, refused) = match crate::format::control::check_binary_control(control) {
-            Ok(()) => (packages::pool_path_in_component(control), false),
-            Err(e) => (e.to_string(), true),
-        };
-        let mut text = String::new();
-        let mut ends = [0; 3];
-        for (end, field) in ends.iter_mut().zip(["Package", "Version", "Architecture"]) {
-            text.push_str(control.get(field).unwrap_or_default());
-            *end = u32::try_from(text.len()).map_err(|_| too_long("name"))?;
-        }
-        text.push_str(&rest);
-        let length = |n: usize| u32::try_from(n).map_err(|_| too_long("stanza"));
-        Ok(IndexEntry {
-            text: text.into_boxed_str(),
-            ends,
-            at,
-            head: length(head)?,
-            tail: length(self.scratch.len() - head)?,
-            refused,
-        })
+        let Rendered { text, mut entry } = rendered;
+        entry.at = spill.append(text.as_bytes())?;
+        Ok(entry)
+    }
+
+    /// Where the spill file is (for what a failure of it names).
+    pub fn dir(&self) -> PathBuf {
+        self.dir.clone().unwrap_or_else(std::env::temp_dir)
     }
 
     /// The appended stanzas written out, the buffer let go: nothing more
     /// is added once the packages are prepared.
     pub fn flush(&mut self) -> io::Result<()> {
-        self.scratch = String::new();
         self.spill.as_mut().map_or(Ok(()), SpillFile::flush)
     }
 
@@ -142,12 +162,18 @@ impl Stanzas {
 
     /// `entry`'s control paragraph again, parsed from its stanza (the
     /// control's fields but those that say where a file is and its digests,
-    /// in the index's order): for the few packages whose relations a build
-    /// reads after preparing them.
+    /// in the index's order): for what reads a prepared package's relations
+    /// (the pinned packages' exact dependencies; with a base closure, every
+    /// package's). Its bytes only, read at once: no window.
     pub fn control(&self, entry: &IndexEntry) -> io::Result<ControlParagraph> {
-        let mut reader = self.reader();
-        let (head, tail) = reader.parts(entry)?;
-        let text = [head, tail].concat();
+        let spill = self
+            .spill
+            .as_ref()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+        let mut bytes = vec![0; entry.head as usize + entry.tail as usize];
+        spill.read_exact_at(&mut bytes, entry.at)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "a stanza is not UTF-8"))?;
         ControlParagraph::parse_single(&text)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
     }
@@ -206,7 +232,11 @@ impl StanzaReader<'_> {
         if at < self.start || end > held {
             let want = (len.max(WINDOW) as u64).min(spill.len() - at) as usize;
             self.window.resize(want, 0);
-            spill.read_exact_at(&mut self.window, at)?;
+            if let Err(e) = spill.read_exact_at(&mut self.window, at) {
+                // Nothing of a window read in part is given again.
+                self.window.clear();
+                return Err(e);
+            }
             self.start = at;
         }
         let from = (at - self.start) as usize;
@@ -270,7 +300,6 @@ mod tests {
         let e = stanzas.add(&bad).unwrap();
         let reason = packages::pool_path("main", &bad).unwrap_err().to_string();
         assert_eq!(e.pool_path("main"), Err(reason.as_str()));
-        assert_eq!(e.pool_path_unchecked("main"), None);
         assert_eq!(e.package(), "x");
         // Nothing past what was appended is read.
         let past = IndexEntry {

@@ -481,6 +481,8 @@ pub(super) fn write_dists(
     let mut dists = DistsWriter::new(root, &params.config, &params.kept_pieces)?;
     let mut stanza = String::new();
     let mut reader = stanzas.reader();
+    // Where the stanzas' spill file is: a failure to read one back is its.
+    let spill_dir = stanzas.dir();
     for (i, (filename, p)) in unique.iter().enumerate() {
         // One event per hundred stanzas: a line per package would cost more
         // than the stanza.
@@ -502,12 +504,7 @@ pub(super) fn write_dists(
         };
         reader
             .write(&p.entry, filename, &digests, &mut stanza)
-            .map_err(|e| RepoError::BadPackage {
-                path: p.file.to_path_buf(),
-                reason: format!(
-                    "its stanza could not be read back from the build's spill file: {e}"
-                ),
-            })?;
+            .map_err(FileError::at(&spill_dir))?;
         dists.add(p.entry.architecture(), filename, &stanza)?;
     }
     observer.event(Event::Work {
@@ -797,7 +794,7 @@ fn inputs_key(packages: &[PoolInput], params: &RepoParams, pins: &str) -> String
             .iter()
             // None for a package whose control names no pool file: the
             // write refuses it (`pool_names`).
-            .filter_map(|p| p.entry.pool_path_unchecked(component))
+            .filter_map(|p| p.entry.pool_path(component).ok())
             .map(|rel| state.hash_one(rel))
             .collect();
         for (rel, sha) in earlier.filter(|(rel, _)| !names.contains(&state.hash_one(rel))) {
@@ -863,8 +860,7 @@ fn fill_pool(
 /// the indexes are written (memory: not beside the compressors), each pool
 /// path moved out of `named` ([`pool_positions`]: which packages go into
 /// the pool, and what each is called there), each package let go as its
-/// entry is made (every control stood beside every entry, 6 MB at 20,000
-/// packages, the build's peak).
+/// entry is made (not every pool input beside every entry).
 pub(super) fn pool_entries(
     packages: &mut Vec<PoolInput>,
     named: Vec<(usize, String)>,
@@ -915,7 +911,7 @@ fn position_in(packages: &[PoolInput], p: &PoolInput) -> usize {
 }
 
 /// Each package's pool path, from its own control paragraph (checked where
-/// it was read: [`Stanzas::add`]), once, in pool order: two recipes that
+/// it was read: [`super::stanzas::Rendered::of`]), once, in pool order: two recipes that
 /// name the same file are one pool entry; the same name, version and
 /// architecture with other bytes is refused, as an archive refuses it.
 pub(super) fn pool_names<'p>(
