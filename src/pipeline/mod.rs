@@ -651,6 +651,13 @@ impl<'a> Session<'a> {
         *self.parsed_lock.lock().expect("lock cache") = None;
     }
 
+    /// The lock as this session last parsed it, without reading the file
+    /// (`None` where it was not read, or was let go).
+    pub(super) fn lock_if_read(&self) -> Option<Arc<Lock>> {
+        let cached = self.parsed_lock.lock().expect("lock cache");
+        cached.as_ref().map(|(_, lock, _)| Arc::clone(lock))
+    }
+
     /// The lock file on disk, if there is one.
     /// Shared with the cache (one copy of a lock of thousands of entries).
     pub fn read_lock(&self) -> Result<Option<Arc<Lock>>, PipelineError> {

@@ -56,12 +56,15 @@ impl Resolved {
             .next()
             .unwrap_or(self.locked.path())
     }
-    /// A deep copy, in the calling thread's memory (see `crate::cores`).
-    fn kept(self) -> Resolved {
+    /// A deep copy, in the calling thread's memory (see `crate::cores`);
+    /// its lock entry the lock file's where that says the same (`--locked`
+    /// holds the file's lock from the start: one entry a package, not two).
+    fn kept(self, lock: Option<&LockShare>) -> Resolved {
+        let same = lock.and_then(|l| l.same_as(&self.locked));
         Resolved {
             repack: self.repack.clone(),
             for_base: self.for_base,
-            locked: Arc::new(LockedPackage::clone(&self.locked)),
+            locked: same.unwrap_or_else(|| Arc::new(LockedPackage::clone(&self.locked))),
             // A path recipe's file is made by the calling thread already
             // (`resolve_paths`).
             from: self.from,
@@ -75,6 +78,34 @@ impl Resolved {
             sha256: Some(self.locked.sha256().to_string()),
             sha512: self.locked.sha512().map(str::to_string),
         }
+    }
+}
+
+/// The lock file's entries, as the session has read them, by name and
+/// architecture: a resolved package takes the file's entry where it says
+/// the same.
+struct LockShare {
+    sorted: Vec<Arc<LockedPackage>>,
+}
+
+impl LockShare {
+    fn of(lock: Arc<Lock>) -> LockShare {
+        let mut sorted: Vec<Arc<LockedPackage>> = lock.package.iter().map(Arc::clone).collect();
+        sorted.sort_by(|a, b| (a.name(), a.architecture()).cmp(&(b.name(), b.architecture())));
+        LockShare { sorted }
+    }
+
+    /// The file's entry equal to `p`, if there is one.
+    fn same_as(&self, p: &LockedPackage) -> Option<Arc<LockedPackage>> {
+        let key = (p.name(), p.architecture());
+        let start = self
+            .sorted
+            .partition_point(|q| (q.name(), q.architecture()) < key);
+        self.sorted[start..]
+            .iter()
+            .take_while(|q| (q.name(), q.architecture()) == key)
+            .find(|q| ***q == *p)
+            .map(Arc::clone)
     }
 }
 
@@ -385,6 +416,9 @@ impl Session<'_> {
         // control of a file seen for the first time, are kept in this
         // thread's memory (see `crate::cores`).
         self.records.reserve(recipes.len());
+        // Only a lock read already (`--locked` reads it first): a build
+        // that does not need the file does not parse it for this.
+        let share = self.lock_if_read().map(LockShare::of);
         crate::cores::map_kept_owned(
             recipes,
             |(p, file)| {
@@ -400,7 +434,7 @@ impl Session<'_> {
                     if let Some(text) = control {
                         self.records.put_control(resolved.locked.sha256(), &text);
                     }
-                    resolved.kept()
+                    resolved.kept(share.as_ref())
                 })
             },
         )

@@ -503,17 +503,29 @@ impl Lock {
     /// How `new` differs from this lock in what it would build, one line per
     /// difference; empty when the same files would be used.
     pub fn differences(&self, new: &Lock) -> Vec<String> {
-        // Indexed once: thousands of packages, each looked up by name.
-        fn index(l: &Lock) -> std::collections::HashMap<(&str, &str), &LockedPackage> {
-            l.package
-                .iter()
-                .map(|p| ((p.name(), p.architecture()), &**p))
-                .collect()
+        // Sorted once, each package looked up by name and architecture: 8
+        // bytes a package, where a hash table of both locks was 2.7 MB at
+        // 20,000 packages, at the peak of a `--locked` build (both locks
+        // held).
+        fn sorted(l: &Lock) -> Vec<&LockedPackage> {
+            let mut v: Vec<&LockedPackage> = l.package.iter().map(|p| &**p).collect();
+            // Stable: of two entries with one name and architecture, the
+            // later stays later (a lock file is in this order already).
+            v.sort_by(|a, b| in_lock_order(a, b));
+            v
         }
-        let (olds, news) = (index(self), index(new));
+        // The last entry with `p`'s name and architecture, as a map
+        // collected from the list would keep.
+        fn find<'l>(sorted: &[&'l LockedPackage], p: &LockedPackage) -> Option<&'l LockedPackage> {
+            let key = (p.name(), p.architecture());
+            let end = sorted.partition_point(|q| (q.name(), q.architecture()) <= key);
+            let last = sorted[..end].last()?;
+            ((last.name(), last.architecture()) == key).then_some(*last)
+        }
+        let (olds, news) = (sorted(self), sorted(new));
         let mut out = Vec::new();
         for p in &new.package {
-            match olds.get(&(p.name(), p.architecture())).copied() {
+            match find(&olds, p) {
                 None => out.push(format!(
                     "{} {} ({}) is not in the lock file",
                     p.name(),
@@ -558,7 +570,7 @@ impl Lock {
             }
         }
         for old in &self.package {
-            if !news.contains_key(&(old.name(), old.architecture())) {
+            if find(&news, old).is_none() {
                 out.push(format!(
                     "{} ({}) is locked but no recipe asks for it",
                     old.name(),
@@ -769,6 +781,26 @@ mod tests {
             d,
             ["libnccl-dev (amd64): named by a recipe -> picked for the base"]
         );
+        // Looked up by name and architecture among many: what is new, what
+        // changed and what is gone, in the new lock's order, then the old's.
+        let arch = |name: &str, sha: char, arch: &str| {
+            let mut e = entry(name, sha);
+            e.architecture = arch.into();
+            LockedPackage::from(e)
+        };
+        let mut old: Vec<LockedPackage> = (0..300).map(|n| pkg(&format!("p{n:03}"), 'a')).collect();
+        old.push(arch("p001", 'a', "arm64"));
+        old.push(arch("gone", 'a', "all"));
+        let mut new = old.clone();
+        new.retain(|p| p.name() != "gone");
+        new[150] = pkg("p150", 'c');
+        new.push(arch("p001", 'a', "i386"));
+        let d = Lock::new(old).differences(&Lock::new(new));
+        assert_eq!(d.len(), 3, "{d:?}");
+        assert!(d[0].starts_with("p001 "), "{d:?}");
+        assert!(d[0].ends_with("(i386) is not in the lock file"), "{d:?}");
+        assert!(d[1].starts_with("p150 (amd64): sha256 aaaa"), "{d:?}");
+        assert_eq!(d[2], "gone (all) is locked but no recipe asks for it");
         assert!(matches!(
             Lock::parse("version = 9\n"),
             Err(LockError::Version(9))
