@@ -794,6 +794,44 @@ struct FirstSight {
 mod tests {
     use super::*;
 
+    /// A resolved package takes the lock's own entry only where it says
+    /// the same in every field; among entries of one name, the one of its
+    /// architecture.
+    #[test]
+    fn a_lock_entry_is_shared_only_where_it_says_the_same() {
+        let entry = |name: &str, arch: &str, sha: char| crate::recipe::lock::LockEntry {
+            name: name.into(),
+            version: "1".into(),
+            architecture: arch.into(),
+            origin: "path".into(),
+            path: format!("/d/{name}.deb"),
+            url: format!("file:///d/{name}.deb"),
+            size: 1,
+            sha256: sha.to_string().repeat(64),
+            ..Default::default()
+        };
+        let lock = Arc::new(Lock::new(
+            [("b", "amd64"), ("a", "arm64"), ("a", "amd64"), ("c", "all")]
+                .map(|(n, a)| LockedPackage::from(entry(n, a, 'a'))),
+        ));
+        let share = LockShare::of(Arc::clone(&lock));
+        let same = LockedPackage::from(entry("a", "amd64", 'a'));
+        let shared = share.same_as(&same).expect("the lock's entry");
+        assert!(lock.package.iter().any(|p| Arc::ptr_eq(p, &shared)));
+        assert_eq!(shared.architecture(), "amd64");
+        for other in [
+            entry("a", "amd64", 'b'),
+            entry("a", "i386", 'a'),
+            entry("d", "all", 'a'),
+            crate::recipe::lock::LockEntry {
+                for_base: true,
+                ..entry("c", "all", 'a')
+            },
+        ] {
+            assert_eq!(share.same_as(&LockedPackage::from(other)), None);
+        }
+    }
+
     /// A session over `dir`'s `recipes/` and `cache/`, offline, looking
     /// for files in `source_dirs`.
     fn session_in(
