@@ -90,20 +90,14 @@ struct LockShare {
 
 impl LockShare {
     fn of(lock: Arc<Lock>) -> LockShare {
-        let mut sorted: Vec<Arc<LockedPackage>> = lock.package.iter().map(Arc::clone).collect();
-        sorted.sort_by(|a, b| (a.name(), a.architecture()).cmp(&(b.name(), b.architecture())));
+        let sorted = crate::recipe::lock::in_lock_order_sorted(lock.package.iter().map(Arc::clone));
         LockShare { sorted }
     }
 
     /// The file's entry equal to `p`, if there is one.
     fn same_as(&self, p: &LockedPackage) -> Option<Arc<LockedPackage>> {
-        let key = (p.name(), p.architecture());
-        let start = self
-            .sorted
-            .partition_point(|q| (q.name(), q.architecture()) < key);
-        self.sorted[start..]
+        crate::recipe::lock::with_name_of(&self.sorted, p)
             .iter()
-            .take_while(|q| (q.name(), q.architecture()) == key)
             .find(|q| ***q == *p)
             .map(Arc::clone)
     }

@@ -199,6 +199,28 @@ fn in_lock_order(a: &LockedPackage, b: &LockedPackage) -> std::cmp::Ordering {
     (a.name(), a.architecture()).cmp(&(b.name(), b.architecture()))
 }
 
+/// `packages` in lock order (stable: of two entries with one name and
+/// architecture, the later stays later), for [`with_name_of`]: 8 bytes a
+/// package, where a hash table of a lock was over 1 MB at 20,000 packages.
+pub fn in_lock_order_sorted<P: std::ops::Deref<Target = LockedPackage>>(
+    packages: impl IntoIterator<Item = P>,
+) -> Vec<P> {
+    let mut v: Vec<P> = packages.into_iter().collect();
+    v.sort_by(|a, b| in_lock_order(a, b));
+    v
+}
+
+/// The entries of `sorted` ([`in_lock_order_sorted`]) with `p`'s name and
+/// architecture, in their order.
+pub fn with_name_of<'s, P: std::ops::Deref<Target = LockedPackage>>(
+    sorted: &'s [P],
+    p: &LockedPackage,
+) -> &'s [P] {
+    let start = sorted.partition_point(|q| in_lock_order(q, p).is_lt());
+    let end = sorted.partition_point(|q| in_lock_order(q, p).is_le());
+    &sorted[start..end]
+}
+
 /// The lock's text of `sorted`, each entry dropped once its table is
 /// written.
 fn write_tables<P: std::ops::Deref<Target = LockedPackage>>(
@@ -503,24 +525,15 @@ impl Lock {
     /// How `new` differs from this lock in what it would build, one line per
     /// difference; empty when the same files would be used.
     pub fn differences(&self, new: &Lock) -> Vec<String> {
-        // Sorted once, each package looked up by name and architecture: 8
-        // bytes a package, where a hash table of both locks was 2.7 MB at
-        // 20,000 packages, at the peak of a `--locked` build (both locks
-        // held).
+        // Sorted once, each package looked up by name and architecture (at
+        // the peak of a `--locked` build, both locks held: no hash tables).
         fn sorted(l: &Lock) -> Vec<&LockedPackage> {
-            let mut v: Vec<&LockedPackage> = l.package.iter().map(|p| &**p).collect();
-            // Stable: of two entries with one name and architecture, the
-            // later stays later (a lock file is in this order already).
-            v.sort_by(|a, b| in_lock_order(a, b));
-            v
+            in_lock_order_sorted(l.package.iter().map(|p| &**p))
         }
         // The last entry with `p`'s name and architecture, as a map
         // collected from the list would keep.
         fn find<'l>(sorted: &[&'l LockedPackage], p: &LockedPackage) -> Option<&'l LockedPackage> {
-            let key = (p.name(), p.architecture());
-            let end = sorted.partition_point(|q| (q.name(), q.architecture()) <= key);
-            let last = sorted[..end].last()?;
-            ((last.name(), last.architecture()) == key).then_some(*last)
+            with_name_of(sorted, p).last().copied()
         }
         let (olds, news) = (sorted(self), sorted(new));
         let mut out = Vec::new();
