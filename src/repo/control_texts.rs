@@ -11,14 +11,53 @@
 //! written or read back is simply not there, and the caller reads the
 //! control from the package file again.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
+use super::sorted_table::{Keyed, SortedTable};
 use crate::files::SpillFile;
 
 /// A SHA256, as bytes: held by the thousand (hex strings were four
 /// allocations' worth more per package).
 pub(super) type Sha256 = [u8; 32];
+
+/// Where one text is in the spill, beside its key: 40 bytes in a sorted
+/// table (a hash table's entry was 48, and it had 1.6 times as many: 1.6 MB
+/// at 20,000 packages, held at resolving's peak; this is 0.8 MB).
+#[derive(Clone, Copy)]
+struct TextAt {
+    key: Sha256,
+    /// The offset (the low `AT_BITS`: a terabyte) and the length (the
+    /// rest: 16 MiB, far above a control paragraph; a longer one is not
+    /// kept); `TAKEN` once removed (a removal from the middle of a sorted
+    /// table would move the rest).
+    at_len: u64,
+}
+
+const AT_BITS: u32 = 40;
+const TAKEN: u64 = u64::MAX;
+
+impl TextAt {
+    fn new(key: Sha256, at: u64, len: usize) -> Option<TextAt> {
+        let len = u64::try_from(len).ok()?;
+        let at_len = (len << AT_BITS) | at;
+        (at >> AT_BITS == 0 && len >> (64 - AT_BITS) == 0 && at_len != TAKEN)
+            .then_some(TextAt { key, at_len })
+    }
+
+    /// Its offset and length, `None` once taken.
+    fn span(self) -> Option<(u64, usize)> {
+        let at = self.at_len & ((1 << AT_BITS) - 1);
+        let len = (self.at_len >> AT_BITS) as usize;
+        (self.at_len != TAKEN).then_some((at, len))
+    }
+}
+
+impl Keyed for TextAt {
+    type Key = Sha256;
+    fn key(&self) -> Sha256 {
+        self.key
+    }
+}
 
 /// The texts, by key; see the module's comment.
 #[derive(Default)]
@@ -28,7 +67,9 @@ pub(super) struct ControlTexts {
     dir: Option<PathBuf>,
     spill: Option<SpillFile>,
     /// Each text's offset and length in the spill.
-    index: HashMap<Sha256, (u64, u32)>,
+    index: SortedTable<TextAt>,
+    /// How many of them are not taken.
+    live: usize,
 }
 
 impl ControlTexts {
@@ -52,7 +93,7 @@ impl ControlTexts {
     }
 
     pub(super) fn len(&self) -> usize {
-        self.index.len()
+        self.live
     }
 
     pub(super) fn reserve(&mut self, n: usize) {
@@ -60,43 +101,54 @@ impl ControlTexts {
     }
 
     /// Keeps `text` under `key` (replacing any text before it). Not kept
-    /// where the file cannot be made or written.
+    /// where the file cannot be made or written, or the text is too long.
     pub(super) fn insert(&mut self, key: Sha256, text: &str) {
-        let Ok(len) = u32::try_from(text.len()) else {
-            return;
-        };
+        self.remove_span(&key);
         let Some(spill) = self.spill() else { return };
-        match spill.append(text.as_bytes()) {
-            Ok(at) => _ = self.index.insert(key, (at, len)),
-            Err(_) => self.lose_all(),
+        let at = match spill.append(text.as_bytes()) {
+            Ok(at) => at,
+            Err(_) => return self.lose_all(),
+        };
+        if let Some(item) = TextAt::new(key, at, text.len()) {
+            self.index.insert(item);
+            self.live += 1;
         }
     }
 
     /// The text kept under `key`.
     pub(super) fn get(&self, key: &Sha256) -> Option<String> {
-        let (at, len) = *self.index.get(key)?;
+        let (at, len) = self.index.get(*key)?.span()?;
         self.read(at, len)
     }
 
     /// The text kept under `key`, no longer kept.
     pub(super) fn remove(&mut self, key: &Sha256) -> Option<String> {
-        let (at, len) = self.index.remove(key)?;
+        let (at, len) = self.remove_span(key)?;
         let text = self.read(at, len);
         // The last one taken (a build takes each once): the table goes now,
         // not when the build forgets the store (memory: sized for every
-        // package, 1.6 MB at 20,000, held at preparing's peak).
-        if self.index.is_empty() {
-            self.index = HashMap::new();
-            self.spill = None;
+        // package, held at preparing's peak).
+        if self.live == 0 {
+            self.lose_all();
         }
         text
     }
 
-    /// Every key, sorted (the same texts make the same file).
-    pub(super) fn keys_sorted(&self) -> Vec<Sha256> {
-        let mut keys: Vec<Sha256> = self.index.keys().copied().collect();
-        keys.sort_unstable();
-        keys
+    /// Marks the text under `key` taken, and says where it was.
+    fn remove_span(&mut self, key: &Sha256) -> Option<(u64, usize)> {
+        let item = self.index.get_mut(*key)?;
+        let span = item.span()?;
+        item.at_len = TAKEN;
+        self.live -= 1;
+        Some(span)
+    }
+
+    /// Every key kept, in order (the same texts make the same file).
+    pub(super) fn keys_sorted(&self) -> impl Iterator<Item = Sha256> {
+        self.index
+            .iter_sorted()
+            .filter(|t| t.span().is_some())
+            .map(|t| t.key)
     }
 
     fn spill(&mut self) -> Option<&mut SpillFile> {
@@ -115,14 +167,15 @@ impl ControlTexts {
     }
 
     /// On a failure every text is lost (a cache: the callers read the
-    /// controls again).
+    /// controls again); once every one is taken, the table and the file go.
     fn lose_all(&mut self) {
         self.spill = None;
-        self.index.clear();
+        self.index = SortedTable::default();
+        self.live = 0;
     }
 
-    fn read(&self, at: u64, len: u32) -> Option<String> {
-        let mut buf = vec![0; len as usize];
+    fn read(&self, at: u64, len: usize) -> Option<String> {
+        let mut buf = vec![0; len];
         self.spill.as_ref()?.read_exact_at(&mut buf, at).ok()?;
         String::from_utf8(buf).ok()
     }
@@ -169,7 +222,7 @@ mod tests {
         assert_eq!(t.remove(&key(8)).as_deref(), Some(text(8).as_str()));
         assert_eq!(t.remove(&key(8)), None);
         assert_eq!(t.get(&key(8)), None);
-        let keys = t.keys_sorted();
+        let keys: Vec<_> = t.keys_sorted().collect();
         assert_eq!(keys.len(), 599);
         assert!(keys.windows(2).all(|w| w[0] < w[1]));
         // The file is unlinked: nothing is left in the directory.
@@ -180,6 +233,12 @@ mod tests {
             assert!(t.remove(&k).is_some());
             assert_eq!(t.spill.is_some(), t.len() > 0);
         }
-        assert_eq!(t.index.capacity(), 0);
+        assert_eq!(t.index.len(), 0);
+        // A text too long for the index is not kept; nor one under a key
+        // taken before, until it is put again.
+        t.insert(key(1), &"x".repeat(1 << (64 - AT_BITS)));
+        assert_eq!((t.get(&key(1)), t.len()), (None, 0));
+        t.insert(key(1), "Package: one\n");
+        assert_eq!(t.get(&key(1)).as_deref(), Some("Package: one\n"));
     }
 }

@@ -226,7 +226,7 @@ impl serde::Serialize for Controls<'_> {
         impl serde::Serialize for Texts<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 let keys = self.0.keys_sorted();
-                let mut seq = s.serialize_seq(Some(keys.len()))?;
+                let mut seq = s.serialize_seq(Some(self.0.len()))?;
                 for k in keys {
                     seq.serialize_element(&self.0.get(&k).map(|v| (k, v)))?;
                 }

@@ -65,6 +65,13 @@ impl<T: Keyed> SortedTable<T> {
         self.sorted.reserve_exact(n.saturating_sub(self.len()));
     }
 
+    pub fn get(&self, key: T::Key) -> Option<&T> {
+        match self.sorted.binary_search_by_key(&key, T::key) {
+            Ok(i) => Some(&self.sorted[i]),
+            Err(_) => self.recent.get(&key),
+        }
+    }
+
     pub fn get_mut(&mut self, key: T::Key) -> Option<&mut T> {
         match self.sorted.binary_search_by_key(&key, T::key) {
             Ok(i) => Some(&mut self.sorted[i]),
@@ -115,6 +122,21 @@ impl<T: Keyed> SortedTable<T> {
     pub fn iter(&self) -> impl Iterator<Item = &T> {
         self.sorted.iter().chain(self.recent.values())
     }
+
+    /// Every item, by key: the sorted ones merged with the recent ones
+    /// (sorted on their own, at most a sixteenth of the table, or
+    /// `MERGE_AT`), with no copy of the whole table.
+    pub fn iter_sorted(&self) -> impl Iterator<Item = &T> {
+        let mut tail: Vec<&T> = self.recent.values().collect();
+        tail.sort_unstable_by_key(|t| t.key());
+        let mut sorted = self.sorted.iter().peekable();
+        let mut tail = tail.into_iter().peekable();
+        std::iter::from_fn(move || match (sorted.peek(), tail.peek()) {
+            (Some(a), Some(b)) if b.key() < a.key() => tail.next(),
+            (Some(_), _) => sorted.next(),
+            (None, _) => tail.next(),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -162,5 +184,11 @@ mod tests {
         assert_eq!(keys.len(), t.len(), "each once");
         assert!(t.sorted.is_sorted_by_key(|i| i.0));
         assert_eq!(t.get_mut(1).copied(), Some(Item(1, 9)));
+        assert_eq!(t.get(key(3)).copied(), Some(Item(key(3), 1)));
+        assert_eq!(t.get(0), None);
+        // By key, with recent items (not yet merged) among the sorted ones.
+        assert!(!t.recent.is_empty());
+        let by_key: Vec<u32> = t.iter_sorted().map(|i| i.0).collect();
+        assert_eq!(by_key, keys);
     }
 }
