@@ -40,12 +40,9 @@ impl Fetched {
     }
 }
 
-/// One package's fetch: its file, `None` for a project file used where its
-/// recipe names it (its resolved path is shared, not copied); the failure
-/// boxed (the error is five times a path's size). Held per package.
-type FetchResult = Result<Option<PathBuf>, Box<PipelineError>>;
-
-/// What is kept of `r`'s fetched `file` (see [`FetchResult`]).
+/// The fetched `file` of `r`, where it is not its resolved path (a
+/// project file used where its recipe names it: that path is shared, not
+/// copied).
 fn elsewhere(r: &Resolved, file: PathBuf) -> Option<PathBuf> {
     match &r.from {
         FetchFrom::InPlace(path) if **path == *file => None,
@@ -74,17 +71,34 @@ impl Session<'_> {
         // fetched once, then found in the cache, never by two workers at once.
         // A project file is used where it is: no cache path to share.
         let mut seen = std::collections::HashSet::new();
-        let (first, again): (Vec<_>, Vec<_>) = resolved.iter().enumerate().partition(|(_, r)| {
+        let (first, again): (Vec<_>, Vec<_>) = (0..resolved.len()).partition(|&i| {
+            let r = &resolved[i];
             matches!(r.from, FetchFrom::InPlace(_)) || seen.insert(self.cache_path(r))
         });
         drop(seen);
         // The biggest first (workers pop from the end): the last file to
         // start is a small one, so no core idles while one hashes a big file.
         let mut first = first;
-        first.sort_by_key(|(i, r)| (r.locked.size, std::cmp::Reverse(*i)));
+        first.sort_by_key(|&i| (resolved[i].locked.size, std::cmp::Reverse(i)));
         let queue = Mutex::new(first);
-        let results: Mutex<Vec<(usize, FetchResult)>> =
-            Mutex::new(Vec::with_capacity(resolved.len()));
+        // Only the files fetched elsewhere than their resolved path, and
+        // the failures, by package: a project's own files (thousands, used
+        // where they are) leave nothing here (memory: a result a package
+        // was held beside every resolved package, at the build's peak).
+        let moved: Mutex<Vec<(usize, PathBuf)>> = Mutex::new(Vec::new());
+        let failed: Mutex<Vec<(usize, PipelineError)>> = Mutex::new(Vec::new());
+        let keep = |i: usize, result: Result<PathBuf, PipelineError>| match result {
+            Ok(file) => {
+                if let Some(file) = elsewhere(&resolved[i], file) {
+                    moved.lock().expect("moved").push((i, file));
+                }
+                true
+            }
+            Err(e) => {
+                failed.lock().expect("failed").push((i, e));
+                false
+            }
+        };
         let workers = self
             .settings
             .parallel
@@ -94,16 +108,10 @@ impl Session<'_> {
             for _ in 0..workers {
                 scope.spawn(|| {
                     loop {
-                        let Some((i, r)) = queue.lock().expect("queue").pop() else {
+                        let Some(i) = queue.lock().expect("queue").pop() else {
                             break;
                         };
-                        let result = self
-                            .fetch_checked(r)
-                            .map(|f| elsewhere(r, f))
-                            .map_err(Box::new);
-                        let failed = result.is_err();
-                        results.lock().expect("results").push((i, result));
-                        if failed {
+                        if !keep(i, self.fetch_checked(&resolved[i])) {
                             // Stop handing out work; running downloads finish.
                             queue.lock().expect("queue").clear();
                         }
@@ -111,30 +119,24 @@ impl Session<'_> {
                 });
             }
         });
-        let mut results = results.into_inner().expect("results");
-        if results.iter().all(|(_, r)| r.is_ok()) {
-            for (i, r) in again {
-                let result = self.fetch_checked(r).map(|f| elsewhere(r, f));
-                results.push((i, result.map_err(Box::new)));
+        if failed.lock().expect("failed").is_empty() {
+            for i in again {
+                keep(i, self.fetch_checked(&resolved[i]));
             }
         }
-        results.sort_unstable_by_key(|(i, _)| *i);
         // The first failure in recipe order; without one, every package
-        // was fetched, in order.
-        let files = results
-            .into_iter()
-            .map(|(_, r)| r)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| *e)?;
-        assert_eq!(files.len(), resolved.len(), "a file per package");
+        // was fetched.
+        let failed = failed.into_inner().expect("failed");
+        if let Some((_, e)) = failed.into_iter().min_by_key(|(i, _)| *i) {
+            return Err(e);
+        }
+        let moved = moved.into_inner().expect("moved");
         let mut resolved = resolved;
         // A file used where it was resolved keeps its path; any other is
         // copied into this thread's memory (a worker's is freed now, see
         // the `cores` module).
-        for (r, file) in resolved.iter_mut().zip(files) {
-            if let Some(file) = file {
-                r.from = FetchFrom::InPlace(std::sync::Arc::from(file.as_path()));
-            }
+        for (i, file) in moved {
+            resolved[i].from = FetchFrom::InPlace(std::sync::Arc::from(file.as_path()));
         }
         // Each in its own place (same size: the list is not copied).
         Ok(resolved

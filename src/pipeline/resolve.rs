@@ -154,7 +154,13 @@ impl Session<'_> {
         // between the lock entries (which go once the packages are
         // prepared) it would keep every page they leave from being given
         // back. The rest, each after how many path recipes come before it.
-        let mut path_recipes = Vec::new();
+        // Sized once (held while they are resolved, at the build's peak:
+        // grown by doubling, it was a third larger).
+        let paths_count = list
+            .iter()
+            .filter(|p| matches!(p.origin, Origin::Path { .. }))
+            .count();
+        let mut path_recipes = Vec::with_capacity(paths_count);
         let mut rest = Vec::new();
         for p in list {
             if let Origin::Path { path } = &p.origin {
