@@ -50,11 +50,11 @@ pub fn built(packages: &[debforge::repo::PoolEntry], summary: &str) {
     package_lines(
         packages.iter().map(|p| {
             (
-                p.package.as_str(),
-                p.version.as_str(),
-                p.architecture.as_str(),
+                p.package(),
+                p.version(),
+                p.architecture(),
                 p.size,
-                p.sha256.as_str(),
+                p.sha256(),
             )
         }),
         summary,

@@ -230,11 +230,11 @@ impl<P: std::ops::Deref<Target = [PoolEntry]>> Generation<P> {
         for p in self.packages.iter() {
             key.package(
                 [
-                    &p.package,
-                    &p.version,
-                    &p.architecture,
-                    &p.filename,
-                    &p.sha256,
+                    p.package(),
+                    p.version(),
+                    p.architecture(),
+                    p.filename(),
+                    p.sha256(),
                 ],
                 p.size,
             );
@@ -401,7 +401,7 @@ impl Summary {
         let of = Of {
             manifest: Some(manifest),
             number: g.number,
-            files: Pairs(&g.packages, |p| (&p.filename, &p.sha256)),
+            files: Pairs(&g.packages, |p| (p.filename(), p.sha256())),
             content: g.content_key(),
             forms: &g.forms,
             indexes: Pairs(&g.indexes, |k| (&k.path, &k.digests.sha256)),
@@ -736,7 +736,7 @@ impl Diff {
 }
 
 pub fn diff(a: &Generation, b: &Generation) -> Diff {
-    let key = |p: &PoolEntry| (p.package.clone(), p.architecture.clone());
+    let key = |p: &PoolEntry| (p.package().to_string(), p.architecture().to_string());
     let olds: BTreeMap<_, _> = a.packages.iter().map(|p| (key(p), p)).collect();
     let news: BTreeMap<_, _> = b.packages.iter().map(|p| (key(p), p)).collect();
     let mut changes = Vec::new();
@@ -745,30 +745,30 @@ pub fn diff(a: &Generation, b: &Generation) -> Diff {
             None => changes.push(Change::Added {
                 package: k.0.clone(),
                 architecture: k.1.clone(),
-                version: n.version.clone(),
+                version: n.version().to_string(),
             }),
-            Some(o) if o.version == n.version && o.sha256 != n.sha256 => {
+            Some(o) if o.version() == n.version() && o.sha256() != n.sha256() => {
                 changes.push(Change::ChangedBytes {
                     package: k.0.clone(),
                     architecture: k.1.clone(),
-                    version: n.version.clone(),
-                    from: o.sha256.clone(),
-                    to: n.sha256.clone(),
+                    version: n.version().to_string(),
+                    from: o.sha256().to_string(),
+                    to: n.sha256().to_string(),
                 })
             }
-            Some(o) if o.version != n.version => {
+            Some(o) if o.version() != n.version() => {
                 let newer = match (
-                    crate::format::version::Version::parse_lenient(&o.version),
-                    crate::format::version::Version::parse_lenient(&n.version),
+                    crate::format::version::Version::parse_lenient(o.version()),
+                    crate::format::version::Version::parse_lenient(n.version()),
                 ) {
                     (Ok((ov, _)), Ok((nv, _))) => nv.compare(&ov).is_gt(),
-                    _ => n.version > o.version,
+                    _ => n.version() > o.version(),
                 };
                 let (package, architecture, from, to) = (
                     k.0.clone(),
                     k.1.clone(),
-                    o.version.clone(),
-                    n.version.clone(),
+                    o.version().to_string(),
+                    n.version().to_string(),
                 );
                 changes.push(if newer {
                     Change::Upgraded {
@@ -794,7 +794,7 @@ pub fn diff(a: &Generation, b: &Generation) -> Diff {
             changes.push(Change::Removed {
                 package: k.0.clone(),
                 architecture: k.1.clone(),
-                version: o.version.clone(),
+                version: o.version().to_string(),
             });
         }
     }
@@ -895,7 +895,7 @@ pub fn matching<'a>(
         g.packages.len() == pool.len()
             && g.packages
                 .iter()
-                .all(|p| pool.get(&p.filename) == Some(&p.sha256))
+                .all(|p| pool.get(p.filename()).map(String::as_str) == Some(p.sha256()))
     })
 }
 
@@ -903,13 +903,13 @@ pub fn matching<'a>(
 fn kept_files(out: &Path, g: &Generation) -> Result<Vec<PathBuf>, RepoError> {
     let mut files = Vec::with_capacity(g.packages.len());
     for p in &g.packages {
-        if crate::format::path::check_relative(&p.filename).is_err() {
+        if crate::format::path::check_relative(p.filename()).is_err() {
             return Err(RepoError::BadGeneration {
                 path: dir_of(out).join(format!("{:06}.json", g.number)),
-                reason: format!("pool path {:?} leaves the repository", p.filename),
+                reason: format!("pool path {:?} leaves the repository", p.filename()),
             });
         }
-        let file = out.join(&p.filename);
+        let file = out.join(p.filename());
         if !file.is_file() {
             return Err(RepoError::NotKept {
                 generation: g.number,
@@ -932,7 +932,7 @@ fn controls_of(
     let mut controls = Vec::with_capacity(files.len());
     for (p, file) in g.packages.iter().zip(files) {
         let recorded = records
-            .control(&p.sha256)
+            .control(p.sha256())
             .and_then(|t| crate::format::ControlParagraph::parse_single(&t).ok());
         let control = match recorded {
             Some(c) => c,
@@ -986,7 +986,7 @@ pub fn materialize(
         .flat_map(|g| {
             g.packages
                 .iter()
-                .map(|p| (p.filename.clone(), p.sha256.clone()))
+                .map(|p| (p.filename().to_string(), p.sha256().to_string()))
         })
         .filter(|(rel, _)| out.join(rel).is_file())
         .collect();
@@ -1008,11 +1008,11 @@ pub fn materialize(
     // Each of its files still has the bytes the manifest says (the output's
     // pool is published through a link): by the records, read only when a
     // file changed since it was recorded.
-    let unchanged = g
-        .packages
-        .iter()
-        .zip(&files)
-        .all(|(p, file)| records.digests_of(file).is_ok_and(|d| d.sha256 == p.sha256));
+    let unchanged = g.packages.iter().zip(&files).all(|(p, file)| {
+        records
+            .digests_of(file)
+            .is_ok_and(|d| d.sha256 == p.sha256())
+    });
     if unchanged && let Some(indexes) = kept_indexes(out, g) {
         // Its own indexes, as they were when it was built and checked, and
         // the output's pool, which holds its files (checked above) and the
@@ -1029,12 +1029,12 @@ pub fn materialize(
         .zip(&files)
         .zip(controls)
         .map(|((p, file), control)| {
-            let sha256 = crate::digest::Sha256Sum::from_hex(&p.sha256).ok_or_else(|| {
+            let sha256 = crate::digest::Sha256Sum::from_hex(p.sha256()).ok_or_else(|| {
                 RepoError::BadPackage {
                     path: file.clone(),
                     reason: format!(
                         "the generation's manifest gives it SHA256 {:?}, not 64 hex digits",
-                        p.sha256
+                        p.sha256()
                     ),
                 }
             })?;
@@ -1166,13 +1166,18 @@ mod tests {
         let v2 = [tiny_deb(dir.path(), "liba", "1.1-1", None)];
         let r2 = write_repo(&out, &v2, &keys, 1_600_000_100, "").unwrap();
         record(&out, generation(&out, &r2, &keys, 1_600_000_100)).unwrap();
-        let old = out.join(&r1.packages[0].filename);
+        let old = out.join(r1.packages[0].filename());
         std::fs::create_dir_all(old.parent().unwrap()).unwrap();
         std::fs::copy(&v1[0].file, &old).unwrap();
         let all = list(&out).unwrap();
         assert_eq!(all.iter().map(|g| g.number).collect::<Vec<_>>(), [1, 2]);
         // The pool files the last generations keep, each once, sorted.
-        let file = |g: &Generation| (g.packages[0].filename.clone(), g.packages[0].sha256.clone());
+        let file = |g: &Generation| {
+            (
+                g.packages[0].filename().to_string(),
+                g.packages[0].sha256().to_string(),
+            )
+        };
         let mut both = vec![file(&all[0]), file(&all[1])];
         both.sort();
         assert_eq!(earlier(&out, 2).unwrap().0, both);
@@ -1377,7 +1382,7 @@ mod tests {
                     files.extend(
                         g.packages
                             .iter()
-                            .map(|p| (p.filename.clone(), p.sha256.clone())),
+                            .map(|p| (p.filename().to_string(), p.sha256().to_string())),
                     );
                 }
             }

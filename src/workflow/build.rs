@@ -654,7 +654,7 @@ fn repo_config(
     p: &PackageRecipe,
     config: &RepoConfig,
 ) -> Option<(String, Option<String>)> {
-    let e = report.packages.iter().find(|e| e.package == p.name)?;
+    let e = report.packages.iter().find(|e| e.package() == p.name)?;
     let name = p
         .build
         .as_ref()
@@ -666,7 +666,7 @@ fn repo_config(
             config.suite, config.component
         )
     });
-    Some((e.filename.clone(), source))
+    Some((e.filename().to_string(), source))
 }
 
 /// The recipe of the project's repo-config package, if it has one.
