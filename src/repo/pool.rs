@@ -40,6 +40,9 @@ pub struct DigestStore {
     /// reads and parses its lock meanwhile (each is a single-threaded tenth
     /// of a one-recipe-gone build). Joined by the first use of the records.
     reading: std::sync::Mutex<Option<std::thread::JoinHandle<Records>>>,
+    /// `reading` was joined: each use of the records takes one lock, not
+    /// two (thousands of packages are checked on several threads at once).
+    read: std::sync::atomic::AtomicBool,
     changed: std::sync::atomic::AtomicBool,
     /// The controls live in a file of their own beside `path`
     /// ([`DigestStore::forget_controls`] writes and drops them once the
@@ -266,6 +269,7 @@ impl DigestStore {
         DigestStore {
             path,
             records: std::sync::Mutex::new(records),
+            read: std::sync::atomic::AtomicBool::new(reading.is_none()),
             reading: std::sync::Mutex::new(reading),
             changed: std::sync::atomic::AtomicBool::new(false),
             controls_changed: std::sync::atomic::AtomicBool::new(false),
@@ -274,8 +278,13 @@ impl DigestStore {
 
     /// The records, once read (see `reading`).
     fn records(&self) -> std::sync::LockResult<std::sync::MutexGuard<'_, Records>> {
+        use std::sync::atomic::Ordering;
         let mut records = self.records.lock()?;
+        if self.read.load(Ordering::Acquire) {
+            return Ok(records);
+        }
         let read = self.reading.lock().ok().and_then(|mut r| r.take());
+        self.read.store(true, Ordering::Release);
         if let Some(read) = read {
             // A reader that panicked leaves none: files are read again.
             *records = match read.join() {
