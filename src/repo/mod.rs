@@ -47,6 +47,15 @@ pub use index::{IndexCache, IndexError, IndexStats, IndexedDeb, index_tree, read
 
 pub use crate::format::release::RepoConfig;
 
+/// Text `i` of several kept back to back in one string, `ends[j]` where
+/// text `j` ends and the last running to the string's end (a build holds
+/// thousands of such packed entries: one allocation each, not one a text).
+fn packed_text<'t>(text: &'t str, ends: &[u32], i: usize) -> &'t str {
+    let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+    let end = ends.get(i).map_or(text.len(), |e| *e as usize);
+    &text[start..end]
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
     #[error("{0}")]

@@ -83,9 +83,7 @@ pub struct IndexEntry {
 
 impl IndexEntry {
     fn part(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        let end = self.ends.get(i).map_or(self.text.len(), |e| *e as usize);
-        &self.text[start..end]
+        super::packed_text(&self.text, &self.ends, i)
     }
     pub fn package(&self) -> &str {
         self.part(0)

@@ -100,9 +100,7 @@ impl PoolEntry {
     }
 
     fn text(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        let end = self.ends.get(i).map_or(self.text.len(), |e| *e as usize);
-        &self.text[start..end]
+        super::packed_text(&self.text, &self.ends, i)
     }
 
     pub fn package(&self) -> &str {
