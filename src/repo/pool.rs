@@ -207,13 +207,9 @@ impl Records {
 impl serde::Serialize for Records {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut digests: Vec<&Record> = self.digests.iter().collect();
-        digests.sort_unstable_by_key(|r| r.key());
-        let mut checked: Vec<&Sha256> = self.data_checked.iter().collect();
-        checked.sort_unstable();
         let mut st = s.serialize_struct("Records", 2)?;
-        st.serialize_field("digests", &digests)?;
-        st.serialize_field("data_checked", &checked)?;
+        st.serialize_field("digests", &self.digests)?;
+        st.serialize_field("data_checked", &self.data_checked)?;
         st.end()
     }
 }

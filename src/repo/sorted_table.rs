@@ -118,7 +118,8 @@ impl<T: Keyed> SortedTable<T> {
         }
     }
 
-    /// Every item, in no order.
+    /// Every item, in no order (the tests' view beside `iter_sorted`).
+    #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = &T> {
         self.sorted.iter().chain(self.recent.values())
     }
@@ -139,11 +140,24 @@ impl<T: Keyed> SortedTable<T> {
     }
 }
 
+/// Its items as a sequence, by key: the same bytes as a sorted list of
+/// them, without one made (a build's records are thousands).
+impl<T: Keyed + serde::Serialize> serde::Serialize for SortedTable<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.len()))?;
+        for item in self.iter_sorted() {
+            seq.serialize_element(item)?;
+        }
+        seq.end()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Keyed, MERGE_AT, SortedTable};
 
-    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
     struct Item(u32, u32);
 
     impl Keyed for Item {
@@ -190,5 +204,12 @@ mod tests {
         assert!(!t.recent.is_empty());
         let by_key: Vec<u32> = t.iter_sorted().map(|i| i.0).collect();
         assert_eq!(by_key, keys);
+        // Written as the sorted list of its items would be.
+        let mut list: Vec<Item> = t.iter().copied().collect();
+        list.sort_unstable_by_key(|i| i.0);
+        assert_eq!(
+            postcard::to_allocvec(&t).unwrap(),
+            postcard::to_allocvec(&list).unwrap()
+        );
     }
 }
