@@ -22,7 +22,7 @@ use std::io::{self, Write};
 /// would make the same bytes (a debforge that compresses otherwise makes
 /// them anew). Change it with any change to this module's output or to
 /// where `repo` cuts pieces.
-pub const INDEX_FORMS: &str = "pieces of 32-128 KiB cut after a stanza; xz preset 6 with the hc3 match finder, 128 KiB dictionary, a block each; gzip 9, a sync-flushed segment each";
+pub const INDEX_FORMS: &str = "pieces of up to 128 KiB, each ended by a stanza whose CRC32 is a multiple of 32 and 16 KiB or more after the last such stanza; xz preset 6 with the hc3 match finder, 128 KiB dictionary, a block each; gzip 9, a sync-flushed segment each";
 
 /// The xz dictionary (and so the largest useful piece): what the decoder
 /// must allocate is declared in each block's header.

@@ -1,10 +1,8 @@
 //! A `Packages` index's compressed forms, written piece by piece as its
-//! stanzas come ([`crate::deb::blocks`]). A piece is cut after a stanza
-//! once it holds [`PIECE_MIN`] bytes and the stanza's CRC32 says so (one
-//! stanza in [`CUT_ONE_IN`]), or before a stanza would take it past
-//! [`PIECE_MAX`]: where pieces end depends on the stanzas near the end, so
-//! a package added or removed changes the piece it is in and leaves the
-//! others as they were. A piece an earlier generation compressed is copied
+//! stanzas come ([`crate::deb::blocks`]). Where pieces end is decided by
+//! the stanzas alone ([`Cuts`]), not by where the piece before ended, so a
+//! package added or removed changes the piece it is in (or joins it to the
+//! next) and leaves the others as they were. A piece an earlier generation compressed is copied
 //! from its kept forms (each kept with a [`PieceMap`]) instead of being
 //! compressed again. A copied piece is checked by the digests of its
 //! compressed forms, which its record keeps from when it was compressed
@@ -26,12 +24,41 @@ use crate::error::FileError;
 
 use super::RepoError;
 
-/// The smallest piece cut at a stanza's say.
-pub const PIECE_MIN: usize = 32 * 1024;
+/// The fewest bytes from one stanza that may end a piece to the next for
+/// that one to end it: every piece but the last holds as many, unless
+/// [`PIECE_MAX`] ended the one before.
+pub const PIECE_MIN: usize = 16 * 1024;
 /// The largest piece (but for a single larger stanza): xz's dictionary.
 pub const PIECE_MAX: usize = blocks::XZ_DICT as usize;
-/// About one stanza in this many ends a piece.
-const CUT_ONE_IN: u32 = 64;
+/// About one stanza in this many may end a piece (its CRC32 says so).
+const CUT_ONE_IN: u32 = 32;
+
+/// Where pieces end. A stanza whose CRC32 is a multiple of [`CUT_ONE_IN`]
+/// ends one when [`PIECE_MIN`] bytes or more came since the last such
+/// stanza; a stanza that would take a piece past [`PIECE_MAX`] starts one.
+/// The rule looks back to the last such stanza, not to where the piece
+/// began: a stanza gone or added moves at most the one end after it. (A
+/// rule of "this many bytes since the piece began" moved every end after
+/// it until two ends met again by chance: one stanza gone out of 5,000
+/// made four pieces anew, not one.)
+#[derive(Debug, Default)]
+struct Cuts {
+    /// Bytes since the last stanza that could end a piece.
+    since: usize,
+}
+
+impl Cuts {
+    /// For `stanza`, `len` bytes with its separator, coming after `piece`
+    /// bytes of the piece so far: whether the piece ends before it, and
+    /// whether it ends after it.
+    fn at(&mut self, piece: usize, len: usize, stanza: &[u8]) -> (bool, bool) {
+        let before = piece > 0 && piece + len > PIECE_MAX;
+        self.since += len;
+        let after = crc32fast::hash(stanza).is_multiple_of(CUT_ONE_IN)
+            && std::mem::take(&mut self.since) >= PIECE_MIN;
+        (before, after)
+    }
+}
 
 /// Where one piece's compressed forms lie in the kept forms of the index it
 /// was cut from.
@@ -145,6 +172,7 @@ pub struct FormsWriter<'k> {
     crc: crc32fast::Hasher,
     size: u64,
     piece: Vec<u8>,
+    cuts: Cuts,
     pending: Vec<Vec<u8>>,
     records: Vec<PieceRecord>,
     kept: &'k KeptPieces,
@@ -184,6 +212,7 @@ impl<'k> FormsWriter<'k> {
             crc: crc32fast::Hasher::new(),
             size: 0,
             piece: Vec::new(),
+            cuts: Cuts::default(),
             pending: Vec::new(),
             records: Vec::new(),
             kept,
@@ -199,12 +228,13 @@ impl<'k> FormsWriter<'k> {
     /// then `stanza`, whose CRC32 says whether a piece ends after it.
     pub fn stanza(&mut self, separator: &[u8], stanza: &[u8]) -> Result<(), RepoError> {
         let len = separator.len() + stanza.len();
-        if !self.piece.is_empty() && self.piece.len() + len > PIECE_MAX {
+        let (before, after) = self.cuts.at(self.piece.len(), len, stanza);
+        if before {
             self.cut()?;
         }
         self.piece.extend_from_slice(separator);
         self.piece.extend_from_slice(stanza);
-        if self.piece.len() >= PIECE_MIN && crc32fast::hash(stanza).is_multiple_of(CUT_ONE_IN) {
+        if after {
             self.cut()?;
         }
         Ok(())
@@ -418,6 +448,7 @@ fn decompress_to(xz: &Path, gz: &Path, plain_sha256: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     /// Synthetic stanzas, as the repository writes them.
     fn stanzas(skip: Option<usize>) -> Vec<String> {
@@ -488,6 +519,60 @@ mod tests {
             write(dirs[2].path(), &stanzas(Some(1500)), &KeptPieces::default());
         assert_eq!((fresh.reused, &fresh_xz, &fresh_gz), (0, &xz, &gz));
         assert_eq!(second.pieces, fresh.pieces);
+    }
+
+    /// The pieces [`Cuts`] makes of `stanzas`, each as its stanzas' keys.
+    fn pieces_of(stanzas: &[(usize, String)]) -> Vec<Vec<usize>> {
+        let (mut cuts, mut pieces) = (Cuts::default(), Vec::new());
+        let (mut piece, mut bytes) = (Vec::new(), 0);
+        for (i, (key, stanza)) in stanzas.iter().enumerate() {
+            let len = stanza.len() + usize::from(i > 0);
+            let (before, after) = cuts.at(bytes, len, stanza.as_bytes());
+            if before {
+                pieces.push(std::mem::take(&mut piece));
+                bytes = 0;
+            }
+            piece.push(*key);
+            bytes += len;
+            if after {
+                pieces.push(std::mem::take(&mut piece));
+                bytes = 0;
+            }
+        }
+        pieces.extend((!piece.is_empty()).then_some(piece));
+        pieces
+    }
+
+    #[test]
+    fn any_one_stanza_gone_changes_one_piece_or_two() {
+        // Stanzas of many lengths, as a real index has (descriptions of a
+        // line to a few paragraphs), each gone in turn.
+        let all: Vec<(usize, String)> = stanzas(None)
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| {
+                (
+                    i,
+                    s + &" more of the long description.\n".repeat(i * 7919 % 13),
+                )
+            })
+            .collect();
+        let before: HashSet<Vec<usize>> = pieces_of(&all).into_iter().collect();
+        assert!(before.len() >= 20, "{} pieces", before.len());
+        let mut changed = [0; 3];
+        for gone in 0..all.len() {
+            let mut less = all.clone();
+            less.remove(gone);
+            let after = pieces_of(&less);
+            let new = after.iter().filter(|p| !before.contains(*p)).count();
+            assert!(
+                (1..=2).contains(&new),
+                "stanza {gone} gone: {new} pieces new"
+            );
+            changed[new] += 1;
+        }
+        // Two only where the stanza gone decided an end.
+        assert!(changed[2] * 10 < all.len(), "{changed:?}");
     }
 
     /// Damages the kept forms in `dir` (written as `first`) as `damage`
