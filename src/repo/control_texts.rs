@@ -57,6 +57,10 @@ impl Keyed for TextAt {
     fn key(&self) -> Sha256 {
         self.key
     }
+
+    fn compare(a: &Sha256, b: &Sha256) -> std::cmp::Ordering {
+        super::sorted_table::sha256_order(a, b)
+    }
 }
 
 /// The texts, by key; see the module's comment.

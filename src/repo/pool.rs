@@ -83,6 +83,10 @@ impl Keyed for Sha256 {
     fn key(&self) -> Sha256 {
         *self
     }
+
+    fn compare(a: &Sha256, b: &Sha256) -> std::cmp::Ordering {
+        super::sorted_table::sha256_order(a, b)
+    }
 }
 
 #[derive(Clone, Copy, serde::Serialize, serde::Deserialize)]
