@@ -953,7 +953,8 @@ impl FileIdentity {
 /// per package. After a failed write every use fails: the file's end is
 /// no longer known.
 pub struct SpillFile {
-    file: fs::File,
+    /// Shared with the [`WrittenSpan`]s read outside the spill's owner.
+    file: std::sync::Arc<fs::File>,
     /// Bytes in the file; `pending` follows them.
     written: u64,
     pending: Vec<u8>,
@@ -974,7 +975,7 @@ impl SpillFile {
             _ => tempfile::tempfile(),
         }?;
         Ok(SpillFile {
-            file,
+            file: std::sync::Arc::new(file),
             written: 0,
             pending: Vec::new(),
             failed: false,
@@ -1011,7 +1012,7 @@ impl SpillFile {
         if !self.pending.is_empty() {
             // A write cut short leaves the file's end unknown.
             self.failed = true;
-            self.file.write_all(&self.pending)?;
+            (&*self.file).write_all(&self.pending)?;
             self.failed = false;
             self.written += self.pending.len() as u64;
         }
@@ -1048,9 +1049,38 @@ impl SpillFile {
         Ok(())
     }
 
+    /// `len` bytes from `at`, where all of them are written (none pending):
+    /// to be read with no hold on the spill, so that threads that share it
+    /// behind a lock do not wait on each other's reads.
+    pub fn written_span(&self, at: u64, len: usize) -> Option<WrittenSpan> {
+        let end = at.checked_add(len as u64)?;
+        (!self.failed && end <= self.written).then(|| WrittenSpan {
+            file: std::sync::Arc::clone(&self.file),
+            at,
+            len,
+        })
+    }
+
     /// Everything appended, in order from the start, read in blocks.
     pub fn reader(&self) -> impl std::io::Read + '_ {
         std::io::BufReader::with_capacity(SPILL_BUFFERED, SpillReader { spill: self, at: 0 })
+    }
+}
+
+/// Bytes of a [`SpillFile`] already in its file (which stays open for
+/// them, the spill gone or not).
+pub struct WrittenSpan {
+    file: std::sync::Arc<fs::File>,
+    at: u64,
+    len: usize,
+}
+
+impl WrittenSpan {
+    pub fn read(&self) -> std::io::Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0; self.len];
+        self.file.read_exact_at(&mut buf, self.at)?;
+        Ok(buf)
     }
 }
 
@@ -1120,7 +1150,7 @@ mod tests {
         // A write that fails (the file made read-only underneath) leaves
         // the spill refusing every use, not giving other bytes.
         let mut broken = SpillFile::new(Some(dir.path())).unwrap();
-        broken.file = std::fs::File::open(dir.path()).unwrap();
+        broken.file = std::fs::File::open(dir.path()).unwrap().into();
         broken.append(&[1; SPILL_BUFFERED - 1]).unwrap();
         assert!(broken.append(&[2; 2]).is_err());
         assert!(broken.append(b"x").is_err());

@@ -50,6 +50,31 @@ fn elsewhere(r: &Resolved, file: PathBuf) -> Option<PathBuf> {
     }
 }
 
+/// What a fetching worker takes from the end of `queue` (the biggest
+/// files): one file, or more while they hold [`TAKE_BYTES`] in all, up to
+/// [`TAKE_MAX`]. One at a time, each of thousands of small project files
+/// was a turn of the queue's lock, and four workers on two cores waited on
+/// it (a futex call each); a big download still goes alone, so downloads
+/// spread over the workers.
+fn taken_from(queue: &mut Vec<usize>, resolved: &[Resolved]) -> Vec<usize> {
+    let mut taken = Vec::new();
+    let mut bytes = 0;
+    while let Some(&i) = queue.last() {
+        let size = resolved[i].locked.size;
+        if !taken.is_empty() && (taken.len() == TAKE_MAX || bytes + size > TAKE_BYTES) {
+            break;
+        }
+        queue.pop();
+        taken.push(i);
+        bytes += size;
+    }
+    taken
+}
+
+/// See [`taken_from`].
+const TAKE_BYTES: u64 = 1 << 20;
+const TAKE_MAX: usize = 32;
+
 impl Session<'_> {
     /// The bytes `fetch` will really download or copy: files already in the
     /// cache do not count (the total progress bar shows only real work).
@@ -81,6 +106,7 @@ impl Session<'_> {
         let mut first = first;
         first.sort_by_key(|&i| (resolved[i].locked.size, std::cmp::Reverse(i)));
         let queue = Mutex::new(first);
+        let take = || taken_from(&mut queue.lock().expect("queue"), &resolved);
         // Only the files fetched elsewhere than their resolved path, and
         // the failures, by package: a project's own files (thousands, used
         // where they are) leave nothing here (memory: a result a package
@@ -107,13 +133,18 @@ impl Session<'_> {
         std::thread::scope(|scope| {
             for _ in 0..workers {
                 scope.spawn(|| {
-                    loop {
-                        let Some(i) = queue.lock().expect("queue").pop() else {
+                    'work: loop {
+                        let taken = take();
+                        if taken.is_empty() {
                             break;
-                        };
-                        if !keep(i, self.fetch_checked(&resolved[i])) {
-                            // Stop handing out work; running downloads finish.
-                            queue.lock().expect("queue").clear();
+                        }
+                        for i in taken {
+                            if !keep(i, self.fetch_checked(&resolved[i])) {
+                                // Stop handing out work; running downloads
+                                // finish (and none this worker took starts).
+                                queue.lock().expect("queue").clear();
+                                break 'work;
+                            }
                         }
                     }
                 });

@@ -14,11 +14,30 @@
 use std::path::PathBuf;
 
 use super::sorted_table::{Keyed, SortedTable};
-use crate::files::SpillFile;
+use crate::files::{SpillFile, WrittenSpan};
 
 /// A SHA256, as bytes: held by the thousand (hex strings were four
 /// allocations' worth more per package).
 pub(super) type Sha256 = [u8; 32];
+
+/// A text found: read already (it was still buffered), or where it is in
+/// the spill's file. Reading it there needs no hold on the store: the
+/// fetching and preparing threads each read thousands of texts, and one
+/// `pread` at a time under the records' lock kept them waiting on it.
+pub(super) enum Found {
+    Read(String),
+    Written(WrittenSpan),
+}
+
+impl Found {
+    /// The text (`None` where it cannot be read back: a cache's miss).
+    pub(super) fn read(self) -> Option<String> {
+        match self {
+            Found::Read(text) => Some(text),
+            Found::Written(span) => String::from_utf8(span.read().ok()?).ok(),
+        }
+    }
+}
 
 /// Where one text is in the spill, beside its key: 40 bytes in a sorted
 /// table (a hash table's entry was 48, and it had 1.6 times as many: 1.6 MB
@@ -121,21 +140,42 @@ impl ControlTexts {
 
     /// The text kept under `key`.
     pub(super) fn get(&self, key: &Sha256) -> Option<String> {
-        let (at, len) = self.index.get(*key)?.span()?;
-        self.read(at, len)
+        self.find(key)?.read()
     }
 
-    /// The text kept under `key`, no longer kept.
+    /// The text kept under `key`, no longer kept (the tests' view of
+    /// `take`).
+    #[cfg(test)]
     pub(super) fn remove(&mut self, key: &Sha256) -> Option<String> {
+        self.take(key)?.read()
+    }
+
+    /// The text kept under `key`, to be read where the store is no longer
+    /// held (threads share it behind a lock: see [`Found`]).
+    pub(super) fn find(&self, key: &Sha256) -> Option<Found> {
+        let (at, len) = self.index.get(*key)?.span()?;
+        self.found(at, len)
+    }
+
+    /// [`ControlTexts::find`], no longer kept.
+    pub(super) fn take(&mut self, key: &Sha256) -> Option<Found> {
         let (at, len) = self.remove_span(key)?;
-        let text = self.read(at, len);
+        let found = self.found(at, len);
         // The last one taken (a build takes each once): the table goes now,
         // not when the build forgets the store (memory: sized for every
         // package, held at preparing's peak).
         if self.live == 0 {
             self.lose_all();
         }
-        text
+        found
+    }
+
+    fn found(&self, at: u64, len: usize) -> Option<Found> {
+        let spill = self.spill.as_ref()?;
+        Some(match spill.written_span(at, len) {
+            Some(span) => Found::Written(span),
+            None => Found::Read(self.read(at, len)?),
+        })
     }
 
     /// Marks the text under `key` taken, and says where it was.

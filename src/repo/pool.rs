@@ -332,14 +332,15 @@ impl DigestStore {
     /// `read` of the control paragraph's text recorded for the file with
     /// this SHA256 (read back from where the records keep it).
     pub fn with_control<R>(&self, sha256: &str, read: impl FnOnce(&str) -> R) -> Option<R> {
-        let key = sha256_bytes(sha256)?;
-        let text = self.records().ok()?.controls.get(&key)?;
+        let text = self.control(sha256)?;
         Some(read(&text))
     }
 
     pub fn control(&self, sha256: &str) -> Option<String> {
         let key = sha256_bytes(sha256)?;
-        self.records().ok()?.controls.get(&key)
+        // Read once the records' lock is let go.
+        let found = self.records().ok()?.controls.find(&key);
+        found?.read()
     }
 
     /// Whether the file with this SHA256 had its data member read to its
@@ -373,7 +374,10 @@ impl DigestStore {
             self.write_controls(&records);
             records.controls_forgotten = true;
         }
-        records.controls.remove(&key)
+        let found = records.controls.take(&key);
+        // Read once the records' lock is let go.
+        drop(records);
+        found?.read()
     }
 
     fn write_controls(&self, records: &Records) {
