@@ -51,17 +51,20 @@ fn elsewhere(r: &Resolved, file: PathBuf) -> Option<PathBuf> {
 }
 
 /// What a fetching worker takes from the end of `queue` (the biggest
-/// files): one file, or more while they hold [`TAKE_BYTES`] in all, up to
-/// [`TAKE_MAX`]. One at a time, each of thousands of small project files
-/// was a turn of the queue's lock, and four workers on two cores waited on
-/// it (a futex call each); a big download still goes alone, so downloads
-/// spread over the workers.
+/// files): one file, or several of the project's own files (used where
+/// they are: nothing is downloaded) while they hold [`TAKE_BYTES`] in all,
+/// up to [`TAKE_MAX`]. One at a time, each of thousands of small project
+/// files was a turn of the queue's lock, and four workers on two cores
+/// waited on it (a futex call each); a download still goes alone, so
+/// downloads spread over the workers to the last one.
 fn taken_from(queue: &mut Vec<usize>, resolved: &[Resolved]) -> Vec<usize> {
-    let mut taken = Vec::new();
+    let mut taken: Vec<usize> = Vec::new();
     let mut bytes = 0;
+    let in_place = |i: usize| matches!(resolved[i].from, FetchFrom::InPlace(_));
     while let Some(&i) = queue.last() {
         let size = resolved[i].locked.size;
-        if !taken.is_empty() && (taken.len() == TAKE_MAX || bytes + size > TAKE_BYTES) {
+        let batched = in_place(i) && taken.first().is_none_or(|&t| in_place(t));
+        if !taken.is_empty() && (!batched || taken.len() == TAKE_MAX || bytes + size > TAKE_BYTES) {
             break;
         }
         queue.pop();
@@ -336,5 +339,62 @@ impl Session<'_> {
             }
             FetchFrom::InPlace(_) => unreachable!("used in place by fetch_one"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn resolved(size: u64, in_place: bool) -> Resolved {
+        let entry = crate::recipe::lock::LockEntry {
+            name: "p".into(),
+            version: "1".into(),
+            architecture: "amd64".into(),
+            origin: "path".into(),
+            size,
+            sha256: "a".repeat(64),
+            ..Default::default()
+        };
+        Resolved {
+            repack: None,
+            for_base: false,
+            locked: Arc::new(crate::recipe::lock::LockedPackage::from(entry)),
+            from: match in_place {
+                true => FetchFrom::InPlace(Path::new("/d/p.deb").into()),
+                false => FetchFrom::Url("https://example.org/p.deb".into()),
+            },
+            seen: None,
+        }
+    }
+
+    /// Project files go a batch at a time (up to a count and a size); a
+    /// download goes alone, and ends a batch of project files before it.
+    #[test]
+    fn a_worker_takes_project_files_by_the_batch_and_a_download_alone() {
+        let mut all: Vec<Resolved> = (0..40).map(|_| resolved(1000, true)).collect();
+        all.push(resolved(10, false));
+        all.extend((0..3).map(|_| resolved(400 << 10, true)));
+        all.push(resolved(5 << 20, false));
+        // Taken from the end, as the queue is: the biggest first.
+        let mut queue: Vec<usize> = (0..all.len()).collect();
+        let mut turns = Vec::new();
+        loop {
+            let taken = taken_from(&mut queue, &all);
+            if taken.is_empty() {
+                break;
+            }
+            turns.push(taken);
+        }
+        let sizes: Vec<usize> = turns.iter().map(Vec::len).collect();
+        // The download; two 400 KiB files (a third would pass 1 MiB); the
+        // third; the small download; 32 small files, then the other 8.
+        assert_eq!(sizes, [1, 2, 1, 1, 32, 8], "{turns:?}");
+        assert_eq!(turns[0], [44]);
+        assert_eq!(turns[3], [40]);
+        let mut every: Vec<usize> = turns.concat();
+        every.sort();
+        assert_eq!(every, (0..all.len()).collect::<Vec<_>>());
     }
 }
