@@ -2,9 +2,10 @@
 //! stanzas come ([`crate::deb::blocks`]). Where pieces end is decided by
 //! the stanzas alone ([`Cuts`]), not by where the piece before ended, so a
 //! package added or removed changes the piece it is in (or joins it to the
-//! next) and leaves the others as they were. A piece an earlier generation compressed is copied
-//! from its kept forms (each kept with a [`PieceMap`]) instead of being
-//! compressed again. A copied piece is checked by the digests of its
+//! next) and leaves the others as they were. A piece an earlier generation
+//! compressed is copied from its kept forms (each kept with a
+//! [`PieceMap`]) instead of being compressed again. A copied piece is
+//! checked by the digests of its
 //! compressed forms, which its record keeps from when it was compressed
 //! (decompressing the whole index to check it took longer than the rest of
 //! a build that changes one package); one whose forms or record are not
@@ -37,7 +38,8 @@ const CUT_ONE_IN: u32 = 32;
 /// ends one when [`PIECE_MIN`] bytes or more came since the last such
 /// stanza; a stanza that would take a piece past [`PIECE_MAX`] starts one.
 /// The rule looks back to the last such stanza, not to where the piece
-/// began: a stanza gone or added moves at most the one end after it. (A
+/// began: a stanza gone or added moves at most the one end after it (but
+/// in a run of 128 KiB with no such end, where the size ends pieces). (A
 /// rule of "this many bytes since the piece began" moved every end after
 /// it until two ends met again by chance: one stanza gone out of 5,000
 /// made four pieces anew, not one.)
